@@ -1,0 +1,41 @@
+//! Typed engine errors. Every failure a caller can see names the object:
+//! a file and offset for damaged data, a tree for logical misuse.
+
+use std::path::PathBuf;
+
+/// An engine failure. Invariant: `Corrupt` is only produced by validation of
+/// bytes read from disk (or handed in by a test), never by a logic error in
+/// the engine itself, which is `Internal`.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("could not {op} file \"{path}\": {source}")]
+    Io { op: &'static str, path: PathBuf, source: std::io::Error },
+    #[error("corrupted data in file \"{path}\" at offset {offset}: {detail}")]
+    Corrupt { path: PathBuf, offset: u64, detail: String },
+    #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
+    KeyTooLarge { len: usize, max: usize },
+    #[error("item of {len} bytes exceeds the maximum of {max} bytes")]
+    ItemTooLarge { len: usize, max: usize },
+    #[error("tree {0} does not exist")]
+    NoSuchTree(u32),
+    #[error("tree {0} already exists")]
+    TreeExists(u32),
+    #[error("compression level {0} is out of range (-1 = off, 0..22)")]
+    BadCompression(i32),
+    #[error("all {0} buffers of the page pool are pinned")]
+    PoolExhausted(usize),
+    #[error("tree {tree} is damaged: {detail}")]
+    Damaged { tree: u32, detail: String },
+}
+
+pub type Result<T> = std::result::Result<T, EngineError>;
+
+impl EngineError {
+    pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EngineError::Io { op, path: path.into(), source }
+    }
+
+    pub fn corrupt(path: impl Into<PathBuf>, offset: u64, detail: impl Into<String>) -> Self {
+        EngineError::Corrupt { path: path.into(), offset, detail: detail.into() }
+    }
+}

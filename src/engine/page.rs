@@ -1,0 +1,425 @@
+//! The 8 KB page layout shared by leaves and internal pages of a B-link tree.
+//!
+//! ```text
+//! 0   magic u16 | flags u16 | level u16 | nitems u16
+//! 8   upper u16 | garbage u16 | right u32
+//! 16  low_off u16 | low_len u16 | high_off u16 | high_len u16
+//! 24  reserved u64
+//! 32  slot array: nitems x u16 item offsets, in key order (grows up)
+//! ... free space ...
+//! upper..8192: item data (grows down): klen u16 | vlen u16 | key | value,
+//!              plus the low and high keys as raw bytes
+//! ```
+//! A page covers the key range `[low, high)`; a missing low key is minus
+//! infinity, a missing high key plus infinity (the rightmost page of a level).
+//! Internal items carry a 4-byte child page number as their value; the first
+//! item's key is ignored (it stands for the page's low key).
+//! All integers are little-endian.
+
+use crate::cmp::KeyCmp;
+use std::cmp::Ordering;
+
+pub const PAGE_SIZE: usize = 8192;
+pub const HEADER: usize = 32;
+pub const PAGE_MAGIC: u16 = 0x4F50;
+/// Longest key: two keys (low, high) plus two maximal items must fit a page.
+pub const MAX_KEY: usize = 1024;
+/// Longest key + value: about a third of a page, so a split always succeeds.
+pub const MAX_ITEM: usize = 2600;
+pub const NO_PAGE: u32 = u32::MAX;
+
+pub const F_DELETED: u16 = 1;
+const F_HAS_LOW: u16 = 2;
+const F_HAS_HIGH: u16 = 4;
+
+fn rd16(p: &[u8], at: usize) -> usize {
+    u16::from_le_bytes([p[at], p[at + 1]]) as usize
+}
+fn wr16(p: &mut [u8], at: usize, v: usize) {
+    debug_assert!(v <= u16::MAX as usize);
+    p[at..at + 2].copy_from_slice(&(v as u16).to_le_bytes());
+}
+fn rd32(p: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(p[at..at + 4].try_into().unwrap())
+}
+
+/// Bytes an item occupies in the data area plus its slot.
+pub fn item_space(klen: usize, vlen: usize) -> usize {
+    4 + klen + vlen + 2
+}
+
+/// Read-only view of a page. Invariant: the bytes passed [`validate`] (or
+/// were produced by this module), so every offset below is in bounds.
+#[derive(Clone, Copy)]
+pub struct PageRef<'a>(pub &'a [u8]);
+
+impl<'a> PageRef<'a> {
+    pub fn flags(&self) -> u16 {
+        rd16(self.0, 2) as u16
+    }
+    pub fn is_deleted(&self) -> bool {
+        self.flags() & F_DELETED != 0
+    }
+    pub fn level(&self) -> u16 {
+        rd16(self.0, 4) as u16
+    }
+    pub fn is_leaf(&self) -> bool {
+        self.level() == 0
+    }
+    pub fn nitems(&self) -> usize {
+        rd16(self.0, 6)
+    }
+    fn upper(&self) -> usize {
+        rd16(self.0, 8)
+    }
+    fn garbage(&self) -> usize {
+        rd16(self.0, 10)
+    }
+    pub fn right(&self) -> u32 {
+        rd32(self.0, 12)
+    }
+    pub fn low(&self) -> Option<&'a [u8]> {
+        (self.flags() & F_HAS_LOW != 0).then(|| {
+            let (o, l) = (rd16(self.0, 16), rd16(self.0, 18));
+            &self.0[o..o + l]
+        })
+    }
+    pub fn high(&self) -> Option<&'a [u8]> {
+        (self.flags() & F_HAS_HIGH != 0).then(|| {
+            let (o, l) = (rd16(self.0, 20), rd16(self.0, 22));
+            &self.0[o..o + l]
+        })
+    }
+    fn item_off(&self, i: usize) -> usize {
+        rd16(self.0, HEADER + 2 * i)
+    }
+    pub fn key(&self, i: usize) -> &'a [u8] {
+        let o = self.item_off(i);
+        let kl = rd16(self.0, o);
+        &self.0[o + 4..o + 4 + kl]
+    }
+    pub fn value(&self, i: usize) -> &'a [u8] {
+        let o = self.item_off(i);
+        let (kl, vl) = (rd16(self.0, o), rd16(self.0, o + 2));
+        &self.0[o + 4 + kl..o + 4 + kl + vl]
+    }
+    pub fn child(&self, i: usize) -> u32 {
+        rd32(self.value(i), 0)
+    }
+    /// Free bytes between the slot array and the item data.
+    pub fn contiguous_free(&self) -> usize {
+        self.upper() - (HEADER + 2 * self.nitems())
+    }
+    /// Free bytes after compaction.
+    pub fn total_free(&self) -> usize {
+        self.contiguous_free() + self.garbage()
+    }
+    /// Bytes used by items and their slots (not counting low/high keys).
+    pub fn live_bytes(&self) -> usize {
+        (0..self.nitems()).map(|i| item_space(self.key(i).len(), self.value(i).len())).sum()
+    }
+
+    /// Binary search: `Ok(i)` if item i has the key, else `Err(insertion point)`.
+    pub fn search(&self, cmp: &dyn KeyCmp, key: &[u8]) -> Result<usize, usize> {
+        let (mut lo, mut hi) = (0, self.nitems());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            match cmp.cmp(self.key(mid), key) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Ok(mid),
+            }
+        }
+        Err(lo)
+    }
+
+    /// Internal pages: the last item whose key is <= `key` (or < `key` when
+    /// `strict`); item 0 counts as minus infinity.
+    pub fn child_index(&self, cmp: &dyn KeyCmp, key: &[u8], strict: bool) -> usize {
+        let (mut lo, mut hi) = (1, self.nitems());
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            let o = cmp.cmp(self.key(mid), key);
+            if o == Ordering::Less || (!strict && o == Ordering::Equal) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo - 1
+    }
+
+    pub fn items(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
+        (0..self.nitems()).map(move |i| (self.key(i), self.value(i)))
+    }
+}
+
+/// Mutable access to a page. Invariant as for [`PageRef`]; every method
+/// keeps the layout valid or returns `false` and changes nothing.
+pub struct PageMut<'a>(pub &'a mut [u8]);
+
+impl<'a> PageMut<'a> {
+    pub fn as_ref(&self) -> PageRef<'_> {
+        PageRef(self.0)
+    }
+
+    /// Formats an empty page.
+    pub fn init(&mut self, level: u16, low: Option<&[u8]>, high: Option<&[u8]>, right: u32) {
+        let p = &mut *self.0;
+        p[..HEADER].fill(0);
+        wr16(p, 0, PAGE_MAGIC as usize);
+        wr16(p, 4, level as usize);
+        wr16(p, 8, PAGE_SIZE);
+        p[12..16].copy_from_slice(&right.to_le_bytes());
+        let mut flags = 0;
+        let mut upper = PAGE_SIZE;
+        if let Some(h) = high {
+            upper -= h.len();
+            p[upper..upper + h.len()].copy_from_slice(h);
+            wr16(p, 20, upper);
+            wr16(p, 22, h.len());
+            flags |= F_HAS_HIGH;
+        }
+        if let Some(l) = low {
+            upper -= l.len();
+            p[upper..upper + l.len()].copy_from_slice(l);
+            wr16(p, 16, upper);
+            wr16(p, 18, l.len());
+            flags |= F_HAS_LOW;
+        }
+        wr16(p, 8, upper);
+        wr16(p, 2, flags as usize);
+    }
+
+    /// Builds a page from items already in key order. Returns false if they
+    /// do not fit (the page is then unspecified; callers size splits first).
+    pub fn build<'k>(
+        &mut self,
+        level: u16,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+        right: u32,
+        items: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+    ) -> bool {
+        self.init(level, low, high, right);
+        for (k, v) in items {
+            let n = self.as_ref().nitems();
+            if !self.insert_at(n, k, v) {
+                return false;
+            }
+        }
+        true
+    }
+
+    pub fn set_flag(&mut self, f: u16, on: bool) {
+        let cur = rd16(self.0, 2) as u16;
+        wr16(self.0, 2, (if on { cur | f } else { cur & !f }) as usize);
+    }
+
+    pub fn set_right(&mut self, right: u32) {
+        self.0[12..16].copy_from_slice(&right.to_le_bytes());
+    }
+
+    /// Inserts an item at slot `i`, compacting if needed. False if it cannot fit.
+    pub fn insert_at(&mut self, i: usize, key: &[u8], val: &[u8]) -> bool {
+        let need = item_space(key.len(), val.len());
+        let pr = self.as_ref();
+        if pr.contiguous_free() < need {
+            if pr.total_free() < need {
+                return false;
+            }
+            self.compact();
+        }
+        let p = &mut *self.0;
+        let n = rd16(p, 6);
+        let upper = rd16(p, 8) - (4 + key.len() + val.len());
+        wr16(p, upper, key.len());
+        wr16(p, upper + 2, val.len());
+        p[upper + 4..upper + 4 + key.len()].copy_from_slice(key);
+        p[upper + 4 + key.len()..upper + 4 + key.len() + val.len()].copy_from_slice(val);
+        let s = HEADER + 2 * i;
+        p.copy_within(s..HEADER + 2 * n, s + 2);
+        wr16(p, s, upper);
+        wr16(p, 6, n + 1);
+        wr16(p, 8, upper);
+        true
+    }
+
+    pub fn remove_at(&mut self, i: usize) {
+        let pr = self.as_ref();
+        let freed = 4 + pr.key(i).len() + pr.value(i).len();
+        let n = pr.nitems();
+        let g = pr.garbage();
+        let p = &mut *self.0;
+        let s = HEADER + 2 * i;
+        p.copy_within(s + 2..HEADER + 2 * n, s);
+        wr16(p, 6, n - 1);
+        wr16(p, 10, g + freed);
+    }
+
+    /// Replaces the value of item `i`: in place when the length is unchanged.
+    pub fn replace_value(&mut self, i: usize, val: &[u8]) -> bool {
+        let pr = self.as_ref();
+        if pr.value(i).len() == val.len() {
+            let o = pr.item_off(i);
+            let kl = rd16(self.0, o);
+            self.0[o + 4 + kl..o + 4 + kl + val.len()].copy_from_slice(val);
+            return true;
+        }
+        let key = pr.key(i).to_vec();
+        let old_len = pr.value(i).len();
+        if pr.total_free() + old_len < val.len() {
+            return false;
+        }
+        self.remove_at(i);
+        let ok = self.insert_at(i, &key, val);
+        debug_assert!(ok);
+        ok
+    }
+
+    /// Rewrites the data area without garbage.
+    pub fn compact(&mut self) {
+        let mut tmp = [0u8; PAGE_SIZE];
+        tmp.copy_from_slice(self.0);
+        let old = PageRef(&tmp);
+        let items: Vec<(&[u8], &[u8])> = old.items().collect();
+        let ok = self.build(old.level(), old.low(), old.high(), old.right(), items.into_iter());
+        debug_assert!(ok);
+        self.set_flag(F_DELETED, old.is_deleted());
+    }
+}
+
+/// Checks that arbitrary bytes form a structurally valid page, so that no
+/// later accessor can index out of bounds. Returns a description of the
+/// first problem.
+pub fn validate(p: &[u8]) -> Result<(), String> {
+    if p.len() != PAGE_SIZE {
+        return Err(format!("page has {} bytes, expected {}", p.len(), PAGE_SIZE));
+    }
+    if rd16(p, 0) as u16 != PAGE_MAGIC {
+        return Err("bad page magic".into());
+    }
+    let flags = rd16(p, 2) as u16;
+    if flags & !(F_DELETED | F_HAS_LOW | F_HAS_HIGH) != 0 {
+        return Err(format!("unknown page flags {flags:#x}"));
+    }
+    let n = rd16(p, 6);
+    let upper = rd16(p, 8);
+    if HEADER + 2 * n > upper || upper > PAGE_SIZE {
+        return Err(format!("item count {n} and data start {upper} overlap"));
+    }
+    let in_data = |o: usize, l: usize| o >= upper && o + l <= PAGE_SIZE;
+    if flags & F_HAS_LOW != 0 && !in_data(rd16(p, 16), rd16(p, 18)) {
+        return Err("low key out of bounds".into());
+    }
+    if flags & F_HAS_HIGH != 0 && !in_data(rd16(p, 20), rd16(p, 22)) {
+        return Err("high key out of bounds".into());
+    }
+    let level = rd16(p, 4);
+    for i in 0..n {
+        let o = rd16(p, HEADER + 2 * i);
+        if !in_data(o, 4) {
+            return Err(format!("item {i} offset {o} out of bounds"));
+        }
+        let (kl, vl) = (rd16(p, o), rd16(p, o + 2));
+        if !in_data(o, 4 + kl + vl) {
+            return Err(format!("item {i} length out of bounds"));
+        }
+        if level > 0 && vl != 4 {
+            return Err(format!("internal item {i} has a {vl}-byte child pointer"));
+        }
+    }
+    if level > 0 && n == 0 && flags & F_DELETED == 0 {
+        return Err("internal page without items".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cmp::Bytewise;
+
+    fn page() -> Vec<u8> {
+        vec![0u8; PAGE_SIZE]
+    }
+
+    #[test]
+    fn insert_search_remove_compact() {
+        let mut buf = page();
+        let mut p = PageMut(&mut buf);
+        p.init(0, Some(b"a"), Some(b"z"), NO_PAGE);
+        for (i, k) in [b"m", b"c", b"x", b"e"].iter().enumerate() {
+            let pos = p.as_ref().search(&Bytewise, *k).unwrap_err();
+            assert!(p.insert_at(pos, *k, &[i as u8; 10]));
+        }
+        let keys: Vec<_> = p.as_ref().items().map(|(k, _)| k.to_vec()).collect();
+        assert_eq!(keys, vec![b"c".to_vec(), b"e".to_vec(), b"m".to_vec(), b"x".to_vec()]);
+        assert_eq!(p.as_ref().search(&Bytewise, b"m"), Ok(2));
+        assert!(p.replace_value(2, &[9; 100]));
+        assert_eq!(p.as_ref().value(2), &[9; 100][..]);
+        p.remove_at(0);
+        assert_eq!(p.as_ref().low(), Some(&b"a"[..]));
+        assert_eq!(p.as_ref().high(), Some(&b"z"[..]));
+        let before = p.as_ref().total_free();
+        p.compact();
+        assert_eq!(p.as_ref().total_free(), before);
+        assert_eq!(p.as_ref().contiguous_free(), before);
+        validate(&buf).unwrap();
+    }
+
+    #[test]
+    fn fills_until_full_and_reuses_garbage() {
+        let mut buf = page();
+        let mut p = PageMut(&mut buf);
+        p.init(0, None, None, NO_PAGE);
+        let mut n = 0u32;
+        while p.insert_at(n as usize, &n.to_be_bytes(), &[0; 100]) {
+            n += 1;
+        }
+        assert!(n > 70);
+        p.remove_at(0);
+        p.remove_at(0);
+        assert!(p.insert_at(0, &[0, 0, 0, 0], &[1; 100]), "garbage must be reusable");
+    }
+
+    #[test]
+    fn child_index_semantics() {
+        let mut buf = page();
+        let mut p = PageMut(&mut buf);
+        p.init(1, None, None, NO_PAGE);
+        for (i, k) in [&b""[..], b"d", b"m"].iter().enumerate() {
+            assert!(p.insert_at(i, k, &(i as u32).to_le_bytes()));
+        }
+        let r = p.as_ref();
+        assert_eq!(r.child_index(&Bytewise, b"a", false), 0);
+        assert_eq!(r.child_index(&Bytewise, b"d", false), 1);
+        assert_eq!(r.child_index(&Bytewise, b"d", true), 0);
+        assert_eq!(r.child_index(&Bytewise, b"z", false), 2);
+    }
+
+    #[test]
+    fn random_bytes_never_validate_into_panics() {
+        let mut seed = 12345u64;
+        for _ in 0..2000 {
+            let mut buf = page();
+            for b in buf.iter_mut() {
+                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                *b = (seed >> 56) as u8;
+            }
+            // Make some of them look plausible so validation goes deep.
+            buf[0..2].copy_from_slice(&PAGE_MAGIC.to_le_bytes());
+            buf[2] &= 7;
+            buf[3] = 0;
+            buf[6] = (seed % 40) as u8;
+            buf[7] = 0;
+            if validate(&buf).is_ok() {
+                let r = PageRef(&buf);
+                for i in 0..r.nitems() {
+                    let _ = (r.key(i), r.value(i));
+                }
+                let _ = (r.low(), r.high(), r.total_free());
+            }
+        }
+    }
+}
