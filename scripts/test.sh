@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Run every test of orioledb_rs; exit non-zero if anything fails.
+#
+#   1. setup           scripts/setup.sh (packages, cargo-pgrx, pgrx init)
+#   2. engine          cargo test -p orioledb_engine --release   (no server)
+#   3. pg_test         cargo pgrx test pg15 --runas postgres      (#[pg_test]s in a server)
+#   4. install         cargo pgrx install --release               (pg_test left a debug build)
+#   5. integration     cargo test --release --test '*' against a fresh throwaway
+#                      cluster that preloads orioledb_rs (stopped and removed at exit)
+#
+# Steps 2-5 all run even if an earlier one fails (except that 5 needs 4).
+# Logs: <run dir>/test-logs/. Environment overrides: ORIOLEDB_TEST_PORT (54316),
+# ORIOLEDB_RUN_DIR, ORIOLEDB_TEST_KEEP=1 (keep the integration cluster).
+set -euo pipefail
+# shellcheck source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+require_root
+cd "$PROJECT_DIR"
+
+T0=$(date +%s)
+STEP_NAMES=(); STEP_RESULTS=(); STEP_TIMES=(); STEP_COUNTS=()
+FAILED=0
+
+record() { # name result seconds counts
+    STEP_NAMES+=("$1"); STEP_RESULTS+=("$2"); STEP_TIMES+=("$3"); STEP_COUNTS+=("$4")
+    [ "$2" = PASS ] || FAILED=1
+}
+
+# Sum libtest's "test result: ok. 3 passed; 0 failed; 1 ignored; ..." lines.
+count_tests() {
+    awk '/^test result:/ {
+            for (i = 1; i <= NF; i++) {
+                if ($(i+1) ~ /^passed/)  p += $i
+                if ($(i+1) ~ /^failed/)  f += $i
+                if ($(i+1) ~ /^ignored/) g += $i
+            }
+            n++
+         }
+         END { if (n) printf "%d passed, %d failed, %d ignored", p, f, g; else printf "no test results" }' "$1"
+}
+
+# step NAME TIMEOUT_SECONDS CMD...  — run, tee to a log, record the outcome.
+step() {
+    local name="$1" limit="$2"; shift 2
+    local log="$LOG_DIR/$name.log" t rc
+    say "[$name] $*"
+    t=$(date +%s)
+    set +e
+    timeout -k 60 "$limit" "$@" 2>&1 | tee "$log"
+    rc=${PIPESTATUS[0]}
+    set -e
+    t=$(( $(date +%s) - t ))
+    local counts
+    counts="$(count_tests "$log")"
+    if [ "$rc" = 0 ]; then
+        record "$name" PASS "$t" "$counts"
+    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        record "$name" "FAIL (timeout after ${limit}s)" "$t" "$counts"
+    else
+        record "$name" "FAIL (exit $rc)" "$t" "$counts"
+    fi
+    return 0
+}
+
+summary() {
+    local total=$(( $(date +%s) - T0 ))
+    echo
+    echo "${_B}================ orioledb_rs test summary ================${_N}"
+    local i
+    for i in "${!STEP_NAMES[@]}"; do
+        printf '  %-12s %-28s %5ss   %s\n' "${STEP_NAMES[$i]}" "${STEP_RESULTS[$i]}" "${STEP_TIMES[$i]}" "${STEP_COUNTS[$i]}"
+    done
+    printf '  %-12s %-28s %5ss\n' "total" "" "$total"
+    echo "  logs: $LOG_DIR"
+    if [ "$FAILED" = 0 ]; then
+        echo "${_B}${_G}ALL TESTS PASSED${_N}"
+    else
+        echo "${_B}${_R}SOME TESTS FAILED${_N}"
+    fi
+}
+
+# ---------------------------------------------------------------- 1. setup
+say "[setup] scripts/setup.sh"
+t=$(date +%s)
+bash "$PROJECT_DIR/scripts/setup.sh"
+choose_run_dir
+LOG_DIR="$RUN_DIR/test-logs"
+mkdir -p "$LOG_DIR"
+record setup PASS $(( $(date +%s) - t )) ""
+
+# ---------------------------------------------------------------- 2. engine
+step engine 2400 cargo test -p orioledb_engine --release
+
+# ---------------------------------------------------------------- 3. pg_test
+PGRX_DATA="$RUN_DIR/pgrx-test-data"
+# Stop postmasters a killed earlier run may have left behind, then start clean.
+if [ -d "$PGRX_DATA" ]; then
+    for d in "$PGRX_DATA"/*/; do
+        [ -f "$d/postmaster.pid" ] && stop_cluster "${d%/}"
+    done
+    rm -rf "$PGRX_DATA"
+fi
+make_pg_dir "$PGRX_DATA"
+# Integration tests are part of the package too; without ORIOLEDB_TEST_* they
+# skip here and run for real in step 5.
+step pg_test 3000 env -u ORIOLEDB_TEST_HOST -u ORIOLEDB_TEST_PORT \
+    cargo pgrx test pg15 --runas "$PG_USER" --pgdata "$PGRX_DATA"
+
+# ---------------------------------------------------------------- 4. install
+step install 1800 cargo pgrx install --release --pg-config "$PG_CONFIG"
+
+# ---------------------------------------------------------------- 5. integration
+ITEST_DIR="$RUN_DIR/itest"
+ITEST_PGDATA="$ITEST_DIR/pgdata"
+ITEST_PORT="${ORIOLEDB_TEST_PORT:-54316}"
+ITEST_LOG="$ITEST_DIR/postgres.log"
+
+cleanup_itest() {
+    if [ -f "$ITEST_PGDATA/PG_VERSION" ]; then
+        stop_cluster "$ITEST_PGDATA" || true
+    fi
+    # scratch clusters the tests may have left running
+    local d
+    for d in "$ITEST_DIR"/scratch/*/; do
+        [ -f "${d}postmaster.pid" ] && stop_cluster "${d%/}"
+    done
+    if [ -f "$ITEST_LOG" ] && [ -n "${LOG_DIR:-}" ]; then
+        cp "$ITEST_LOG" "$LOG_DIR/integration-server.log" 2>/dev/null || true
+    fi
+    if [ "${ORIOLEDB_TEST_KEEP:-0}" != 1 ]; then
+        rm -rf "$ITEST_DIR"
+    fi
+}
+
+run_integration() {
+    cleanup_itest
+    mkdir -p "$ITEST_DIR"
+    chown "$PG_USER": "$ITEST_DIR"
+    chmod 755 "$ITEST_DIR"
+    mkdir -p "$ITEST_DIR/scratch"
+    chown "$PG_USER": "$ITEST_DIR/scratch"
+    say "[integration] fresh cluster $ITEST_PGDATA (port $ITEST_PORT, preloads orioledb_rs)"
+    init_cluster "$ITEST_PGDATA" "$ITEST_PORT" "$ITEST_DIR" yes
+    echo "fsync = off    # throwaway test cluster" >>"$ITEST_PGDATA/postgresql.conf"
+    touch "$ITEST_LOG"; chown "$PG_USER": "$ITEST_LOG"
+    start_cluster "$ITEST_PGDATA" "$ITEST_LOG"
+
+    export ORIOLEDB_TEST_HOST="$ITEST_DIR"
+    export ORIOLEDB_TEST_PORT="$ITEST_PORT"
+    export ORIOLEDB_TEST_PGDATA="$ITEST_PGDATA"
+    export ORIOLEDB_TEST_BINDIR="$PG_BINDIR"
+    export ORIOLEDB_TEST_LOG="$ITEST_LOG"
+    export ORIOLEDB_TEST_SCRATCH="$ITEST_DIR/scratch"
+    export ORIOLEDB_TEST_OS_USER="$PG_USER"
+    step integration 2400 cargo test --release --test '*'
+    if [ "${STEP_RESULTS[-1]}" != PASS ]; then
+        note "server log (last 40 lines of $ITEST_LOG):"
+        tail -n 40 "$ITEST_LOG" 2>/dev/null | sed 's/^/    | /' || true
+    fi
+}
+
+trap 'cleanup_itest; summary' EXIT
+trap 'exit 130' INT TERM
+
+if [ "${STEP_RESULTS[-1]}" = PASS ]; then
+    run_integration
+else
+    record integration "SKIPPED (install failed)" 0 ""
+fi
+
+[ "$FAILED" = 0 ]

@@ -1,0 +1,59 @@
+-- orioledb_rs walkthrough. scripts/run.sh runs it in database "postgres" with
+--   psql -v ON_ERROR_STOP=1 -e -f sql/demo.sql
+-- after CREATE EXTENSION orioledb_rs. Run it yourself the same way.
+--
+-- How to extend: add a new numbered section at the end (an \echo header, the
+-- statements, and a DROP of whatever it created, so the file can be re-run).
+-- A statement that is *expected* to fail for now goes between
+-- \set ON_ERROR_STOP 0 / \set ON_ERROR_STOP 1 with a comment saying why.
+-- The next sections to add follow the seed walkthrough (scenario tbl1):
+-- 100 rows of 3000 random bytes, CHECKPOINT, orioledb_relation_size(),
+-- the files under $PGDATA/orioledb_data/<database oid>/, and compression
+-- (WITH (compress = 1), orioledb_table).
+
+\pset footer off
+
+\echo
+\echo '== 1. The table access method "orioledb" is registered'
+SELECT amname, amtype FROM pg_am WHERE amname = 'orioledb';
+
+\echo
+\echo '== 2. Settings (orioledb.main_buffers is the shared page pool, fixed at server start)'
+SHOW orioledb.main_buffers;
+SELECT name, setting, unit, context, short_desc
+  FROM pg_settings
+ WHERE name LIKE 'orioledb.%'
+ ORDER BY name;
+
+-- Compression levels are per session: -1 = off (default), 0 = zstd default, 1..22.
+SET orioledb.default_compress = 3;
+SHOW orioledb.default_compress;
+RESET orioledb.default_compress;
+
+\echo
+\echo '== 3. A table stored by orioledb (seed scenario tbl1, schema only for now)'
+DROP TABLE IF EXISTS tbl1;
+CREATE TABLE tbl1 (
+    id  int PRIMARY KEY,
+    c1  int,
+    ts  timestamp,
+    lob bytea
+) USING orioledb;
+-- \d+ shows "Access method: orioledb"
+\d+ tbl1
+SELECT c.relname, a.amname
+  FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+ WHERE c.relname = 'tbl1';
+
+\echo
+\echo '== 4. Row storage is still being built: DML raises SQLSTATE 0A000 (expected)'
+\set ON_ERROR_STOP 0
+\set VERBOSITY verbose
+INSERT INTO tbl1 VALUES (1, 1, now(), '\x00');
+\set VERBOSITY default
+\set ON_ERROR_STOP 1
+
+DROP TABLE tbl1;
+
+\echo
+\echo '== done'

@@ -1,0 +1,460 @@
+//! Shared helpers for the integration tests (tests/*.rs).
+//!
+//! The tests talk to a real PostgreSQL 15 server that preloads orioledb_rs.
+//! `scripts/test.sh` starts a throwaway cluster and sets:
+//!
+//! | variable                 | meaning                                              |
+//! |--------------------------|------------------------------------------------------|
+//! | `ORIOLEDB_TEST_HOST`     | Unix socket directory of the server                  |
+//! | `ORIOLEDB_TEST_PORT`     | its port                                             |
+//! | `ORIOLEDB_TEST_PGDATA`   | its data directory (for restarts and crash tests)    |
+//! | `ORIOLEDB_TEST_BINDIR`   | PostgreSQL's bin directory (pg_ctl, initdb)          |
+//! | `ORIOLEDB_TEST_LOG`      | server log file used by restarts (optional)          |
+//! | `ORIOLEDB_TEST_SCRATCH`  | directory for extra clusters (optional)              |
+//! | `ORIOLEDB_TEST_OS_USER`  | OS user owning the cluster (default `postgres`)      |
+//!
+//! Without `ORIOLEDB_TEST_HOST`/`ORIOLEDB_TEST_PORT` every test prints a SKIP line
+//! and passes (that is what happens inside `cargo pgrx test`).
+//!
+//! Tests run on parallel threads against one server. A test that restarts or
+//! crashes the server must hold [`exclusive`]; every other test holds [`shared`]
+//! (the [`require_server!`] macro takes it) so none is cut off mid-query.
+//! Each test should work in its own database ([`fresh_db`]).
+//!
+//! Use it from a test file with `#[macro_use] mod common;`.
+#![allow(dead_code, unused_imports)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+pub use postgres::error::{DbError, SqlState};
+pub use postgres::{Client, NoTls};
+
+/// The message the extension raises when it is used without being preloaded.
+pub const NOT_PRELOADED_MSG: &str = "orioledb_rs must be loaded via shared_preload_libraries";
+
+#[derive(Clone, Debug)]
+pub struct TestEnv {
+    pub host: String,
+    pub port: u16,
+    pub pgdata: Option<PathBuf>,
+    pub bindir: PathBuf,
+    pub log: Option<PathBuf>,
+    pub scratch: Option<PathBuf>,
+    pub os_user: String,
+}
+
+/// The test server's settings, or `None` when the environment does not name one.
+pub fn env() -> Option<TestEnv> {
+    let host = std::env::var("ORIOLEDB_TEST_HOST").ok().filter(|s| !s.is_empty())?;
+    let port = std::env::var("ORIOLEDB_TEST_PORT").ok().filter(|s| !s.is_empty())?;
+    let port: u16 = port.parse().expect("ORIOLEDB_TEST_PORT must be a port number");
+    let var = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+    Some(TestEnv {
+        host,
+        port,
+        pgdata: var("ORIOLEDB_TEST_PGDATA").map(PathBuf::from),
+        bindir: var("ORIOLEDB_TEST_BINDIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/usr/lib/postgresql/15/bin")),
+        log: var("ORIOLEDB_TEST_LOG").map(PathBuf::from),
+        scratch: var("ORIOLEDB_TEST_SCRATCH").map(PathBuf::from),
+        os_user: var("ORIOLEDB_TEST_OS_USER").unwrap_or_else(|| "postgres".into()),
+    })
+}
+
+/// Start of every test: the server settings plus a shared lock, or return early
+/// (the test passes) with a SKIP message when no server is configured.
+///
+/// ```ignore
+/// let (env, _guard) = require_server!();
+/// ```
+macro_rules! require_server {
+    () => {
+        match $crate::common::env() {
+            Some(e) => (e, $crate::common::shared()),
+            None => {
+                eprintln!(
+                    "SKIP {}: ORIOLEDB_TEST_HOST/ORIOLEDB_TEST_PORT not set \
+                     (run scripts/test.sh, which starts a test server)",
+                    module_path!()
+                );
+                return;
+            }
+        }
+    };
+}
+
+/// Like [`require_server!`] but takes the exclusive lock (for restarts/crashes).
+macro_rules! require_server_exclusive {
+    () => {
+        match $crate::common::env() {
+            Some(e) => (e, $crate::common::exclusive()),
+            None => {
+                eprintln!(
+                    "SKIP {}: ORIOLEDB_TEST_HOST/ORIOLEDB_TEST_PORT not set \
+                     (run scripts/test.sh, which starts a test server)",
+                    module_path!()
+                );
+                return;
+            }
+        }
+    };
+}
+
+static SERVER_LOCK: RwLock<()> = RwLock::new(());
+
+/// Held by tests that only use the server.
+pub fn shared() -> RwLockReadGuard<'static, ()> {
+    SERVER_LOCK.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Held by tests that restart or crash the server.
+pub fn exclusive() -> RwLockWriteGuard<'static, ()> {
+    SERVER_LOCK.write().unwrap_or_else(|e| e.into_inner())
+}
+
+// ------------------------------------------------------------------ connecting
+
+pub fn config_for(host: &str, port: u16, db: &str) -> postgres::Config {
+    let mut c = postgres::Config::new();
+    c.host(host)
+        .port(port)
+        .user("postgres")
+        .dbname(db)
+        .application_name("orioledb_rs-itest")
+        .connect_timeout(Duration::from_secs(10));
+    c
+}
+
+/// Connect to database `db` of the test server (panics on failure).
+pub fn connect(env: &TestEnv, db: &str) -> Client {
+    config_for(&env.host, env.port, db)
+        .connect(NoTls)
+        .unwrap_or_else(|e| panic!("cannot connect to {}:{} db {db}: {e}", env.host, env.port))
+}
+
+/// Try to connect, retrying for up to `timeout` (the server may be starting).
+pub fn connect_retry(host: &str, port: u16, db: &str, timeout: Duration) -> Client {
+    let start = Instant::now();
+    loop {
+        match config_for(host, port, db).connect(NoTls) {
+            Ok(c) => return c,
+            Err(e) if start.elapsed() < timeout => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => panic!("cannot connect to {host}:{port} db {db} within {timeout:?}: {e}"),
+        }
+    }
+}
+
+/// (Re)create database `name` with the extension installed and connect to it.
+/// Use a name unique to the test: tests run in parallel.
+pub fn fresh_db(env: &TestEnv, name: &str) -> Client {
+    let mut admin = connect(env, "postgres");
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+        .unwrap_or_else(|e| panic!("DROP DATABASE {name}: {}", describe(&e)));
+    admin
+        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {}", describe(&e)));
+    let mut c = connect(env, name);
+    c.batch_execute("CREATE EXTENSION IF NOT EXISTS orioledb_rs")
+        .unwrap_or_else(|e| panic!("CREATE EXTENSION orioledb_rs in {name}: {}", describe(&e)));
+    c
+}
+
+// ------------------------------------------------------------------ errors
+
+/// An error as "SQLSTATE: message (detail/hint)", for assertion messages.
+pub fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => {
+            let mut s = format!("{}: {}", db.code().code(), db.message());
+            if let Some(d) = db.detail() {
+                s += &format!(" (detail: {d})");
+            }
+            if let Some(h) = db.hint() {
+                s += &format!(" (hint: {h})");
+            }
+            s
+        }
+        None => e.to_string(),
+    }
+}
+
+/// Run `sql` (may be several statements) and require that it fails with
+/// SQLSTATE `code` (e.g. "22023"). Returns the server's error for more checks.
+pub fn expect_sqlstate(client: &mut Client, sql: &str, code: &str) -> DbError {
+    match client.batch_execute(sql) {
+        Ok(()) => panic!("expected SQLSTATE {code} from `{sql}`, but it succeeded"),
+        Err(e) => match e.as_db_error() {
+            Some(db) => {
+                assert_eq!(
+                    db.code().code(),
+                    code,
+                    "`{sql}` failed with the wrong SQLSTATE: {}",
+                    describe(&e)
+                );
+                db.clone()
+            }
+            None => panic!("expected SQLSTATE {code} from `{sql}`, got a non-server error: {e}"),
+        },
+    }
+}
+
+/// Run `sql` expecting an ERROR (any SQLSTATE) whose message contains `needle`.
+pub fn expect_error_containing(client: &mut Client, sql: &str, needle: &str) -> DbError {
+    match client.batch_execute(sql) {
+        Ok(()) => panic!("expected an error containing {needle:?} from `{sql}`, but it succeeded"),
+        Err(e) => match e.as_db_error() {
+            Some(db) => {
+                assert!(
+                    db.message().contains(needle),
+                    "`{sql}` failed, but not with {needle:?}: {}",
+                    describe(&e)
+                );
+                db.clone()
+            }
+            None => panic!("expected an error containing {needle:?} from `{sql}`, got: {e}"),
+        },
+    }
+}
+
+/// Single value of a one-row, one-column query, as text.
+pub fn query_text(client: &mut Client, sql: &str) -> String {
+    let row = client
+        .query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("`{sql}`: {}", describe(&e)));
+    row.get::<_, String>(0)
+}
+
+/// `SHOW name`.
+pub fn show(client: &mut Client, name: &str) -> String {
+    query_text(client, &format!("SHOW {name}"))
+}
+
+// ------------------------------------------------------------------ server control
+
+fn whoami() -> String {
+    Command::new("id")
+        .arg("-un")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// A command for PostgreSQL binary `bin`, run as the cluster's OS user
+/// (through `runuser` when we are someone else, i.e. root). Runs in `/` so the
+/// OS user never needs access to our working directory; RUST_BACKTRACE is
+/// removed so the server's own behaviour does not depend on the test runner's.
+pub fn pg_command(env: &TestEnv, bin: &str) -> Command {
+    let path = env.bindir.join(bin);
+    let mut cmd = if whoami() == env.os_user {
+        Command::new(path)
+    } else {
+        let mut c = Command::new("runuser");
+        c.arg("-u").arg(&env.os_user).arg("--").arg(path);
+        c
+    };
+    cmd.current_dir("/").env_remove("RUST_BACKTRACE");
+    cmd
+}
+
+fn run_checked(mut cmd: Command, what: &str) {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot run {cmd:?}: {e}"));
+    if !out.status.success() {
+        panic!(
+            "{what} failed ({}): {cmd:?}\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+fn pgdata(env: &TestEnv) -> &Path {
+    env.pgdata
+        .as_deref()
+        .expect("ORIOLEDB_TEST_PGDATA is required to restart the test server")
+}
+
+/// `pg_ctl restart -m fast`, then wait until connections succeed.
+/// Hold [`exclusive`] while calling this.
+pub fn restart_server(env: &TestEnv) {
+    let mut cmd = pg_command(env, "pg_ctl");
+    cmd.arg("-D").arg(pgdata(env)).args(["-w", "-t", "120", "-m", "fast"]);
+    if let Some(log) = &env.log {
+        cmd.arg("-l").arg(log);
+    }
+    cmd.arg("restart");
+    run_checked(cmd, "pg_ctl restart");
+    drop(connect_retry(&env.host, env.port, "postgres", Duration::from_secs(60)));
+}
+
+/// PID of the postmaster (first line of postmaster.pid).
+pub fn postmaster_pid(env: &TestEnv) -> u32 {
+    let f = pgdata(env).join("postmaster.pid");
+    let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("read {}: {e}", f.display()));
+    text.lines()
+        .next()
+        .and_then(|l| l.trim().parse().ok())
+        .unwrap_or_else(|| panic!("bad {}", f.display()))
+}
+
+/// Simulate a crash: SIGKILL the postmaster (its children exit when they notice),
+/// wait until it is gone, then start the server again; it runs crash recovery.
+/// Hold [`exclusive`] while calling this.
+pub fn crash_and_restart(env: &TestEnv) {
+    let pid = postmaster_pid(env);
+    run_checked(
+        {
+            let mut c = Command::new("kill");
+            c.args(["-9", &pid.to_string()]);
+            c
+        },
+        "kill -9 postmaster",
+    );
+    // Wait for the postmaster and its children to go away (the shared memory
+    // segment and sockets are released when the last backend exits).
+    let start = Instant::now();
+    while Path::new(&format!("/proc/{pid}")).exists() && start.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    start_server(env);
+}
+
+/// `pg_ctl start` and wait until connections succeed.
+pub fn start_server(env: &TestEnv) {
+    let mut cmd = pg_command(env, "pg_ctl");
+    cmd.arg("-D").arg(pgdata(env)).args(["-w", "-t", "300"]);
+    if let Some(log) = &env.log {
+        cmd.arg("-l").arg(log);
+    }
+    cmd.arg("start");
+    // pg_ctl start keeps the postmaster attached to our stdout unless it is
+    // redirected; -l does that, else discard it.
+    if env.log.is_none() {
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    }
+    run_checked(cmd, "pg_ctl start");
+    drop(connect_retry(&env.host, env.port, "postgres", Duration::from_secs(60)));
+}
+
+// ------------------------------------------------------------------ extra clusters
+
+static NEXT_SCRATCH_PORT: AtomicU16 = AtomicU16::new(0);
+
+/// A throwaway cluster of its own (initdb + start), stopped and removed on drop.
+/// Its socket lives in its own directory, so its port never clashes with others.
+pub struct ScratchCluster {
+    pub env: TestEnv,
+    pub dir: PathBuf,
+}
+
+impl ScratchCluster {
+    /// `conf` lines are appended to postgresql.conf (e.g. shared_preload_libraries).
+    pub fn new(base: &TestEnv, name: &str, conf: &[&str]) -> ScratchCluster {
+        let scratch_root = base.scratch.clone().unwrap_or_else(|| {
+            let p = pgdata(base).parent().expect("PGDATA has a parent").join("scratch");
+            std::fs::create_dir_all(&p).expect("create scratch dir");
+            chown_to(base, &p);
+            p
+        });
+        let dir = scratch_root.join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create scratch cluster dir");
+        chown_to(base, &dir);
+        let pgdata = dir.join("pgdata");
+        let sock = dir.clone();
+        let n = NEXT_SCRATCH_PORT.fetch_add(1, Ordering::SeqCst);
+        let port = base.port.wrapping_add(100 + n);
+
+        let mut initdb = pg_command(base, "initdb");
+        initdb
+            .arg("-D")
+            .arg(&pgdata)
+            .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"]);
+        run_checked(initdb, "initdb (scratch cluster)");
+
+        let mut text = format!(
+            "\n# scratch cluster for an integration test\nport = {port}\nlisten_addresses = ''\n\
+             unix_socket_directories = '{}'\nfsync = off\n",
+            sock.display()
+        );
+        for line in conf {
+            text.push_str(line);
+            text.push('\n');
+        }
+        let conf_path = pgdata.join("postgresql.conf");
+        let mut old = std::fs::read_to_string(&conf_path).expect("read postgresql.conf");
+        old.push_str(&text);
+        std::fs::write(&conf_path, old).expect("write postgresql.conf");
+
+        let env = TestEnv {
+            host: sock.display().to_string(),
+            port,
+            pgdata: Some(pgdata),
+            bindir: base.bindir.clone(),
+            log: Some(dir.join("postgres.log")),
+            scratch: None,
+            os_user: base.os_user.clone(),
+        };
+        if let Some(log) = &env.log {
+            std::fs::write(log, b"").expect("create scratch log");
+            chown_to(base, log);
+        }
+        start_server(&env);
+        ScratchCluster { env, dir }
+    }
+
+    pub fn connect(&self, db: &str) -> Client {
+        connect(&self.env, db)
+    }
+
+    /// The tail of the server log, for assertion messages.
+    pub fn log_tail(&self) -> String {
+        self.env
+            .log
+            .as_ref()
+            .and_then(|l| std::fs::read_to_string(l).ok())
+            .map(|s| s.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"))
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for ScratchCluster {
+    fn drop(&mut self) {
+        if let Some(pgdata) = &self.env.pgdata {
+            let _ = pg_command(&self.env, "pg_ctl")
+                .arg("-D")
+                .arg(pgdata)
+                .args(["-w", "-m", "immediate", "stop"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status();
+        }
+        if std::env::var("ORIOLEDB_TEST_KEEP").as_deref() != Ok("1") {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+fn chown_to(env: &TestEnv, path: &Path) {
+    if whoami() != env.os_user {
+        let _ = Command::new("chown")
+            .arg(format!("{}:", env.os_user))
+            .arg(path)
+            .status();
+    }
+}
