@@ -46,7 +46,7 @@ step() {
     say "[$name] $*"
     t=$(date +%s)
     set +e
-    timeout -k 60 "$limit" "$@" 2>&1 | tee "$log"
+    timeout -k 60 "$limit" "$@" </dev/null 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     set -e
     t=$(( $(date +%s) - t ))
