@@ -1,13 +1,26 @@
 //! The storage engine: pages, B-link trees, the page pool, data files and
 //! checkpoints. No pgrx and no `pg_sys` here: the server supplies latches,
-//! comparators and file I/O through the traits below.
+//! comparators and file I/O through small traits (`latch::LatchSet`,
+//! `cmp::KeyCmp`, `io::FileIo`), so everything is tested in-process.
 
+pub mod btree;
 pub mod buffer;
+pub mod check;
 pub mod cmp;
+pub mod cursor;
+#[allow(clippy::module_inception)]
+pub mod engine;
 pub mod error;
 pub mod io;
 pub mod latch;
 pub mod page;
-
-pub use error::{EngineError, Result};
 pub mod store;
+mod tree_file;
+
+pub use check::CheckReport;
+pub use cursor::{Cursor, Direction};
+pub use engine::{Engine, Tree, TreeOptions, TreeStats};
+pub use error::{EngineError, Result};
+
+#[cfg(test)]
+mod tests;

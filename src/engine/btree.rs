@@ -1,0 +1,390 @@
+//! B-link tree operations (Lehman–Yao): every page has a right link and a
+//! high key, so a reader that lands on a page whose range no longer covers
+//! its key moves right instead of blocking. Each page also keeps its low
+//! key, so a reader holding a stale page number (the page was merged away
+//! and maybe reused) notices and restarts from the root.
+//!
+//! Latching: readers hold one latch at a time. Writers hold the leaf, and
+//! during a split the new right sibling too; the parent is latched only
+//! after the children are released. A merge latches parent, then left, then
+//! right. So latches are always taken top-down and left-to-right, and no
+//! thread waits for a parent while holding a child.
+
+use crate::buffer::PageGuard;
+use crate::engine::{Barrier, Tree};
+use crate::error::{EngineError, Result};
+use crate::latch::LatchMode;
+use crate::page::{item_space, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PAGE, PAGE_SIZE};
+use std::cmp::Ordering;
+
+/// What a descent looks for.
+#[derive(Clone, Copy)]
+pub(crate) enum Target<'a> {
+    /// The page whose range holds this key.
+    Key(&'a [u8]),
+    /// The page holding the greatest keys below this one.
+    Before(&'a [u8]),
+    First,
+    Last,
+}
+
+enum Cover {
+    Yes,
+    Right,
+    Restart,
+}
+
+type Items = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn owned_items(p: PageRef) -> Items {
+    p.items().map(|(k, v)| (k.to_vec(), v.to_vec())).collect()
+}
+
+/// Split point by bytes: the left half gets about half of the space.
+fn split_point(items: &Items) -> usize {
+    let total: usize = items.iter().map(|(k, v)| item_space(k.len(), v.len())).sum();
+    let mut acc = 0;
+    for (i, (k, v)) in items.iter().enumerate() {
+        acc += item_space(k.len(), v.len());
+        if acc * 2 >= total {
+            return (i + 1).clamp(1, items.len() - 1);
+        }
+    }
+    items.len() / 2
+}
+
+fn as_slices(items: &[(Vec<u8>, Vec<u8>)]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    items.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
+}
+
+fn child_value(c: u32) -> [u8; 4] {
+    c.to_le_bytes()
+}
+
+const MAX_RESTARTS: u32 = 100_000;
+
+impl Tree {
+    fn covers(&self, p: PageRef, t: Target) -> Cover {
+        if p.is_deleted() {
+            return Cover::Restart;
+        }
+        let cmp = self.cmp();
+        let (low, high) = (p.low(), p.high());
+        match t {
+            Target::Key(k) => {
+                if low.is_some_and(|l| cmp.cmp(k, l) == Ordering::Less) {
+                    Cover::Restart
+                } else if high.is_some_and(|h| cmp.cmp(k, h) != Ordering::Less) {
+                    Cover::Right
+                } else {
+                    Cover::Yes
+                }
+            }
+            Target::Before(k) => {
+                if low.is_some_and(|l| cmp.cmp(l, k) != Ordering::Less) {
+                    Cover::Restart
+                } else if high.is_some_and(|h| cmp.cmp(h, k) == Ordering::Less) {
+                    Cover::Right
+                } else {
+                    Cover::Yes
+                }
+            }
+            Target::First => {
+                if low.is_some() {
+                    Cover::Restart
+                } else {
+                    Cover::Yes
+                }
+            }
+            Target::Last => {
+                if high.is_some() {
+                    Cover::Right
+                } else {
+                    Cover::Yes
+                }
+            }
+        }
+    }
+
+    fn child_for(&self, p: PageRef, t: Target) -> u32 {
+        let cmp = self.cmp();
+        let i = match t {
+            Target::Key(k) => p.child_index(&*cmp, k, false),
+            Target::Before(k) => p.child_index(&*cmp, k, true),
+            Target::First => 0,
+            Target::Last => p.nitems() - 1,
+        };
+        p.child(i)
+    }
+
+    fn damaged(&self, detail: impl Into<String>) -> EngineError {
+        EngineError::Damaged { tree: self.meta.id, detail: detail.into() }
+    }
+
+    pub(crate) fn fetch(&self, page: u32, mode: LatchMode) -> Result<PageGuard<'_>> {
+        self.inner.pool.fetch(&*self.inner, self.meta.id, page, mode)
+    }
+
+    /// Latches the page at `level` whose range covers `t`, in `mode`
+    /// (pages above it are only latched shared, one at a time). `path`
+    /// receives the internal pages passed through, root first.
+    pub(crate) fn descend(&self, t: Target, level: u16, mode: LatchMode, path: &mut Vec<u32>) -> Result<PageGuard<'_>> {
+        let mut restarts = 0;
+        'restart: loop {
+            restarts += 1;
+            if restarts > MAX_RESTARTS {
+                return Err(self.damaged("descent does not terminate"));
+            }
+            path.clear();
+            let mut pno = self.meta.root.load(std::sync::atomic::Ordering::Acquire);
+            let mut expect: Option<u16> = None;
+            let mut want = LatchMode::Shared;
+            loop {
+                let g = self.fetch(pno, if expect == Some(level) { mode } else { want })?;
+                let p = g.page();
+                if expect.is_some_and(|e| e != p.level()) || p.level() < level {
+                    drop(g);
+                    std::thread::yield_now();
+                    continue 'restart;
+                }
+                match self.covers(p, t) {
+                    Cover::Restart => {
+                        drop(g);
+                        std::thread::yield_now();
+                        continue 'restart;
+                    }
+                    Cover::Right => {
+                        let r = p.right();
+                        if r == NO_PAGE {
+                            return Err(self.damaged(format!("page {pno} has a high key but no right link")));
+                        }
+                        expect = Some(p.level());
+                        pno = r;
+                    }
+                    Cover::Yes if p.level() == level => {
+                        if g.mode() == mode {
+                            return Ok(g);
+                        }
+                        // Reached the target level at the root with a shared latch.
+                        expect = Some(level);
+                        want = mode;
+                    }
+                    Cover::Yes => {
+                        path.push(pno);
+                        expect = Some(p.level() - 1);
+                        pno = self.child_for(p, t);
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let g = self.descend(Target::Key(key), 0, LatchMode::Shared, &mut Vec::new())?;
+        let p = g.page();
+        Ok(p.search(&*self.cmp(), key).ok().map(|i| p.value(i).to_vec()))
+    }
+
+    /// Inserts a new key; false (and no change) if it exists.
+    pub fn insert(&self, key: &[u8], val: &[u8]) -> Result<bool> {
+        self.write(key, val, Some(false))
+    }
+
+    /// Replaces the value of an existing key; false if it does not exist.
+    pub fn replace(&self, key: &[u8], val: &[u8]) -> Result<bool> {
+        self.write(key, val, Some(true))
+    }
+
+    /// Inserts or replaces.
+    pub fn upsert(&self, key: &[u8], val: &[u8]) -> Result<()> {
+        self.write(key, val, None).map(|_| ())
+    }
+
+    fn write(&self, key: &[u8], val: &[u8], must_exist: Option<bool>) -> Result<bool> {
+        if key.len() > MAX_KEY {
+            return Err(EngineError::KeyTooLarge { len: key.len(), max: MAX_KEY });
+        }
+        if key.len() + val.len() > MAX_ITEM {
+            return Err(EngineError::ItemTooLarge { len: key.len() + val.len(), max: MAX_ITEM });
+        }
+        let _b = Barrier::enter(&self.inner.pool);
+        let epoch = self.inner.epoch();
+        let mut path = Vec::new();
+        let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
+        let pos = g.page().search(&*self.cmp(), key);
+        match (must_exist, pos) {
+            (Some(true), Err(_)) | (Some(false), Ok(_)) => return Ok(false),
+            _ => {}
+        }
+        self.inner.before_modify(&mut g)?;
+        let fits = match pos {
+            Ok(i) => g.page_mut().replace_value(i, val),
+            Err(i) => g.page_mut().insert_at(i, key, val),
+        };
+        if fits {
+            g.mark_dirty(epoch);
+            return Ok(true);
+        }
+        let mut items = owned_items(g.page());
+        match pos {
+            Ok(i) => items[i].1 = val.to_vec(),
+            Err(i) => items.insert(i, (key.to_vec(), val.to_vec())),
+        }
+        let (sep, right) = self.split(&mut g, items, epoch)?;
+        let left = g.page;
+        drop(g);
+        self.insert_into_parent(path, 1, sep, right, left, epoch)
+            .map(|_| true)
+    }
+
+    /// Splits the latched page `g` whose new contents are `items`: the upper
+    /// half moves to a new right sibling. Returns (separator, new page).
+    fn split(&self, g: &mut PageGuard, items: Items, epoch: u64) -> Result<(Vec<u8>, u32)> {
+        let s = split_point(&items);
+        let sep = items[s].0.clone();
+        let p = g.page();
+        let (level, low, high, right) = (p.level(), p.low().map(<[u8]>::to_vec), p.high().map(<[u8]>::to_vec), p.right());
+        let q = self.inner.alloc_page(&self.meta);
+        let mut gq = self.inner.pool.fetch_new(&*self.inner, self.meta.id, q)?;
+        self.inner.before_modify(&mut gq)?;
+        if !gq.page_mut().build(level, Some(&sep), high.as_deref(), right, as_slices(&items[s..])) {
+            return Err(self.damaged("split: right half does not fit"));
+        }
+        if !g.page_mut().build(level, low.as_deref(), Some(&sep), q, as_slices(&items[..s])) {
+            return Err(self.damaged("split: left half does not fit"));
+        }
+        gq.mark_dirty(epoch);
+        g.mark_dirty(epoch);
+        Ok((sep, q))
+    }
+
+    /// Adds the downlink (`sep` -> `child`) for a split of page `left` at
+    /// `level - 1`, splitting upwards as needed. `path` holds the pages the
+    /// descent passed through.
+    fn insert_into_parent(&self, mut path: Vec<u32>, mut level: u16, mut sep: Vec<u8>, mut child: u32, mut left: u32, epoch: u64) -> Result<()> {
+        loop {
+            let mut g = match path.pop() {
+                Some(pno) => self.relocate(pno, level, &sep, &mut path)?,
+                None => {
+                    let root_lock = self.meta.root_lock.lock().unwrap();
+                    if self.meta.root.load(std::sync::atomic::Ordering::Acquire) == left {
+                        let r = self.inner.alloc_page(&self.meta);
+                        let mut gr = self.inner.pool.fetch_new(&*self.inner, self.meta.id, r)?;
+                        self.inner.before_modify(&mut gr)?;
+                        let items = [(&b""[..], &child_value(left)[..]), (&sep[..], &child_value(child)[..])];
+                        if !gr.page_mut().build(level, None, None, NO_PAGE, items.into_iter()) {
+                            return Err(self.damaged("new root does not fit"));
+                        }
+                        gr.mark_dirty(epoch);
+                        self.meta.root.store(r, std::sync::atomic::Ordering::Release);
+                        return Ok(());
+                    }
+                    drop(root_lock);
+                    // The tree grew since our descent: find the parent level from the new root.
+                    self.descend(Target::Key(&sep), level, LatchMode::Exclusive, &mut path)?
+                }
+            };
+            let pos = match g.page().search(&*self.cmp(), &sep) {
+                Ok(_) => return Err(self.damaged(format!("separator already present at level {level}"))),
+                Err(i) => i,
+            };
+            self.inner.before_modify(&mut g)?;
+            let cv = child_value(child);
+            if g.page_mut().insert_at(pos, &sep, &cv) {
+                g.mark_dirty(epoch);
+                return Ok(());
+            }
+            let mut items = owned_items(g.page());
+            items.insert(pos, (sep.clone(), cv.to_vec()));
+            let (sep2, right2) = self.split(&mut g, items, epoch)?;
+            left = g.page;
+            drop(g);
+            sep = sep2;
+            child = right2;
+            level += 1;
+        }
+    }
+
+    /// Latches `pno` exclusively and moves right until the page at `level`
+    /// covers `key`; falls back to a fresh descent if `pno` is no longer there.
+    fn relocate(&self, mut pno: u32, level: u16, key: &[u8], path: &mut Vec<u32>) -> Result<PageGuard<'_>> {
+        loop {
+            let g = self.fetch(pno, LatchMode::Exclusive)?;
+            if g.page().level() != level {
+                break;
+            }
+            match self.covers(g.page(), Target::Key(key)) {
+                Cover::Yes => return Ok(g),
+                Cover::Right if g.page().right() != NO_PAGE => pno = g.page().right(),
+                _ => break,
+            }
+        }
+        let mut fresh = Vec::new();
+        let g = self.descend(Target::Key(key), level, LatchMode::Exclusive, &mut fresh)?;
+        *path = fresh;
+        Ok(g)
+    }
+
+    /// Deletes a key; false if it does not exist. An underfull leaf is
+    /// merged with its right sibling when both hang off the same parent.
+    pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        let _b = Barrier::enter(&self.inner.pool);
+        let epoch = self.inner.epoch();
+        let mut path = Vec::new();
+        let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
+        let Ok(i) = g.page().search(&*self.cmp(), key) else { return Ok(false) };
+        self.inner.before_modify(&mut g)?;
+        g.page_mut().remove_at(i);
+        g.mark_dirty(epoch);
+        let underfull = g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
+        let leaf = g.page;
+        drop(g);
+        if let (true, Some(&parent)) = (underfull, path.last()) {
+            self.try_merge(parent, leaf, epoch)?;
+        }
+        Ok(true)
+    }
+
+    /// Best effort: folds `left`'s right sibling into it. Gives up quietly
+    /// whenever the neighbourhood changed meanwhile.
+    fn try_merge(&self, parent: u32, left: u32, epoch: u64) -> Result<()> {
+        let mut gp = self.fetch(parent, LatchMode::Exclusive)?;
+        let pp = gp.page();
+        if pp.is_deleted() || pp.level() != 1 {
+            return Ok(());
+        }
+        let Some(i) = (0..pp.nitems()).find(|&i| pp.child(i) == left) else { return Ok(()) };
+        if i + 1 >= pp.nitems() {
+            return Ok(());
+        }
+        let right = pp.child(i + 1);
+        let mut gl = self.fetch(left, LatchMode::Exclusive)?;
+        let lp = gl.page();
+        if lp.is_deleted() || lp.level() != 0 || lp.right() != right {
+            return Ok(());
+        }
+        let mut gr = self.fetch(right, LatchMode::Exclusive)?;
+        let rp = gr.page();
+        if rp.is_deleted() || rp.level() != 0 {
+            return Ok(());
+        }
+        let need = HEADER + lp.live_bytes() + rp.live_bytes() + lp.low().map_or(0, <[u8]>::len) + rp.high().map_or(0, <[u8]>::len);
+        if need > PAGE_SIZE * 3 / 4 {
+            return Ok(());
+        }
+        let mut items = owned_items(lp);
+        items.extend(owned_items(rp));
+        let (low, high, rr) = (lp.low().map(<[u8]>::to_vec), rp.high().map(<[u8]>::to_vec), rp.right());
+        self.inner.before_modify(&mut gp)?;
+        self.inner.before_modify(&mut gl)?;
+        self.inner.before_modify(&mut gr)?;
+        if !gl.page_mut().build(0, low.as_deref(), high.as_deref(), rr, as_slices(&items)) {
+            return Err(self.damaged("merge result does not fit"));
+        }
+        gp.page_mut().remove_at(i + 1);
+        gl.mark_dirty(epoch);
+        gp.mark_dirty(epoch);
+        self.inner.free_page(&self.meta, &mut gr);
+        Ok(())
+    }
+}

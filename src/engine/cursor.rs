@@ -1,0 +1,140 @@
+//! Ordered cursors. A cursor copies one leaf's qualifying items at a time
+//! and remembers where the next leaf's range starts (the copied leaf's high
+//! key going forward, its low key going backward). Re-finding that position
+//! by key rather than by page number makes the cursor immune to splits,
+//! merges and page reuse between batches; no latch is held between calls.
+
+use crate::btree::Target;
+use crate::engine::Tree;
+use crate::error::Result;
+use crate::latch::LatchMode;
+use std::cmp::Ordering;
+use std::collections::VecDeque;
+use std::ops::Bound;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Forward,
+    Backward,
+}
+
+enum Next {
+    Start,
+    /// Forward: continue with keys >= this.
+    From(Vec<u8>),
+    /// Backward: continue with keys < this.
+    Below(Vec<u8>),
+    Done,
+}
+
+/// An iterator over `(key, value)` in a key range. Invariant: every key
+/// returned so far lies on one side of `next`'s key, so no key is returned
+/// twice and none that stayed in the tree throughout is skipped.
+pub struct Cursor {
+    tree: Tree,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    dir: Direction,
+    batch: VecDeque<(Vec<u8>, Vec<u8>)>,
+    next: Next,
+}
+
+impl Tree {
+    pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, dir: Direction) -> Cursor {
+        Cursor { tree: self.clone(), lo, hi, dir, batch: VecDeque::new(), next: Next::Start }
+    }
+
+    pub fn scan(&self) -> Cursor {
+        self.range(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+    }
+}
+
+impl Cursor {
+    fn above_lo(&self, k: &[u8]) -> bool {
+        let cmp = self.tree.cmp();
+        match &self.lo {
+            Bound::Unbounded => true,
+            Bound::Included(b) => cmp.cmp(k, b) != Ordering::Less,
+            Bound::Excluded(b) => cmp.cmp(k, b) == Ordering::Greater,
+        }
+    }
+
+    fn below_hi(&self, k: &[u8]) -> bool {
+        let cmp = self.tree.cmp();
+        match &self.hi {
+            Bound::Unbounded => true,
+            Bound::Included(b) => cmp.cmp(k, b) != Ordering::Greater,
+            Bound::Excluded(b) => cmp.cmp(k, b) == Ordering::Less,
+        }
+    }
+
+    fn fill(&mut self) -> Result<()> {
+        let cmp = self.tree.cmp();
+        let next = std::mem::replace(&mut self.next, Next::Done);
+        let target = match (&next, self.dir) {
+            (Next::Done, _) => return Ok(()),
+            (Next::Start, Direction::Forward) => match &self.lo {
+                Bound::Unbounded => Target::First,
+                Bound::Included(k) | Bound::Excluded(k) => Target::Key(k),
+            },
+            (Next::Start, Direction::Backward) => match &self.hi {
+                Bound::Unbounded => Target::Last,
+                Bound::Included(k) => Target::Key(k),
+                Bound::Excluded(k) => Target::Before(k),
+            },
+            (Next::From(k), _) => Target::Key(k),
+            (Next::Below(k), _) => Target::Before(k),
+        };
+        let g = self.tree.descend(target, 0, LatchMode::Shared, &mut Vec::new())?;
+        let p = g.page();
+        let mut items = Vec::new();
+        for (k, v) in p.items() {
+            let after_pos = match &next {
+                Next::From(b) => cmp.cmp(k, b) != Ordering::Less,
+                Next::Below(b) => cmp.cmp(k, b) == Ordering::Less,
+                _ => true,
+            };
+            if after_pos && self.above_lo(k) && self.below_hi(k) {
+                items.push((k.to_vec(), v.to_vec()));
+            }
+        }
+        self.next = match self.dir {
+            Direction::Forward => match p.high() {
+                Some(h) if self.below_hi(h) => Next::From(h.to_vec()),
+                _ => Next::Done,
+            },
+            Direction::Backward => match p.low() {
+                // Keys below `l` exist only if something >= lo is below it.
+                Some(l) if self.above_lo(l) && !matches!(&self.lo, Bound::Included(b) if cmp.cmp(l, b) == Ordering::Equal) => {
+                    Next::Below(l.to_vec())
+                }
+                _ => Next::Done,
+            },
+        };
+        drop(g);
+        if self.dir == Direction::Backward {
+            items.reverse();
+        }
+        self.batch.extend(items);
+        Ok(())
+    }
+}
+
+impl Iterator for Cursor {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(kv) = self.batch.pop_front() {
+                return Some(Ok(kv));
+            }
+            if matches!(self.next, Next::Done) {
+                return None;
+            }
+            if let Err(e) = self.fill() {
+                self.next = Next::Done;
+                return Some(Err(e));
+            }
+        }
+    }
+}

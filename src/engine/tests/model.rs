@@ -1,0 +1,175 @@
+//! Random operations against a `BTreeMap` model, with a pool much smaller
+//! than the data, bounded scans in both directions, checkpoints and
+//! reopening from disk.
+
+use super::*;
+use crate::cursor::Direction;
+use std::ops::Bound;
+
+fn bound(rng: &mut Rng, space: u64) -> Bound<Vec<u8>> {
+    match rng.below(3) {
+        0 => Bound::Unbounded,
+        1 => Bound::Included(key(rng.below(space))),
+        _ => Bound::Excluded(key(rng.below(space))),
+    }
+}
+
+fn model_range(m: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, dir: Direction) -> Vec<(Vec<u8>, Vec<u8>)> {
+    // BTreeMap::range panics on inverted bounds; filter instead.
+    let inside = |k: &Vec<u8>| {
+        (match lo {
+            Bound::Unbounded => true,
+            Bound::Included(b) => k >= b,
+            Bound::Excluded(b) => k > b,
+        }) && (match hi {
+            Bound::Unbounded => true,
+            Bound::Included(b) => k <= b,
+            Bound::Excluded(b) => k < b,
+        })
+    };
+    let mut v: Vec<_> = m.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    if dir == Direction::Backward {
+        v.reverse();
+    }
+    v
+}
+
+fn run(seed: u64, ops: usize, space: u64, nbuffers: usize, compress: i32) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut engine = open(dir.path(), nbuffers);
+    let mut t = tree(&engine, 7, compress);
+    let mut model = BTreeMap::new();
+    let mut rng = Rng(seed);
+    for step in 0..ops {
+        let i = rng.below(space);
+        let k = key(i);
+        match rng.below(100) {
+            0..=39 => {
+                let max = if rng.below(10) == 0 { 2000 } else { 200 };
+                let v = value(i, step as u64, 1 + rng.below(max) as usize);
+                let fresh = !model.contains_key(&k);
+                assert_eq!(t.insert(&k, &v).unwrap(), fresh, "insert {i} at step {step}");
+                model.entry(k).or_insert(v);
+            }
+            40..=54 => {
+                let v = value(i, step as u64, rng.below(300) as usize);
+                assert_eq!(t.replace(&k, &v).unwrap(), model.contains_key(&k));
+                if let Some(slot) = model.get_mut(&k) {
+                    *slot = v;
+                }
+            }
+            55..=79 => assert_eq!(t.delete(&k).unwrap(), model.remove(&k).is_some(), "delete {i}"),
+            80..=94 => assert_eq!(t.get(&k).unwrap(), model.get(&k).cloned(), "get {i} at step {step}"),
+            95..=97 => {
+                let (lo, hi) = (bound(&mut rng, space), bound(&mut rng, space));
+                let dir = if rng.below(2) == 0 { Direction::Forward } else { Direction::Backward };
+                let got: Vec<_> = t.range(lo.clone(), hi.clone(), dir).map(|r| r.unwrap()).collect();
+                assert_eq!(got, model_range(&model, &lo, &hi, dir), "range {lo:?}..{hi:?} {dir:?} at step {step}");
+            }
+            98 => {
+                engine.checkpoint(step as u64).unwrap();
+            }
+            _ => {
+                // Durability of the image: checkpoint, reopen, compare.
+                engine.checkpoint(step as u64).unwrap();
+                drop(t);
+                drop(engine);
+                engine = open(dir.path(), nbuffers);
+                t = tree(&engine, 7, compress);
+                assert_eq!(contents(&t), model, "after reopen at step {step}");
+            }
+        }
+    }
+    assert_valid(&t);
+    assert_eq!(contents(&t), model);
+    let stats = t.stats();
+    assert!(stats.pages as usize > 4 * nbuffers || model.len() < 1000, "data should dwarf the pool: {stats:?}");
+}
+
+#[test]
+fn model_raw_pages_small_pool() {
+    run(1, 60_000, 20_000, 32, -1);
+}
+
+#[test]
+fn model_zstd1_small_pool() {
+    run(2, 40_000, 20_000, 32, 1);
+}
+
+#[test]
+fn model_zstd_default_level() {
+    run(3, 20_000, 3_000, 16, 0);
+}
+
+#[test]
+fn grows_and_shrinks_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 64);
+    let t = tree(&e, 1, -1);
+    for i in 0..30_000 {
+        assert!(t.insert(&key(i), &value(i, 0, 60)).unwrap());
+    }
+    let big = t.stats().pages;
+    assert_valid(&t);
+    for i in 0..30_000 {
+        if i % 100 != 0 {
+            assert!(t.delete(&key(i)).unwrap());
+        }
+    }
+    assert_valid(&t);
+    let small = t.stats().pages;
+    assert!(small * 4 < big, "underfull leaves must merge: {big} pages -> {small}");
+    assert_eq!(contents(&t).len(), 300);
+}
+
+mod prop {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(u16, u16),
+        Delete(u16),
+        Scan(u16, u16, bool),
+        Checkpoint,
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u16..2000, 0u16..600).prop_map(|(k, l)| Op::Insert(k, l)),
+            3 => (0u16..2000).prop_map(Op::Delete),
+            1 => (0u16..2000, 0u16..2000, any::<bool>()).prop_map(|(a, b, f)| Op::Scan(a, b, f)),
+            1 => Just(Op::Checkpoint),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+        #[test]
+        fn ops_match_model(ops in proptest::collection::vec(op(), 1..400)) {
+            let dir = tempfile::tempdir().unwrap();
+            let e = open(dir.path(), 8);
+            let t = tree(&e, 3, 1);
+            let mut model = BTreeMap::new();
+            for (n, op) in ops.into_iter().enumerate() {
+                match op {
+                    Op::Insert(k, l) => {
+                        let v = value(k as u64, n as u64, l as usize);
+                        t.upsert(&key(k as u64), &v).unwrap();
+                        model.insert(key(k as u64), v);
+                    }
+                    Op::Delete(k) => { prop_assert_eq!(t.delete(&key(k as u64)).unwrap(), model.remove(&key(k as u64)).is_some()); }
+                    Op::Scan(a, b, fwd) => {
+                        let (lo, hi) = (Bound::Included(key(a as u64)), Bound::Excluded(key(b as u64)));
+                        let dir = if fwd { Direction::Forward } else { Direction::Backward };
+                        let got: Vec<_> = t.range(lo.clone(), hi.clone(), dir).map(|r| r.unwrap()).collect();
+                        prop_assert_eq!(got, model_range(&model, &lo, &hi, dir));
+                    }
+                    Op::Checkpoint => { e.checkpoint(0).unwrap(); }
+                }
+            }
+            prop_assert!(t.check().is_ok(), "{:?}", t.check());
+            prop_assert_eq!(contents(&t), model);
+        }
+    }
+}
