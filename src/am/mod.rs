@@ -1,0 +1,10 @@
+//! The `orioledb` table access method.
+//!
+//! `handler` is the SQL entry point PostgreSQL calls to obtain the callback
+//! table; `routine` holds the callbacks. Until the engine is wired in, tables
+//! can be created, analysed, truncated and dropped, and everything that would
+//! read or write rows raises `feature_not_supported` (0A000).
+pub mod handler;
+pub mod routine;
+
+pub use routine::ROUTINE;

@@ -1,0 +1,104 @@
+//! The `orioledb.*` configuration parameters.
+//!
+//! Only defined when the library is preloaded (see `pg::init`), because
+//! `orioledb.main_buffers` sizes shared memory and must be known before the
+//! postmaster creates it.
+
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+/// Default `orioledb.main_buffers`: 16384 pages of 8 kB = 128 MB.
+pub const DEFAULT_MAIN_BUFFERS: i32 = 16384;
+/// Smallest pool: enough pages for a few concurrent tree descents per backend.
+pub const MIN_MAIN_BUFFERS: i32 = 128;
+/// Same ceiling as `shared_buffers` (INT_MAX / 2 pages), so byte sizes fit.
+pub const MAX_MAIN_BUFFERS: i32 = i32::MAX / 2;
+
+/// Compression level meaning "store pages uncompressed".
+pub const COMPRESS_OFF: i32 = -1;
+/// Highest zstd level accepted.
+pub const COMPRESS_MAX: i32 = 22;
+
+/// Number of 8 kB pages in the shared page pool. PGC_POSTMASTER: constant
+/// for the life of the server once `_PG_init` has run.
+static MAIN_BUFFERS: GucSetting<i32> = GucSetting::<i32>::new(DEFAULT_MAIN_BUFFERS);
+/// Default for the `compress` table option; always within -1..=22 (the GUC
+/// machinery rejects anything else).
+static DEFAULT_COMPRESS: GucSetting<i32> = GucSetting::<i32>::new(COMPRESS_OFF);
+/// Default for `primary_compress`; always within -1..=22.
+static DEFAULT_PRIMARY_COMPRESS: GucSetting<i32> = GucSetting::<i32>::new(COMPRESS_OFF);
+/// Default for `toast_compress`; always within -1..=22.
+static DEFAULT_TOAST_COMPRESS: GucSetting<i32> = GucSetting::<i32>::new(COMPRESS_OFF);
+
+/// Defines all `orioledb.*` GUCs and reserves the prefix.
+///
+/// Must be called once, from `_PG_init` during preload.
+pub(crate) fn register() {
+    GucRegistry::define_int_guc(
+        c"orioledb.main_buffers",
+        c"Size of the orioledb shared page pool.",
+        c"Pages of orioledb tables are cached in this pool (8 kB each); tables may be \
+          larger than the pool. Accepts memory units, e.g. '1GB'. Requires a restart.",
+        &MAIN_BUFFERS,
+        MIN_MAIN_BUFFERS,
+        MAX_MAIN_BUFFERS,
+        GucContext::Postmaster,
+        GucFlags::UNIT_BLOCKS,
+    );
+    let compress_long = c"-1 stores pages uncompressed, 0 uses zstd's default level, \
+        1..22 is the zstd level (higher is smaller and slower). Applies to tables \
+        created afterwards that do not set the option themselves.";
+    GucRegistry::define_int_guc(
+        c"orioledb.default_compress",
+        c"Default zstd level for the compress option of orioledb tables.",
+        compress_long,
+        &DEFAULT_COMPRESS,
+        COMPRESS_OFF,
+        COMPRESS_MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"orioledb.default_primary_compress",
+        c"Default zstd level for the primary tree of orioledb tables.",
+        compress_long,
+        &DEFAULT_PRIMARY_COMPRESS,
+        COMPRESS_OFF,
+        COMPRESS_MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"orioledb.default_toast_compress",
+        c"Default zstd level for the toast tree of orioledb tables.",
+        compress_long,
+        &DEFAULT_TOAST_COMPRESS,
+        COMPRESS_OFF,
+        COMPRESS_MAX,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+    // SAFETY: called from _PG_init in the postmaster's main thread with a
+    // NUL-terminated static string; PostgreSQL keeps its own copy.
+    unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"orioledb".as_ptr()) };
+}
+
+/// Pages in the shared pool (`orioledb.main_buffers`), always >= 128.
+pub fn main_buffers() -> usize {
+    // The GUC's minimum keeps this positive, so the cast cannot wrap.
+    MAIN_BUFFERS.get() as usize
+}
+
+/// `orioledb.default_compress`: -1 = off, 0 = zstd default, 1..=22 = level.
+pub fn default_compress() -> i32 {
+    DEFAULT_COMPRESS.get()
+}
+
+/// `orioledb.default_primary_compress`: -1 = off, 0 = zstd default, 1..=22 = level.
+pub fn default_primary_compress() -> i32 {
+    DEFAULT_PRIMARY_COMPRESS.get()
+}
+
+/// `orioledb.default_toast_compress`: -1 = off, 0 = zstd default, 1..=22 = level.
+pub fn default_toast_compress() -> i32 {
+    DEFAULT_TOAST_COMPRESS.get()
+}

@@ -1,0 +1,9 @@
+//! PostgreSQL glue: module initialisation, GUCs and shared memory.
+//!
+//! Everything that talks to `pg_sys` about server-wide state lives here; the
+//! engine (`orioledb_engine`) only ever sees the traits this layer implements.
+pub mod guc;
+pub mod init;
+pub mod shmem;
+
+pub use init::require_preloaded;

@@ -1,0 +1,210 @@
+//! The shared page pool and its LWLock tranche.
+//!
+//! Sizes come from the engine (`PoolRegion`), so the engine alone decides the
+//! layout of the region; this module only reserves, creates and remembers it.
+//! PostgreSQL 15 requires reservations to happen in `shmem_request_hook`.
+
+use orioledb_engine::latch::{LatchMode, LatchSet};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+use orioledb_engine::buffer::{Pool, PoolRegion};
+use std::sync::Arc;
+
+/// Name of the region in `pg_shmem_allocations`.
+pub const POOL_REGION_NAME: &std::ffi::CStr = c"orioledb_rs page pool";
+/// Name of the LWLock tranche (shown in `pg_stat_activity.wait_event`).
+const TRANCHE_NAME: &std::ffi::CStr = c"orioledb_rs";
+/// The pool start is rounded up to this, so page I/O buffers are OS-page aligned.
+const POOL_ALIGN: usize = 4096;
+
+/// Pages in the pool, fixed at `shmem_request_hook` time (0 = no pool).
+static NBUFFERS: AtomicUsize = AtomicUsize::new(0);
+/// Aligned start of the formatted pool region, or null before shmem startup.
+/// Invariant: when non-null it points to `PoolRegion::size(NBUFFERS)` bytes
+/// of shared memory that stay mapped for the life of the process.
+static POOL_BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// First LWLock of the tranche, or null before shmem startup.
+/// Invariant: when non-null, `latch_count(NBUFFERS)` LWLocks start here.
+static LATCH_BASE: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Previous hooks, called first so other preloaded extensions keep working.
+/// Written only in `install_hooks` (single-threaded `_PG_init`).
+static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
+static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
+
+/// Bytes requested for the pool, including alignment slack.
+fn region_bytes(nbuffers: usize) -> usize {
+    PoolRegion::size(nbuffers) + POOL_ALIGN
+}
+
+/// Chains our shared-memory hooks in front of any previous ones.
+pub(crate) fn install_hooks() {
+    // SAFETY: _PG_init runs single-threaded in the postmaster before any hook
+    // can fire; reading and replacing the hook globals is the documented API.
+    unsafe {
+        PREV_SHMEM_REQUEST_HOOK = pg_sys::shmem_request_hook;
+        pg_sys::shmem_request_hook = Some(shmem_request);
+        PREV_SHMEM_STARTUP_HOOK = pg_sys::shmem_startup_hook;
+        pg_sys::shmem_startup_hook = Some(shmem_startup);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_request() {
+    // SAFETY: the previous hook was valid when we saved it and expects to be
+    // called exactly here.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_REQUEST_HOOK {
+            prev();
+        }
+    }
+    let nbuffers = crate::pg::guc::main_buffers();
+    NBUFFERS.store(nbuffers, Ordering::Relaxed);
+    let latches = i32::try_from(PoolRegion::latch_count(nbuffers))
+        .expect("orioledb.main_buffers is bounded so the latch count fits in int");
+    // SAFETY: we are inside shmem_request_hook, the only place PostgreSQL 15
+    // accepts these requests; the tranche name is a static string.
+    unsafe {
+        pg_sys::RequestAddinShmemSpace(region_bytes(nbuffers));
+        pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), latches);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn shmem_startup() {
+    // SAFETY: see shmem_request.
+    unsafe {
+        if let Some(prev) = PREV_SHMEM_STARTUP_HOOK {
+            prev();
+        }
+    }
+    let nbuffers = NBUFFERS.load(Ordering::Relaxed);
+    let mut found = false;
+    // SAFETY: AddinShmemInitLock (MainLWLockArray[21]) serialises creation of
+    // add-in structures; ShmemInitStruct returns `region_bytes` bytes that we
+    // reserved in shmem_request (or ERRORs, which releases the lock).
+    // GetNamedLWLockTranche is valid after the tranche was requested.
+    unsafe {
+        let init_lock = &raw mut (*pg_sys::MainLWLockArray.add(21)).lock;
+        pg_sys::LWLockAcquire(init_lock, pg_sys::LWLockMode::LW_EXCLUSIVE);
+        let raw = pg_sys::ShmemInitStruct(
+            POOL_REGION_NAME.as_ptr(),
+            region_bytes(nbuffers),
+            &mut found,
+        ) as *mut u8;
+        // Every process computes the same aligned address from the same `raw`.
+        let base = raw.add(raw.align_offset(POOL_ALIGN));
+        if !found {
+            PoolRegion::format(base, nbuffers);
+        }
+        POOL_BASE.store(base, Ordering::Release);
+        LATCH_BASE.store(pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr()), Ordering::Release);
+        pg_sys::LWLockRelease(init_lock);
+    }
+}
+
+/// Facts about the pool as seen by this process.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolInfo {
+    /// Pages in the pool.
+    pub buffers: usize,
+    /// Bytes of the region the engine formatted.
+    pub bytes: usize,
+    /// LWLocks available to the engine.
+    pub latches: usize,
+    /// Start of the region (null if shared memory was never set up).
+    pub base: *mut u8,
+}
+
+/// Attaches this process to the shared pool, or `None` when shared memory
+/// was not set up (library not preloaded).
+pub fn attach_pool() -> Option<Pool> {
+    let info = pool_info()?;
+    let latches = Arc::new(PgLatches::get()?);
+    // SAFETY: `info.base` is the region formatted by PoolRegion::format for
+    // `info.buffers` in shmem_startup; shared memory stays mapped for the life
+    // of the process, and every process uses the same LWLock tranche.
+    Some(unsafe { Pool::attach(info.base, info.buffers, latches) })
+}
+
+/// Returns the pool description, or `None` when the library was not preloaded.
+pub fn pool_info() -> Option<PoolInfo> {
+    let base = POOL_BASE.load(Ordering::Acquire);
+    if base.is_null() {
+        return None;
+    }
+    let buffers = NBUFFERS.load(Ordering::Relaxed);
+    Some(PoolInfo {
+        buffers,
+        bytes: PoolRegion::size(buffers),
+        latches: PoolRegion::latch_count(buffers),
+        base,
+    })
+}
+
+/// The engine's latches, backed by the `orioledb_rs` LWLock tranche.
+///
+/// Invariant: `base` points to `len` LWLocks in shared memory that live as
+/// long as the process. LWLocks are released by PostgreSQL on ERROR
+/// (`LWLockReleaseAll` in abort), so a latch never outlives a failed
+/// transaction. At most ~200 LWLocks may be held at once by one backend
+/// (`MAX_SIMUL_LWLOCKS`); the engine's lock order keeps it far below that.
+pub struct PgLatches {
+    base: *mut pg_sys::LWLockPadded,
+    len: usize,
+}
+
+// SAFETY: LWLocks are designed for concurrent use from many processes; the
+// pointer is to shared memory that never moves or goes away.
+unsafe impl Send for PgLatches {}
+// SAFETY: as above; every method only passes the pointer to LWLock functions.
+unsafe impl Sync for PgLatches {}
+
+impl PgLatches {
+    /// The tranche of this server, or `None` before shared memory exists.
+    pub fn get() -> Option<PgLatches> {
+        let base = LATCH_BASE.load(Ordering::Acquire);
+        if base.is_null() {
+            return None;
+        }
+        Some(PgLatches { base, len: PoolRegion::latch_count(NBUFFERS.load(Ordering::Relaxed)) })
+    }
+
+    fn lock(&self, i: usize) -> *mut pg_sys::LWLock {
+        assert!(i < self.len, "orioledb: latch {i} out of range (have {})", self.len);
+        // SAFETY: i < len, and len LWLocks start at base (type invariant).
+        unsafe { &raw mut (*self.base.add(i)).lock }
+    }
+}
+
+fn lw_mode(mode: LatchMode) -> pg_sys::LWLockMode::Type {
+    match mode {
+        LatchMode::Shared => pg_sys::LWLockMode::LW_SHARED,
+        LatchMode::Exclusive => pg_sys::LWLockMode::LW_EXCLUSIVE,
+    }
+}
+
+impl LatchSet for PgLatches {
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn acquire(&self, i: usize, mode: LatchMode) {
+        // SAFETY: `lock` returns a valid, initialised LWLock.
+        unsafe {
+            pg_sys::LWLockAcquire(self.lock(i), lw_mode(mode));
+        }
+    }
+
+    fn try_acquire(&self, i: usize, mode: LatchMode) -> bool {
+        // SAFETY: as in acquire.
+        unsafe { pg_sys::LWLockConditionalAcquire(self.lock(i), lw_mode(mode)) }
+    }
+
+    fn release(&self, i: usize, _mode: LatchMode) {
+        // SAFETY: as in acquire; the LatchSet contract says the caller holds it.
+        unsafe { pg_sys::LWLockRelease(self.lock(i)) }
+    }
+}
