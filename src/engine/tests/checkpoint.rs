@@ -1,0 +1,264 @@
+//! Checkpoints: durability of the image, point-in-time images under
+//! concurrent writers, and a crash injected at every I/O step.
+
+use super::*;
+use crate::io::{CrashAfter, FileIo};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+fn digest(k: &[u8], v: &[u8]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for b in k.iter().chain(b"=").chain(v) {
+        h = (h ^ *b as u64).wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+#[test]
+fn image_survives_reopen_and_files_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 16);
+    let t = tree(&e, 42, 1);
+    for i in 0..5000 {
+        t.insert(&key(i), &value(i, 0, 100)).unwrap();
+    }
+    assert_eq!(e.checkpoint(77).unwrap(), 1);
+    let names: Vec<String> = StdIo::new().list(dir.path()).unwrap();
+    assert_eq!(names, vec!["42", "42-1.map", "control"]);
+    // Changes after the checkpoint are not in the image.
+    for i in 0..100 {
+        t.delete(&key(i)).unwrap();
+    }
+    drop(t);
+    drop(e);
+    let e = open(dir.path(), 16);
+    assert_eq!(e.durable_checkpoint(), 1);
+    let t = tree(&e, 42, 1);
+    assert_eq!(contents(&t).len(), 5000);
+    assert_valid(&t);
+    // A second checkpoint replaces the first map; old extents are reused.
+    for i in 0..5000 {
+        t.replace(&key(i), &value(i, 1, 100)).unwrap();
+    }
+    let size1 = t.stats().file_bytes;
+    assert_eq!(e.checkpoint(0).unwrap(), 2);
+    assert_eq!(StdIo::new().list(dir.path()).unwrap(), vec!["42", "42-2.map", "control"]);
+    for i in 0..5000 {
+        t.replace(&key(i), &value(i, 2, 100)).unwrap();
+    }
+    e.checkpoint(0).unwrap();
+    for i in 0..5000 {
+        t.replace(&key(i), &value(i, 3, 100)).unwrap();
+    }
+    e.checkpoint(0).unwrap();
+    let size3 = t.stats().file_bytes;
+    assert!(size3 <= size1 * 3, "space of old images must be reused: {size1} -> {size3}");
+    // Dropping a tree removes its files at the next checkpoint.
+    e.drop_tree(42).unwrap();
+    e.checkpoint(0).unwrap();
+    assert_eq!(StdIo::new().list(dir.path()).unwrap(), vec!["control"]);
+}
+
+#[test]
+fn compression_shrinks_files() {
+    let mut sizes = Vec::new();
+    for level in [-1, 1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path(), 64);
+        let t = tree(&e, 1, level);
+        for i in 0..20_000 {
+            t.insert(&key(i), &value(i, 0, 120)).unwrap();
+        }
+        e.checkpoint(0).unwrap();
+        sizes.push(std::fs::metadata(dir.path().join("1")).unwrap().len());
+        drop(t);
+        drop(e);
+        let e = open(dir.path(), 64);
+        assert_eq!(contents(&tree(&e, 1, level)).len(), 20_000);
+    }
+    assert!(sizes[1] * 3 < sizes[0], "zstd 1 should shrink compressible pages: {sizes:?}");
+    assert!(sizes[2] <= sizes[1] * 11 / 10, "{sizes:?}");
+}
+
+/// Writers keep running while a checkpoint is taken; the image must hold
+/// every operation completed before the checkpoint began and, per thread,
+/// exactly a prefix of its operations (it is a point-in-time image).
+#[test]
+fn checkpoint_under_load_is_point_in_time() {
+    const THREADS: u64 = 6;
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 40);
+    let t = tree(&e, 9, 1);
+    for i in 0..3000 {
+        t.insert(&key(i * 1000), &value(i, 0, 50)).unwrap();
+    }
+    e.checkpoint(0).unwrap();
+    let done: Vec<AtomicU64> = (0..THREADS).map(|_| AtomicU64::new(0)).collect();
+    let stop = AtomicBool::new(false);
+    let mut at_start = vec![0u64; THREADS as usize];
+    let logs: Vec<Vec<(bool, Vec<u8>, Vec<u8>)>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|th| {
+                let (t, done, stop) = (t.clone(), &done, &stop);
+                s.spawn(move || {
+                    let mut rng = Rng(th + 50);
+                    let mut log = Vec::new();
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) || n < 3000 {
+                        // Own keys: 1000*i + th + 1 (never collide with the preload).
+                        let i = rng.below(3000) * 1000 + th + 1;
+                        let k = key(i);
+                        if rng.below(3) == 0 {
+                            t.delete(&k).unwrap();
+                            log.push((false, k, Vec::new()));
+                        } else {
+                            let v = value(i, n, 30 + rng.below(200) as usize);
+                            t.upsert(&k, &v).unwrap();
+                            log.push((true, k, v));
+                        }
+                        n += 1;
+                        done[th as usize].store(n, Ordering::Release);
+                        if n > 200_000 {
+                            break;
+                        }
+                    }
+                    log
+                })
+            })
+            .collect();
+        while done.iter().any(|d| d.load(Ordering::Acquire) < 1000) {
+            std::thread::yield_now();
+        }
+        e.checkpoint_hooked(0, || {
+            for (th, d) in done.iter().enumerate() {
+                at_start[th] = d.load(Ordering::Acquire);
+            }
+        })
+        .unwrap();
+        stop.store(true, Ordering::Relaxed);
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    drop(t);
+    drop(e);
+    let e = open(dir.path(), 40);
+    let t = tree(&e, 9, 1);
+    assert_valid(&t);
+    let img = contents(&t);
+    for th in 0..THREADS {
+        let mine: u64 = img
+            .iter()
+            .filter(|(k, _)| u32::from_be_bytes(k[..4].try_into().unwrap()) as u64 % 1000 == th + 1)
+            .fold(0, |acc, (k, v)| acc ^ digest(k, v));
+        // Replay the log, tracking the digest of the model after each prefix.
+        let mut model: HashMap<Vec<u8>, Vec<u8>> = HashMap::new();
+        let mut d = 0u64;
+        let mut matches = Vec::new();
+        for (n, (put, k, v)) in logs[th as usize].iter().enumerate() {
+            if n as u64 >= at_start[th as usize] && d == mine {
+                matches.push(n);
+            }
+            if let Some(old) = model.remove(k) {
+                d ^= digest(k, &old);
+            }
+            if *put {
+                d ^= digest(k, v);
+                model.insert(k.clone(), v.clone());
+            }
+        }
+        if d == mine {
+            matches.push(logs[th as usize].len());
+        }
+        assert!(
+            !matches.is_empty(),
+            "thread {th}: the image is not a prefix of its operations including the first {}",
+            at_start[th as usize]
+        );
+    }
+    let preload = img.keys().filter(|k| u32::from_be_bytes(k[..4].try_into().unwrap()) % 1000 == 0).count();
+    assert_eq!(preload, 3000);
+}
+
+/// Builds the same state in a fresh directory: a durable checkpoint 1 with
+/// `before`, then changes giving `after`, all still in memory.
+fn crash_fixture(dir: &std::path::Path, io: Arc<CrashAfter<StdIo>>) -> (Engine, BTreeMap<Vec<u8>, Vec<u8>>, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let e = Engine::open(dir, 24, io).unwrap();
+    let a = tree(&e, 1, 1);
+    let b = tree(&e, 2, -1);
+    for i in 0..3000 {
+        a.insert(&key(i), &value(i, 0, 80)).unwrap();
+        if i % 3 == 0 {
+            b.insert(&key(i), &value(i, 0, 300)).unwrap();
+        }
+    }
+    e.checkpoint(1).unwrap();
+    let before = contents(&a).into_iter().chain(contents(&b).into_iter().map(|(k, v)| ([b"b".to_vec(), k].concat(), v))).collect();
+    for i in 0..3000 {
+        if i % 2 == 0 {
+            a.delete(&key(i)).unwrap();
+        } else {
+            a.replace(&key(i), &value(i, 1, 40)).unwrap();
+        }
+        if i % 5 == 0 {
+            b.upsert(&key(i + 5000), &value(i, 1, 500)).unwrap();
+        }
+    }
+    let after = contents(&a).into_iter().chain(contents(&b).into_iter().map(|(k, v)| ([b"b".to_vec(), k].concat(), v))).collect();
+    (e, before, after)
+}
+
+fn reopened_contents(dir: &std::path::Path) -> (u64, BTreeMap<Vec<u8>, Vec<u8>>) {
+    let e = open(dir, 24);
+    let a = tree(&e, 1, 1);
+    let b = tree(&e, 2, -1);
+    assert_valid(&a);
+    assert_valid(&b);
+    let c = contents(&a).into_iter().chain(contents(&b).into_iter().map(|(k, v)| ([b"b".to_vec(), k].concat(), v))).collect();
+    (e.durable_checkpoint(), c)
+}
+
+#[test]
+fn crash_at_every_step_of_a_checkpoint() {
+    let mut steps = 0;
+    loop {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Arc::new(CrashAfter::new(StdIo::new(), u64::MAX));
+        let (e, before, after) = crash_fixture(dir.path(), io.clone());
+        io.arm(steps);
+        let res = e.checkpoint(2);
+        drop(e); // the "process" dies here
+        let (n, got) = reopened_contents(dir.path());
+        match n {
+            1 => assert!(got == before, "crash after {steps} steps: previous image damaged"),
+            2 => assert!(got == after, "crash after {steps} steps: new image incomplete"),
+            _ => panic!("unexpected checkpoint {n}"),
+        }
+        if res.is_ok() {
+            assert_eq!(n, 2);
+            assert!(steps > 10, "the checkpoint took only {steps} I/O steps?");
+            break;
+        }
+        steps += 1;
+    }
+}
+
+#[test]
+fn failed_checkpoint_then_successful_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = Arc::new(CrashAfter::new(StdIo::new(), u64::MAX));
+    let (e, _before, after) = crash_fixture(dir.path(), io.clone());
+    io.arm(5);
+    assert!(e.checkpoint(2).is_err());
+    io.arm(u64::MAX);
+    // More writes after the failure, then a checkpoint that works.
+    let a = e.tree(1).unwrap();
+    a.upsert(b"zz-late", b"late").unwrap();
+    let n = e.checkpoint(3).unwrap();
+    assert!(n > 2);
+    drop(a);
+    drop(e);
+    let (m, got) = reopened_contents(dir.path());
+    assert_eq!(m, n);
+    let mut want = after;
+    want.insert(b"zz-late".to_vec(), b"late".to_vec());
+    assert!(got == want);
+}

@@ -1,0 +1,103 @@
+//! Eight threads mixing inserts, deletes, gets and scans on one tree whose
+//! data is much larger than the pool; then the checker and a comparison
+//! with the union of the threads' models.
+
+use super::*;
+use crate::cursor::Direction;
+use std::ops::Bound;
+
+const THREADS: u64 = 8;
+
+/// Thread t owns keys i with i % THREADS == t, so keys of all threads
+/// interleave on the same leaves while each thread can model its own keys.
+fn owned(t: u64, j: u64) -> u64 {
+    j * THREADS + t
+}
+
+#[test]
+fn eight_threads_mixed_with_small_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 32);
+    let tr = tree(&e, 1, 1);
+    let models: Vec<BTreeMap<Vec<u8>, Vec<u8>>> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let tr = tr.clone();
+                s.spawn(move || {
+                    let mut rng = Rng(1000 + t);
+                    let mut model = BTreeMap::new();
+                    for step in 0..6000u64 {
+                        let i = owned(t, rng.below(4000));
+                        let k = key(i);
+                        match rng.below(10) {
+                            0..=4 => {
+                                let v = value(i, step, 20 + rng.below(180) as usize);
+                                tr.upsert(&k, &v).unwrap();
+                                model.insert(k, v);
+                            }
+                            5..=6 => assert_eq!(tr.delete(&k).unwrap(), model.remove(&k).is_some()),
+                            7..=8 => assert_eq!(tr.get(&k).unwrap(), model.get(&k).cloned(), "thread {t} get {i}"),
+                            _ => {
+                                // A scan sees other threads' keys change, but our own
+                                // keys in the range must be exactly our model's.
+                                let a = rng.below(4000 * THREADS);
+                                let (lo, hi) = (key(a), key(a + 400));
+                                let dir = if rng.below(2) == 0 { Direction::Forward } else { Direction::Backward };
+                                let got: Vec<_> = tr
+                                    .range(Bound::Included(lo.clone()), Bound::Excluded(hi.clone()), dir)
+                                    .map(|r| r.unwrap())
+                                    .collect();
+                                let sorted = got.windows(2).all(|w| match dir {
+                                    Direction::Forward => w[0].0 < w[1].0,
+                                    Direction::Backward => w[0].0 > w[1].0,
+                                });
+                                assert!(sorted, "scan out of order");
+                                let mine: Vec<_> = got
+                                    .into_iter()
+                                    .filter(|(k, _)| u32::from_be_bytes(k[..4].try_into().unwrap()) as u64 % THREADS == t)
+                                    .collect();
+                                let mut want: Vec<_> = model.range(lo..hi).map(|(k, v)| (k.clone(), v.clone())).collect();
+                                if dir == Direction::Backward {
+                                    want.reverse();
+                                }
+                                assert_eq!(mine, want, "thread {t}: scan lost or invented own keys");
+                            }
+                        }
+                    }
+                    model
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_valid(&tr);
+    let all: BTreeMap<_, _> = models.into_iter().flatten().collect();
+    assert_eq!(contents(&tr), all);
+    assert!(tr.stats().pages > 4 * 32, "the tree should be much larger than the pool");
+}
+
+#[test]
+fn concurrent_trees_share_the_pool() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 32);
+    std::thread::scope(|s| {
+        for id in 1..=4u32 {
+            let t = tree(&e, id, if id % 2 == 0 { 3 } else { -1 });
+            s.spawn(move || {
+                for i in 0..8000 {
+                    t.insert(&key(i), &value(i, id as u64, 100)).unwrap();
+                }
+                for i in (0..8000).step_by(3) {
+                    assert!(t.delete(&key(i)).unwrap());
+                }
+            });
+        }
+    });
+    for id in 1..=4u32 {
+        let t = e.tree(id).unwrap();
+        assert_valid(&t);
+        let c = contents(&t);
+        assert_eq!(c.len(), 8000 - 8000usize.div_ceil(3));
+        assert!(c.iter().all(|(k, v)| *v == value(u32::from_be_bytes(k[..4].try_into().unwrap()) as u64, id as u64, 100)));
+    }
+}
