@@ -84,15 +84,29 @@ fn compression_shrinks_files() {
 /// every operation completed before the checkpoint began and, per thread,
 /// exactly a prefix of its operations (it is a point-in-time image).
 #[test]
-fn checkpoint_under_load_is_point_in_time() {
+fn checkpoint_under_load_is_point_in_time_small_pool() {
+    checkpoint_under_load(40);
+}
+
+/// With a large pool most pages are dirty when the checkpoint starts, so
+/// writers race the checkpoint for them: this exercises the pre-image path.
+#[test]
+fn checkpoint_under_load_is_point_in_time_large_pool() {
+    checkpoint_under_load(2000);
+}
+
+fn checkpoint_under_load(nbuffers: usize) {
     const THREADS: u64 = 6;
     let dir = tempfile::tempdir().unwrap();
-    let e = open(dir.path(), 40);
+    let e = open(dir.path(), nbuffers);
     let t = tree(&e, 9, 1);
     for i in 0..3000 {
         t.insert(&key(i * 1000), &value(i, 0, 50)).unwrap();
     }
     e.checkpoint(0).unwrap();
+    for i in 0..3000 {
+        t.replace(&key(i * 1000), &value(i, 1, 60)).unwrap();
+    }
     let done: Vec<AtomicU64> = (0..THREADS).map(|_| AtomicU64::new(0)).collect();
     let stop = AtomicBool::new(false);
     let mut at_start = vec![0u64; THREADS as usize];
@@ -140,7 +154,7 @@ fn checkpoint_under_load_is_point_in_time() {
     });
     drop(t);
     drop(e);
-    let e = open(dir.path(), 40);
+    let e = open(dir.path(), nbuffers);
     let t = tree(&e, 9, 1);
     assert_valid(&t);
     let img = contents(&t);
