@@ -22,7 +22,11 @@ fn orioledb_rs_version() -> &'static str {
 #[pg_extern]
 fn orioledb_pool_info() -> TableIterator<
     'static,
-    (name!(buffers, i64), name!(region_bytes, i64), name!(latches, i64)),
+    (
+        name!(buffers, i64),
+        name!(region_bytes, i64),
+        name!(latches, i64),
+    ),
 > {
     pg::require_preloaded();
     let info = pg::shmem::pool_info().unwrap_or_else(|| {
@@ -54,7 +58,8 @@ mod tests {
     }
 
     fn expect_error(stmt: &str, sqlstate: &str, message_part: &str) {
-        let got = sqlstate_of(stmt).unwrap_or_else(|| panic!("{stmt}: expected an error, got none"));
+        let got =
+            sqlstate_of(stmt).unwrap_or_else(|| panic!("{stmt}: expected an error, got none"));
         assert!(
             got.starts_with(&format!("{sqlstate}: ")) && got.contains(message_part),
             "{stmt}: expected {sqlstate} containing {message_part:?}, got {got:?}"
@@ -62,18 +67,22 @@ mod tests {
     }
 
     fn show(guc: &str) -> String {
-        Spi::get_one::<String>(&format!("SHOW {guc}")).unwrap().unwrap()
+        Spi::get_one::<String>(&format!("SHOW {guc}"))
+            .unwrap()
+            .unwrap()
     }
 
     #[pg_test]
     fn am_is_registered_once_as_table_am() {
-        let n = Spi::get_one::<i64>("SELECT count(*) FROM pg_am WHERE amname = 'orioledb'").unwrap();
+        let n =
+            Spi::get_one::<i64>("SELECT count(*) FROM pg_am WHERE amname = 'orioledb'").unwrap();
         assert_eq!(n, Some(1));
         let t = Spi::get_one::<String>("SELECT amtype::text FROM pg_am WHERE amname = 'orioledb'")
             .unwrap();
         assert_eq!(t.as_deref(), Some("t"));
-        let h = Spi::get_one::<String>("SELECT amhandler::text FROM pg_am WHERE amname = 'orioledb'")
-            .unwrap();
+        let h =
+            Spi::get_one::<String>("SELECT amhandler::text FROM pg_am WHERE amname = 'orioledb'")
+                .unwrap();
         assert_eq!(h.as_deref(), Some("orioledb_tableam_handler"));
     }
 
@@ -107,7 +116,11 @@ mod tests {
             "0A000",
             "orioledb: scanning table \"t_select\" is not supported yet",
         );
-        expect_error("SELECT count(*) FROM t_select WHERE id = 1", "0A000", "scanning");
+        expect_error(
+            "SELECT count(*) FROM t_select WHERE id = 1",
+            "0A000",
+            "scanning",
+        );
     }
 
     #[pg_test]
@@ -118,19 +131,34 @@ mod tests {
             "0A000",
             "orioledb: inserting into table \"t_dml\" is not supported yet",
         );
-        expect_error("COPY t_dml FROM PROGRAM 'echo 1'", "0A000", "inserting into");
+        expect_error(
+            "COPY t_dml FROM PROGRAM 'echo 1'",
+            "0A000",
+            "inserting into",
+        );
         expect_error("UPDATE t_dml SET id = 2", "0A000", "not supported yet");
         expect_error("DELETE FROM t_dml", "0A000", "not supported yet");
         expect_error("CREATE INDEX ON t_dml (id)", "0A000", "building indexes");
-        expect_error("CREATE TABLE t_pk (id int PRIMARY KEY) USING orioledb", "0A000", "building indexes");
-        expect_error("CREATE TABLE t_ctas USING orioledb AS SELECT 1 AS x", "0A000", "inserting into");
+        expect_error(
+            "CREATE TABLE t_pk (id int PRIMARY KEY) USING orioledb",
+            "0A000",
+            "building indexes",
+        );
+        expect_error(
+            "CREATE TABLE t_ctas USING orioledb AS SELECT 1 AS x",
+            "0A000",
+            "inserting into",
+        );
     }
 
     #[pg_test]
     fn ddl_around_empty_tables_works() {
         Spi::run("CREATE TABLE t_ddl (id int) USING orioledb").unwrap();
         Spi::run("ANALYZE t_ddl").unwrap();
-        assert_eq!(Spi::get_one::<i64>("SELECT pg_relation_size('t_ddl')").unwrap(), Some(0));
+        assert_eq!(
+            Spi::get_one::<i64>("SELECT pg_relation_size('t_ddl')").unwrap(),
+            Some(0)
+        );
         // TRUNCATE in a later (sub)transaction just assigns a new relfilenode.
         let node = "SELECT relfilenode::int8 FROM pg_class WHERE oid = 't_ddl'::regclass";
         let before = Spi::get_one::<i64>(node).unwrap();
@@ -144,7 +172,8 @@ mod tests {
             "orioledb: TRUNCATE of table \"t_tr\" in the transaction that created it",
         );
         Spi::run("DROP TABLE t_ddl").unwrap();
-        let n = Spi::get_one::<i64>("SELECT count(*) FROM pg_class WHERE relname = 't_ddl'").unwrap();
+        let n =
+            Spi::get_one::<i64>("SELECT count(*) FROM pg_class WHERE relname = 't_ddl'").unwrap();
         assert_eq!(n, Some(0));
     }
 
@@ -167,9 +196,21 @@ mod tests {
         assert_eq!(crate::pg::guc::default_toast_compress(), 0);
         Spi::run("SET orioledb.default_primary_compress = 22").unwrap();
         assert_eq!(crate::pg::guc::default_primary_compress(), 22);
-        expect_error("SET orioledb.default_compress = 23", "22023", "orioledb.default_compress");
-        expect_error("SET orioledb.default_compress = -2", "22023", "orioledb.default_compress");
-        expect_error("SET orioledb.main_buffers = 1000", "55P02", "orioledb.main_buffers");
+        expect_error(
+            "SET orioledb.default_compress = 23",
+            "22023",
+            "orioledb.default_compress",
+        );
+        expect_error(
+            "SET orioledb.default_compress = -2",
+            "22023",
+            "orioledb.default_compress",
+        );
+        expect_error(
+            "SET orioledb.main_buffers = 1000",
+            "55P02",
+            "orioledb.main_buffers",
+        );
         let ctx = Spi::get_one::<String>(
             "SELECT context FROM pg_settings WHERE name = 'orioledb.main_buffers'",
         )
@@ -181,7 +222,11 @@ mod tests {
     fn guc_prefix_is_reserved() {
         // MarkGUCPrefixReserved: unknown orioledb.* names are rejected, not
         // silently turned into placeholders.
-        expect_error("SET orioledb.no_such_setting = 1", "42602", "orioledb.no_such_setting");
+        expect_error(
+            "SET orioledb.no_such_setting = 1",
+            "42602",
+            "orioledb.no_such_setting",
+        );
     }
 
     #[pg_test]
@@ -190,7 +235,10 @@ mod tests {
             "SELECT size FROM pg_shmem_allocations WHERE name = 'orioledb_rs page pool'",
         )
         .unwrap();
-        assert!(size.unwrap_or(0) >= 16384 * 8192, "pool region too small: {size:?}");
+        assert!(
+            size.unwrap_or(0) >= 16384 * 8192,
+            "pool region too small: {size:?}"
+        );
         let buffers = Spi::get_one::<i64>("SELECT buffers FROM orioledb_pool_info()").unwrap();
         assert_eq!(buffers, Some(16384));
         let pool = crate::pg::shmem::attach_pool().expect("pool attaches");

@@ -14,6 +14,9 @@
 //! drops a relation (it ignores ENOENT when unlinking). Sizes reported to
 //! PostgreSQL come from `relation_size`, not from `base/`.
 
+// Callback signatures are fixed by PostgreSQL's tableam.h.
+#![allow(clippy::too_many_arguments)]
+
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -83,31 +86,27 @@ fn unsupported(what: String) -> ! {
     unreachable!("ERROR does not return")
 }
 
-/// `table "name"` for messages; tolerant of names in non-UTF-8 encodings.
+/// Raises [`unsupported`] with `{}` in `what` replaced by `table "name"`.
+///
+/// The name is read leniently: relation names may be in a non-UTF-8 server
+/// encoding, and an error message must never itself fail.
 ///
 /// # Safety
 /// `rel` must be a valid, open relation.
-unsafe fn table(rel: pg_sys::Relation) -> String {
+unsafe fn unsupported_on(rel: pg_sys::Relation, what: &str) -> ! {
     // SAFETY: an open relation always has its pg_class row in rd_rel, and
     // relname is NUL-terminated within its NAMEDATALEN bytes.
     let name = unsafe { CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()) };
-    format!("table \"{}\"", name.to_string_lossy())
-}
-
-/// Like [`table`], for the relation a scan is over.
-///
-/// # Safety
-/// `scan` must be a valid scan descriptor.
-unsafe fn scan_table(scan: pg_sys::TableScanDesc) -> String {
-    // SAFETY: scan descriptors always reference their open relation.
-    unsafe { table((*scan).rs_rd) }
+    unsupported(what.replace("{}", &format!("table \"{}\"", name.to_string_lossy())))
 }
 
 // ---------------------------------------------------------------------------
 // Slots
 
 #[pg_guard]
-unsafe extern "C-unwind" fn slot_callbacks(_rel: pg_sys::Relation) -> *const pg_sys::TupleTableSlotOps {
+unsafe extern "C-unwind" fn slot_callbacks(
+    _rel: pg_sys::Relation,
+) -> *const pg_sys::TupleTableSlotOps {
     // Virtual slots until rows carry system columns (xmin, ...) of their own.
     &raw const pg_sys::TTSOpsVirtual
 }
@@ -127,7 +126,7 @@ unsafe extern "C-unwind" fn scan_begin(
 ) -> pg_sys::TableScanDesc {
     if flags & pg_sys::ScanOptions::SO_TYPE_ANALYZE == 0 {
         // SAFETY: PostgreSQL passes an open relation.
-        unsupported(format!("scanning {}", unsafe { table(rel) }));
+        unsafe { unsupported_on(rel, "scanning {}") }
     }
     // SAFETY: palloc0 returns zeroed memory of the requested size in the
     // current memory context or ERRORs; all fields are plain data.
@@ -158,8 +157,8 @@ unsafe extern "C-unwind" fn scan_rescan(
     _allow_sync: bool,
     _allow_pagemode: bool,
 ) {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("rescanning {}", unsafe { scan_table(scan) }));
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "rescanning {}") }
 }
 
 #[pg_guard]
@@ -168,8 +167,8 @@ unsafe extern "C-unwind" fn scan_getnextslot(
     _direction: pg_sys::ScanDirection::Type,
     _slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("scanning {}", unsafe { scan_table(scan) }));
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "scanning {}") }
 }
 
 #[pg_guard]
@@ -178,8 +177,8 @@ unsafe extern "C-unwind" fn scan_set_tidrange(
     _mintid: pg_sys::ItemPointer,
     _maxtid: pg_sys::ItemPointer,
 ) {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("TID range scans of {}", unsafe { scan_table(scan) }));
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "TID range scans of {}") }
 }
 
 #[pg_guard]
@@ -188,8 +187,8 @@ unsafe extern "C-unwind" fn scan_getnextslot_tidrange(
     _direction: pg_sys::ScanDirection::Type,
     _slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("TID range scans of {}", unsafe { scan_table(scan) }));
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "TID range scans of {}") }
 }
 
 // ---------------------------------------------------------------------------
@@ -198,7 +197,7 @@ unsafe extern "C-unwind" fn scan_getnextslot_tidrange(
 #[pg_guard]
 unsafe extern "C-unwind" fn parallelscan_estimate(rel: pg_sys::Relation) -> pg_sys::Size {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("parallel scans of {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "parallel scans of {}") }
 }
 
 #[pg_guard]
@@ -207,7 +206,7 @@ unsafe extern "C-unwind" fn parallelscan_initialize(
     _pscan: pg_sys::ParallelTableScanDesc,
 ) -> pg_sys::Size {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("parallel scans of {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "parallel scans of {}") }
 }
 
 #[pg_guard]
@@ -216,16 +215,18 @@ unsafe extern "C-unwind" fn parallelscan_reinitialize(
     _pscan: pg_sys::ParallelTableScanDesc,
 ) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("parallel scans of {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "parallel scans of {}") }
 }
 
 // ---------------------------------------------------------------------------
 // Index scans: fetching rows by TID
 
 #[pg_guard]
-unsafe extern "C-unwind" fn index_fetch_begin(rel: pg_sys::Relation) -> *mut pg_sys::IndexFetchTableData {
+unsafe extern "C-unwind" fn index_fetch_begin(
+    rel: pg_sys::Relation,
+) -> *mut pg_sys::IndexFetchTableData {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("index scans of {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "index scans of {}") }
 }
 
 #[pg_guard]
@@ -262,19 +263,25 @@ unsafe extern "C-unwind" fn tuple_fetch_row_version(
     _slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("fetching rows of {} by TID", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "fetching rows of {} by TID") }
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn tuple_tid_valid(scan: pg_sys::TableScanDesc, _tid: pg_sys::ItemPointer) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("TID scans of {}", unsafe { scan_table(scan) }));
+unsafe extern "C-unwind" fn tuple_tid_valid(
+    scan: pg_sys::TableScanDesc,
+    _tid: pg_sys::ItemPointer,
+) -> bool {
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "TID scans of {}") }
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn tuple_get_latest_tid(scan: pg_sys::TableScanDesc, _tid: pg_sys::ItemPointer) {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("following update chains of {}", unsafe { scan_table(scan) }));
+unsafe extern "C-unwind" fn tuple_get_latest_tid(
+    scan: pg_sys::TableScanDesc,
+    _tid: pg_sys::ItemPointer,
+) {
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "following update chains of {}") }
 }
 
 #[pg_guard]
@@ -284,7 +291,7 @@ unsafe extern "C-unwind" fn tuple_satisfies_snapshot(
     _snapshot: pg_sys::Snapshot,
 ) -> bool {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("visibility checks on {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "visibility checks on {}") }
 }
 
 #[pg_guard]
@@ -293,7 +300,7 @@ unsafe extern "C-unwind" fn index_delete_tuples(
     _delstate: *mut pg_sys::TM_IndexDeleteOp,
 ) -> pg_sys::TransactionId {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("index entry deletion for {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "index entry deletion for {}") }
 }
 
 // ---------------------------------------------------------------------------
@@ -308,7 +315,7 @@ unsafe extern "C-unwind" fn tuple_insert(
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("inserting into {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "inserting into {}") }
 }
 
 #[pg_guard]
@@ -321,7 +328,7 @@ unsafe extern "C-unwind" fn tuple_insert_speculative(
     _spec_token: u32,
 ) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("INSERT ... ON CONFLICT into {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "INSERT ... ON CONFLICT into {}") }
 }
 
 #[pg_guard]
@@ -332,7 +339,7 @@ unsafe extern "C-unwind" fn tuple_complete_speculative(
     _succeeded: bool,
 ) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("INSERT ... ON CONFLICT into {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "INSERT ... ON CONFLICT into {}") }
 }
 
 #[pg_guard]
@@ -345,7 +352,7 @@ unsafe extern "C-unwind" fn multi_insert(
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("inserting into {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "inserting into {}") }
 }
 
 #[pg_guard]
@@ -360,7 +367,7 @@ unsafe extern "C-unwind" fn tuple_delete(
     _changing_part: bool,
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("deleting from {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "deleting from {}") }
 }
 
 #[pg_guard]
@@ -377,7 +384,7 @@ unsafe extern "C-unwind" fn tuple_update(
     _update_indexes: *mut bool,
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("updating {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "updating {}") }
 }
 
 #[pg_guard]
@@ -393,7 +400,7 @@ unsafe extern "C-unwind" fn tuple_lock(
     _tmfd: *mut pg_sys::TM_FailureData,
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("locking rows of {}", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "locking rows of {}") }
 }
 
 #[pg_guard]
@@ -427,16 +434,16 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!(
-        "TRUNCATE of {} in the transaction that created it",
-        unsafe { table(rel) }
-    ));
+    unsafe { unsupported_on(rel, "TRUNCATE of {} in the transaction that created it") }
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn relation_copy_data(rel: pg_sys::Relation, _newrnode: *const pg_sys::RelFileNode) {
+unsafe extern "C-unwind" fn relation_copy_data(
+    rel: pg_sys::Relation,
+    _newrnode: *const pg_sys::RelFileNode,
+) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("moving {} to another tablespace", unsafe { table(rel) }));
+    unsafe { unsupported_on(rel, "moving {} to another tablespace") }
 }
 
 #[pg_guard]
@@ -453,7 +460,7 @@ unsafe extern "C-unwind" fn relation_copy_for_cluster(
     _tups_recently_dead: *mut f64,
 ) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("CLUSTER and VACUUM FULL of {}", unsafe { table(old_table) }));
+    unsafe { unsupported_on(old_table, "CLUSTER and VACUUM FULL of {}") }
 }
 
 #[pg_guard]
@@ -507,7 +514,7 @@ unsafe extern "C-unwind" fn index_build_range_scan(
     _scan: pg_sys::TableScanDesc,
 ) -> f64 {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("building indexes on {}", unsafe { table(table_rel) }));
+    unsafe { unsupported_on(table_rel, "building indexes on {}") }
 }
 
 #[pg_guard]
@@ -519,14 +526,17 @@ unsafe extern "C-unwind" fn index_validate_scan(
     _state: *mut pg_sys::ValidateIndexState,
 ) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("CREATE INDEX CONCURRENTLY on {}", unsafe { table(table_rel) }));
+    unsafe { unsupported_on(table_rel, "CREATE INDEX CONCURRENTLY on {}") }
 }
 
 // ---------------------------------------------------------------------------
 // Sizes and TOAST
 
 #[pg_guard]
-unsafe extern "C-unwind" fn relation_size(_rel: pg_sys::Relation, _fork: pg_sys::ForkNumber::Type) -> u64 {
+unsafe extern "C-unwind" fn relation_size(
+    _rel: pg_sys::Relation,
+    _fork: pg_sys::ForkNumber::Type,
+) -> u64 {
     // Nothing is stored yet; RelationGetNumberOfBlocks goes through here.
     0
 }
@@ -554,7 +564,7 @@ unsafe extern "C-unwind" fn relation_fetch_toast_slice(
     _result: *mut pg_sys::varlena,
 ) {
     // SAFETY: PostgreSQL passes an open relation.
-    unsupported(format!("reading toasted values of {}", unsafe { table(toastrel) }));
+    unsafe { unsupported_on(toastrel, "reading toasted values of {}") }
 }
 
 #[pg_guard]
@@ -583,8 +593,8 @@ unsafe extern "C-unwind" fn scan_bitmap_next_block(
     scan: pg_sys::TableScanDesc,
     _tbmres: *mut pg_sys::TBMIterateResult,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("bitmap scans of {}", unsafe { scan_table(scan) }));
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "bitmap scans of {}") }
 }
 
 #[pg_guard]
@@ -593,8 +603,8 @@ unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
     _tbmres: *mut pg_sys::TBMIterateResult,
     _slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("bitmap scans of {}", unsafe { scan_table(scan) }));
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "bitmap scans of {}") }
 }
 
 #[pg_guard]
@@ -602,8 +612,8 @@ unsafe extern "C-unwind" fn scan_sample_next_block(
     scan: pg_sys::TableScanDesc,
     _scanstate: *mut pg_sys::SampleScanState,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("TABLESAMPLE on {}", unsafe { scan_table(scan) }));
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "TABLESAMPLE on {}") }
 }
 
 #[pg_guard]
@@ -612,8 +622,8 @@ unsafe extern "C-unwind" fn scan_sample_next_tuple(
     _scanstate: *mut pg_sys::SampleScanState,
     _slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began.
-    unsupported(format!("TABLESAMPLE on {}", unsafe { scan_table(scan) }));
+    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
+    unsafe { unsupported_on((*scan).rs_rd, "TABLESAMPLE on {}") }
 }
 
 /// Whether every callback slot of [`ROUTINE`] is filled (used by tests).

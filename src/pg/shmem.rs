@@ -100,7 +100,10 @@ unsafe extern "C-unwind" fn shmem_startup() {
             PoolRegion::format(base, nbuffers);
         }
         POOL_BASE.store(base, Ordering::Release);
-        LATCH_BASE.store(pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr()), Ordering::Release);
+        LATCH_BASE.store(
+            pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr()),
+            Ordering::Release,
+        );
         pg_sys::LWLockRelease(init_lock);
     }
 }
@@ -169,11 +172,18 @@ impl PgLatches {
         if base.is_null() {
             return None;
         }
-        Some(PgLatches { base, len: PoolRegion::latch_count(NBUFFERS.load(Ordering::Relaxed)) })
+        Some(PgLatches {
+            base,
+            len: PoolRegion::latch_count(NBUFFERS.load(Ordering::Relaxed)),
+        })
     }
 
     fn lock(&self, i: usize) -> *mut pg_sys::LWLock {
-        assert!(i < self.len, "orioledb: latch {i} out of range (have {})", self.len);
+        assert!(
+            i < self.len,
+            "orioledb: latch {i} out of range (have {})",
+            self.len
+        );
         // SAFETY: i < len, and len LWLocks start at base (type invariant).
         unsafe { &raw mut (*self.base.add(i)).lock }
     }
