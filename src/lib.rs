@@ -262,7 +262,7 @@ mod tests {
 }
 
 /// Hooks for `cargo pgrx test`: the server must preload the library.
-#[cfg(test)]
+#[cfg(any(test, feature = "pg_test"))]
 pub mod pg_test {
     pub fn setup(_options: Vec<&str>) {}
 
