@@ -20,6 +20,33 @@ const F_ZSTD: u8 = 1;
 /// The most units one image can take (a raw page plus header).
 pub const MAX_UNITS: usize = (IMAGE_HEADER + PAGE_SIZE).div_ceil(UNIT);
 
+thread_local! {
+    // zstd contexts are expensive to create (hundreds of KB each); one per
+    // thread per direction is reused for every page.
+    static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { std::cell::RefCell::new(None) };
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
+}
+
+fn compress(page: &[u8], level: i32) -> Option<Vec<u8>> {
+    COMPRESSOR.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.as_ref().is_none_or(|(l, _)| *l != level) {
+            *c = Some((level, zstd::bulk::Compressor::new(level).ok()?));
+        }
+        c.as_mut().unwrap().1.compress(page).ok()
+    })
+}
+
+fn decompress(payload: &[u8], page: &mut [u8]) -> std::io::Result<usize> {
+    DECOMPRESSOR.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_none() {
+            *d = Some(zstd::bulk::Decompressor::new()?);
+        }
+        d.as_mut().unwrap().decompress_to_buffer(payload, page)
+    })
+}
+
 fn crc(header: &[u8], page: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&header[..28]), page)
 }
@@ -29,7 +56,7 @@ fn crc(header: &[u8], page: &[u8]) -> u32 {
 pub fn encode(page: &[u8], page_no: u32, checkpoint: u64, level: i32) -> Vec<u8> {
     debug_assert_eq!(page.len(), PAGE_SIZE);
     let compressed = if level >= 0 {
-        zstd::bulk::compress(page, level).ok().filter(|c| c.len() + UNIT <= PAGE_SIZE)
+        compress(page, level).filter(|c| c.len() + UNIT <= PAGE_SIZE)
     } else {
         None
     };
@@ -72,7 +99,7 @@ pub fn decode(bytes: &[u8], page_no: u32, page: &mut [u8]) -> Result<u64, String
     let payload = &bytes[IMAGE_HEADER..IMAGE_HEADER + len];
     match bytes[5] {
         0 if len == PAGE_SIZE => page.copy_from_slice(payload),
-        F_ZSTD => match zstd::bulk::decompress_to_buffer(payload, page) {
+        F_ZSTD => match decompress(payload, page) {
             Ok(n) if n == PAGE_SIZE => {}
             Ok(n) => return Err(format!("page decompressed to {n} bytes")),
             Err(e) => return Err(format!("page does not decompress: {e}")),
