@@ -129,6 +129,33 @@ stop_cluster() {
     fi
 }
 
+# `cargo pgrx install` copies the library over the installed file in place
+# (same inode): every running server that has it mapped then executes the new
+# bytes and crashes (SIGSEGV). Removing the file first makes the copy a new
+# file; running servers keep the old one until they restart.
+unlink_installed_library() {
+    local so
+    so="$("$PG_CONFIG" --pkglibdir)/orioledb_rs.so"
+    if [ -e "$so" ]; then
+        # keep a copy to put back if the build fails
+        mv -f "$so" "$so.prev"
+    fi
+}
+
+# Undo unlink_installed_library when no new library was installed.
+restore_installed_library() {
+    local so
+    so="$("$PG_CONFIG" --pkglibdir)/orioledb_rs.so"
+    if [ ! -e "$so" ] && [ -e "$so.prev" ]; then
+        mv -f "$so.prev" "$so"
+    fi
+    rm -f "$so.prev"
+}
+
 cargo_pgrx_install_release() {
-    (cd "$PROJECT_DIR" && run cargo pgrx install --release --pg-config "$PG_CONFIG")
+    unlink_installed_library
+    local rc=0
+    (cd "$PROJECT_DIR" && run cargo pgrx install --release --pg-config "$PG_CONFIG") || rc=$?
+    restore_installed_library
+    return "$rc"
 }

@@ -103,18 +103,22 @@ PGRX_DATA="$RUN_DIR/pgrx-test-data"
 # Stop postmasters a killed earlier run may have left behind, then start clean.
 if [ -d "$PGRX_DATA" ]; then
     for d in "$PGRX_DATA"/*/; do
-        [ -f "$d/postmaster.pid" ] && stop_cluster "${d%/}"
+        if [ -f "${d}postmaster.pid" ]; then stop_cluster "${d%/}"; fi
     done
     rm -rf "$PGRX_DATA"
 fi
 make_pg_dir "$PGRX_DATA"
+unlink_installed_library   # see lib.sh: keeps running servers alive
 # Integration tests are part of the package too; without ORIOLEDB_TEST_* they
 # skip here and run for real in step 5.
 step pg_test 3000 --count-only 'unittests' env -u ORIOLEDB_TEST_HOST -u ORIOLEDB_TEST_PORT \
     cargo pgrx test pg15 --runas "$PG_USER" --pgdata "$PGRX_DATA"
+restore_installed_library
 
 # ---------------------------------------------------------------- 4. install
+unlink_installed_library
 step install 1800 cargo pgrx install --release --pg-config "$PG_CONFIG"
+restore_installed_library
 
 # ---------------------------------------------------------------- 5. integration
 ITEST_DIR="$RUN_DIR/itest"
@@ -129,7 +133,7 @@ cleanup_itest() {
     # scratch clusters the tests may have left running
     local d
     for d in "$ITEST_DIR"/scratch/*/; do
-        [ -f "${d}postmaster.pid" ] && stop_cluster "${d%/}"
+        if [ -f "${d}postmaster.pid" ]; then stop_cluster "${d%/}"; fi
     done
     if [ -f "$ITEST_LOG" ] && [ -n "${LOG_DIR:-}" ]; then
         cp "$ITEST_LOG" "$LOG_DIR/integration-server.log" 2>/dev/null || true
