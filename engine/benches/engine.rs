@@ -23,17 +23,28 @@ impl Rng {
 
 /// A row-like value: some numbers and repetitive text, ~100 bytes.
 fn value(i: u64) -> Vec<u8> {
-    format!("{i:>10}|{:>8}|status=active|region=eu-west-{}|note=customer account in good standing", i % 977, i % 7)
-        .into_bytes()
+    format!(
+        "{i:>10}|{:>8}|status=active|region=eu-west-{}|note=customer account in good standing",
+        i % 977,
+        i % 7
+    )
+    .into_bytes()
 }
 
 fn main() {
-    let n: u64 = std::env::var("BENCH_KEYS").ok().and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
+    let n: u64 = std::env::var("BENCH_KEYS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1_000_000);
     // Estimate data pages from item size and a typical 70% fill after random inserts.
     let item = 4 + 8 + value(n).len() + 2;
     let data_pages = (n as usize * item) as f64 / (PAGE_SIZE as f64 * 0.70);
     let nbuffers = ((data_pages / 10.0) as usize).max(64);
-    println!("keys: {n}, pool: {nbuffers} buffers ({} MB), estimated data: {:.0} MB\n", nbuffers * PAGE_SIZE >> 20, data_pages * PAGE_SIZE as f64 / 1048576.0);
+    println!(
+        "keys: {n}, pool: {nbuffers} buffers ({} MB), estimated data: {:.0} MB\n",
+        (nbuffers * PAGE_SIZE) >> 20,
+        data_pages * PAGE_SIZE as f64 / 1048576.0
+    );
     println!("| compression | insert ops/s | get ops/s | scan rows/s | tree pages | pool/data | data file MB |");
     println!("|---|---|---|---|---|---|---|");
     let mut keys: Vec<u64> = {
@@ -41,9 +52,21 @@ fn main() {
         (0..n).map(|_| rng.next()).collect()
     };
     for level in [-1, 1, 3] {
-        let dir = tempfile::tempdir_in(std::env::var("BENCH_DIR").unwrap_or_else(|_| std::env::temp_dir().to_string_lossy().into())).unwrap();
+        let dir = tempfile::tempdir_in(
+            std::env::var("BENCH_DIR")
+                .unwrap_or_else(|_| std::env::temp_dir().to_string_lossy().into()),
+        )
+        .unwrap();
         let e = Engine::open(dir.path(), nbuffers, Arc::new(StdIo::new())).unwrap();
-        let t = e.open_tree(1, TreeOptions { compress: level, ..Default::default() }).unwrap();
+        let t = e
+            .open_tree(
+                1,
+                TreeOptions {
+                    compress: level,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         let start = Instant::now();
         for &k in &keys {
             t.insert(&k.to_be_bytes(), &value(k)).unwrap();
@@ -66,7 +89,11 @@ fn main() {
         let file = std::fs::metadata(dir.path().join("1")).unwrap().len();
         println!(
             "| {} | {:.0} | {:.0} | {:.0} | {} | 1/{:.1} | {:.1} |",
-            if level < 0 { "off".to_string() } else { format!("zstd {level}") },
+            if level < 0 {
+                "off".to_string()
+            } else {
+                format!("zstd {level}")
+            },
             ins,
             get,
             scan,

@@ -42,7 +42,10 @@ fn owned_items(p: PageRef) -> Items {
 
 /// Split point by bytes: the left half gets about half of the space.
 fn split_point(items: &Items) -> usize {
-    let total: usize = items.iter().map(|(k, v)| item_space(k.len(), v.len())).sum();
+    let total: usize = items
+        .iter()
+        .map(|(k, v)| item_space(k.len(), v.len()))
+        .sum();
     let mut acc = 0;
     for (i, (k, v)) in items.iter().enumerate() {
         acc += item_space(k.len(), v.len());
@@ -118,17 +121,26 @@ impl Tree {
     }
 
     fn damaged(&self, detail: impl Into<String>) -> EngineError {
-        EngineError::Damaged { tree: self.meta.id, detail: detail.into() }
+        EngineError::Damaged {
+            tree: self.id,
+            detail: detail.into(),
+        }
     }
 
     pub(crate) fn fetch(&self, page: u32, mode: LatchMode) -> Result<PageGuard<'_>> {
-        self.inner.pool.fetch(&*self.inner, self.meta.id, page, mode)
+        self.inner.pool.fetch(&*self.inner, self.id, page, mode)
     }
 
     /// Latches the page at `level` whose range covers `t`, in `mode`
     /// (pages above it are only latched shared, one at a time). `path`
     /// receives the internal pages passed through, root first.
-    pub(crate) fn descend(&self, t: Target, level: u16, mode: LatchMode, path: &mut Vec<u32>) -> Result<PageGuard<'_>> {
+    pub(crate) fn descend(
+        &self,
+        t: Target,
+        level: u16,
+        mode: LatchMode,
+        path: &mut Vec<u32>,
+    ) -> Result<PageGuard<'_>> {
         let mut restarts = 0;
         'restart: loop {
             restarts += 1;
@@ -136,7 +148,7 @@ impl Tree {
                 return Err(self.damaged("descent does not terminate"));
             }
             path.clear();
-            let mut pno = self.meta.root.load(std::sync::atomic::Ordering::Acquire);
+            let mut pno = self.root();
             let mut expect: Option<u16> = None;
             let mut want = LatchMode::Shared;
             loop {
@@ -156,7 +168,8 @@ impl Tree {
                     Cover::Right => {
                         let r = p.right();
                         if r == NO_PAGE {
-                            return Err(self.damaged(format!("page {pno} has a high key but no right link")));
+                            return Err(self
+                                .damaged(format!("page {pno} has a high key but no right link")));
                         }
                         expect = Some(p.level());
                         pno = r;
@@ -182,7 +195,9 @@ impl Tree {
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         let g = self.descend(Target::Key(key), 0, LatchMode::Shared, &mut Vec::new())?;
         let p = g.page();
-        Ok(p.search(&*self.cmp(), key).ok().map(|i| p.value(i).to_vec()))
+        Ok(p.search(&*self.cmp(), key)
+            .ok()
+            .map(|i| p.value(i).to_vec()))
     }
 
     /// Inserts a new key; false (and no change) if it exists.
@@ -202,10 +217,16 @@ impl Tree {
 
     fn write(&self, key: &[u8], val: &[u8], must_exist: Option<bool>) -> Result<bool> {
         if key.len() > MAX_KEY {
-            return Err(EngineError::KeyTooLarge { len: key.len(), max: MAX_KEY });
+            return Err(EngineError::KeyTooLarge {
+                len: key.len(),
+                max: MAX_KEY,
+            });
         }
         if key.len() + val.len() > MAX_ITEM {
-            return Err(EngineError::ItemTooLarge { len: key.len() + val.len(), max: MAX_ITEM });
+            return Err(EngineError::ItemTooLarge {
+                len: key.len() + val.len(),
+                max: MAX_ITEM,
+            });
         }
         let _b = Barrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
@@ -243,14 +264,28 @@ impl Tree {
         let s = split_point(&items);
         let sep = items[s].0.clone();
         let p = g.page();
-        let (level, low, high, right) = (p.level(), p.low().map(<[u8]>::to_vec), p.high().map(<[u8]>::to_vec), p.right());
-        let q = self.inner.alloc_page(&self.meta);
-        let mut gq = self.inner.pool.fetch_new(&*self.inner, self.meta.id, q)?;
+        let (level, low, high, right) = (
+            p.level(),
+            p.low().map(<[u8]>::to_vec),
+            p.high().map(<[u8]>::to_vec),
+            p.right(),
+        );
+        let q = self.alloc_page()?;
+        let mut gq = self.inner.pool.fetch_new(&*self.inner, self.id, q)?;
         self.inner.before_modify(&mut gq)?;
-        if !gq.page_mut().build(level, Some(&sep), high.as_deref(), right, as_slices(&items[s..])) {
+        if !gq.page_mut().build(
+            level,
+            Some(&sep),
+            high.as_deref(),
+            right,
+            as_slices(&items[s..]),
+        ) {
             return Err(self.damaged("split: right half does not fit"));
         }
-        if !g.page_mut().build(level, low.as_deref(), Some(&sep), q, as_slices(&items[..s])) {
+        if !g
+            .page_mut()
+            .build(level, low.as_deref(), Some(&sep), q, as_slices(&items[..s]))
+        {
             return Err(self.damaged("split: left half does not fit"));
         }
         gq.mark_dirty(epoch);
@@ -261,22 +296,36 @@ impl Tree {
     /// Adds the downlink (`sep` -> `child`) for a split of page `left` at
     /// `level - 1`, splitting upwards as needed. `path` holds the pages the
     /// descent passed through.
-    fn insert_into_parent(&self, mut path: Vec<u32>, mut level: u16, mut sep: Vec<u8>, mut child: u32, mut left: u32, epoch: u64) -> Result<()> {
+    fn insert_into_parent(
+        &self,
+        mut path: Vec<u32>,
+        mut level: u16,
+        mut sep: Vec<u8>,
+        mut child: u32,
+        mut left: u32,
+        epoch: u64,
+    ) -> Result<()> {
         loop {
             let mut g = match path.pop() {
                 Some(pno) => self.relocate(pno, level, &sep, &mut path)?,
                 None => {
-                    let root_lock = self.meta.root_lock.lock().unwrap();
-                    if self.meta.root.load(std::sync::atomic::Ordering::Acquire) == left {
-                        let r = self.inner.alloc_page(&self.meta);
-                        let mut gr = self.inner.pool.fetch_new(&*self.inner, self.meta.id, r)?;
+                    let root_lock = self.root_lock();
+                    if self.root() == left {
+                        let r = self.alloc_page()?;
+                        let mut gr = self.inner.pool.fetch_new(&*self.inner, self.id, r)?;
                         self.inner.before_modify(&mut gr)?;
-                        let items = [(&b""[..], &child_value(left)[..]), (&sep[..], &child_value(child)[..])];
-                        if !gr.page_mut().build(level, None, None, NO_PAGE, items.into_iter()) {
+                        let items = [
+                            (&b""[..], &child_value(left)[..]),
+                            (&sep[..], &child_value(child)[..]),
+                        ];
+                        if !gr
+                            .page_mut()
+                            .build(level, None, None, NO_PAGE, items.into_iter())
+                        {
                             return Err(self.damaged("new root does not fit"));
                         }
                         gr.mark_dirty(epoch);
-                        self.meta.root.store(r, std::sync::atomic::Ordering::Release);
+                        self.set_root(r);
                         return Ok(());
                     }
                     drop(root_lock);
@@ -285,7 +334,9 @@ impl Tree {
                 }
             };
             let pos = match g.page().search(&*self.cmp(), &sep) {
-                Ok(_) => return Err(self.damaged(format!("separator already present at level {level}"))),
+                Ok(_) => {
+                    return Err(self.damaged(format!("separator already present at level {level}")))
+                }
                 Err(i) => i,
             };
             self.inner.before_modify(&mut g)?;
@@ -307,7 +358,13 @@ impl Tree {
 
     /// Latches `pno` exclusively and moves right until the page at `level`
     /// covers `key`; falls back to a fresh descent if `pno` is no longer there.
-    fn relocate(&self, mut pno: u32, level: u16, key: &[u8], path: &mut Vec<u32>) -> Result<PageGuard<'_>> {
+    fn relocate(
+        &self,
+        mut pno: u32,
+        level: u16,
+        key: &[u8],
+        path: &mut Vec<u32>,
+    ) -> Result<PageGuard<'_>> {
         loop {
             let g = self.fetch(pno, LatchMode::Exclusive)?;
             if g.page().level() != level {
@@ -332,7 +389,9 @@ impl Tree {
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
         let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
-        let Ok(i) = g.page().search(&*self.cmp(), key) else { return Ok(false) };
+        let Ok(i) = g.page().search(&*self.cmp(), key) else {
+            return Ok(false);
+        };
         self.inner.before_modify(&mut g)?;
         g.page_mut().remove_at(i);
         g.mark_dirty(epoch);
@@ -353,7 +412,9 @@ impl Tree {
         if pp.is_deleted() || pp.level() != 1 {
             return Ok(());
         }
-        let Some(i) = (0..pp.nitems()).find(|&i| pp.child(i) == left) else { return Ok(()) };
+        let Some(i) = (0..pp.nitems()).find(|&i| pp.child(i) == left) else {
+            return Ok(());
+        };
         if i + 1 >= pp.nitems() {
             return Ok(());
         }
@@ -368,23 +429,34 @@ impl Tree {
         if rp.is_deleted() || rp.level() != 0 {
             return Ok(());
         }
-        let need = HEADER + lp.live_bytes() + rp.live_bytes() + lp.low().map_or(0, <[u8]>::len) + rp.high().map_or(0, <[u8]>::len);
+        let need = HEADER
+            + lp.live_bytes()
+            + rp.live_bytes()
+            + lp.low().map_or(0, <[u8]>::len)
+            + rp.high().map_or(0, <[u8]>::len);
         if need > PAGE_SIZE * 3 / 4 {
             return Ok(());
         }
         let mut items = owned_items(lp);
         items.extend(owned_items(rp));
-        let (low, high, rr) = (lp.low().map(<[u8]>::to_vec), rp.high().map(<[u8]>::to_vec), rp.right());
+        let (low, high, rr) = (
+            lp.low().map(<[u8]>::to_vec),
+            rp.high().map(<[u8]>::to_vec),
+            rp.right(),
+        );
         self.inner.before_modify(&mut gp)?;
         self.inner.before_modify(&mut gl)?;
         self.inner.before_modify(&mut gr)?;
-        if !gl.page_mut().build(0, low.as_deref(), high.as_deref(), rr, as_slices(&items)) {
+        if !gl
+            .page_mut()
+            .build(0, low.as_deref(), high.as_deref(), rr, as_slices(&items))
+        {
             return Err(self.damaged("merge result does not fit"));
         }
         gp.page_mut().remove_at(i + 1);
         gl.mark_dirty(epoch);
         gp.mark_dirty(epoch);
-        self.inner.free_page(&self.meta, &mut gr);
+        self.inner.free_page(self.slot, &mut gr);
         Ok(())
     }
 }

@@ -121,7 +121,23 @@ pub struct Pool {
     bucket_off: usize,
     page_off: usize,
     latches: Arc<dyn LatchSet>,
-    owned: Option<std::alloc::Layout>,
+    owned: Option<Arc<OwnedRegion>>,
+}
+
+/// Private (non-shared-memory) backing of a pool; freed with the last handle.
+struct OwnedRegion(*mut u8, std::alloc::Layout);
+
+// SAFETY: the memory is only reached through `Pool`, which synchronises.
+unsafe impl Send for OwnedRegion {}
+// SAFETY: as above.
+unsafe impl Sync for OwnedRegion {}
+
+impl Drop for OwnedRegion {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `Pool::private` with this layout; every handle
+        // (and so every guard) that used it is gone.
+        unsafe { std::alloc::dealloc(self.0, self.1) }
+    }
 }
 
 // SAFETY: all shared state in the region is accessed through atomics or
@@ -129,16 +145,6 @@ pub struct Pool {
 unsafe impl Send for Pool {}
 // SAFETY: as above.
 unsafe impl Sync for Pool {}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        if let Some(layout) = self.owned {
-            // SAFETY: allocated in `private` with this layout; no guard
-            // outlives the pool (guards borrow it).
-            unsafe { std::alloc::dealloc(self.base, layout) }
-        }
-    }
-}
 
 fn tag_of(tree: u32, page: u32) -> u64 {
     ((tree as u64) << 32) | page as u64
@@ -157,8 +163,18 @@ impl Pool {
         let latches = Arc::new(SpinLatches::new(PoolRegion::latch_count(nbuffers)));
         // SAFETY: formatted above for nbuffers; latches sized for it.
         let mut pool = unsafe { Pool::attach(base, nbuffers, latches) };
-        pool.owned = Some(layout);
+        pool.owned = Some(Arc::new(OwnedRegion(base, layout)));
         pool
+    }
+
+    /// A second handle on the same region and latches (what another process
+    /// attaching to the shared memory would get).
+    pub fn another_handle(&self) -> Pool {
+        Pool {
+            latches: self.latches.clone(),
+            owned: self.owned.clone(),
+            ..*self
+        }
     }
 
     /// Attaches to a formatted region.
@@ -207,7 +223,11 @@ impl Pool {
     fn desc(&self, i: usize) -> &Desc {
         debug_assert!(i < self.n);
         // SAFETY: i < n and descriptors were written by format().
-        unsafe { &*(self.base.add(self.desc_off + i * std::mem::size_of::<Desc>()) as *const Desc) }
+        unsafe {
+            &*(self
+                .base
+                .add(self.desc_off + i * std::mem::size_of::<Desc>()) as *const Desc)
+        }
     }
 
     fn bucket(&self, b: usize) -> &AtomicU32 {
@@ -264,7 +284,9 @@ impl Pool {
     /// Caller holds the partition latch exclusively.
     fn chain_push(&self, tag: u64, idx: usize) {
         let head = self.bucket(self.bucket_of(tag));
-        self.desc(idx).next.store(head.load(Ordering::Acquire), Ordering::Release);
+        self.desc(idx)
+            .next
+            .store(head.load(Ordering::Acquire), Ordering::Release);
         head.store(idx as u32, Ordering::Release);
     }
 
@@ -288,7 +310,13 @@ impl Pool {
     }
 
     fn guard(&self, i: usize, tag: u64, mode: LatchMode) -> PageGuard<'_> {
-        PageGuard { pool: self, idx: i, mode, tree: (tag >> 32) as u32, page: tag as u32 }
+        PageGuard {
+            pool: self,
+            idx: i,
+            mode,
+            tree: (tag >> 32) as u32,
+            page: tag as u32,
+        }
     }
 
     /// Latches a pinned buffer and checks it still holds a valid `tag`;
@@ -306,7 +334,13 @@ impl Pool {
     }
 
     /// The page latched in `mode`, read in through `io` on a miss.
-    pub fn fetch(&self, io: &dyn PageIo, tree: u32, page: u32, mode: LatchMode) -> Result<PageGuard<'_>> {
+    pub fn fetch(
+        &self,
+        io: &dyn PageIo,
+        tree: u32,
+        page: u32,
+        mode: LatchMode,
+    ) -> Result<PageGuard<'_>> {
         self.fetch_inner(io, tree, page, mode, false)
     }
 
@@ -392,7 +426,7 @@ impl Pool {
         let mut scanned = 0usize;
         loop {
             scanned += 1;
-            if scanned % (4 * self.n) == 0 {
+            if scanned.is_multiple_of(4 * self.n) {
                 if scanned > 256 * self.n {
                     return Err(EngineError::PoolExhausted(self.n));
                 }
@@ -405,12 +439,17 @@ impl Pool {
             }
             let u = d.usage.load(Ordering::Relaxed);
             if u > 0 {
-                let _ = d.usage.compare_exchange(u, u - 1, Ordering::Relaxed, Ordering::Relaxed);
+                let _ = d
+                    .usage
+                    .compare_exchange(u, u - 1, Ordering::Relaxed, Ordering::Relaxed);
                 continue;
             }
             let tag = d.tag.load(Ordering::Acquire);
             if tag == EMPTY {
-                if d.pins.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed).is_ok() {
+                if d.pins
+                    .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
                     if d.tag.load(Ordering::Acquire) == EMPTY {
                         return Ok(i);
                     }
@@ -426,7 +465,9 @@ impl Pool {
             self.latches.acquire(part, LatchMode::Exclusive);
             if d.tag.load(Ordering::Acquire) == tag
                 && d.flags.load(Ordering::Acquire) & F_DIRTY == 0
-                && d.pins.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                && d.pins
+                    .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
             {
                 self.chain_remove(tag, i);
                 d.tag.store(EMPTY, Ordering::Release);
@@ -440,7 +481,9 @@ impl Pool {
 
     /// Writes a dirty buffer out if nobody is using it right now.
     fn flush(&self, io: &dyn PageIo, i: usize, tag: u64) -> Result<()> {
-        let Some(_) = self.pin_mapped(tag).filter(|&j| j == i) else { return Ok(()) };
+        let Some(_) = self.pin_mapped(tag).filter(|&j| j == i) else {
+            return Ok(());
+        };
         let d = self.desc(i);
         let mut res = Ok(());
         if self.latches.try_acquire(i, LatchMode::Exclusive) {
@@ -448,7 +491,12 @@ impl Pool {
             if d.tag.load(Ordering::Acquire) == tag && f & F_DIRTY != 0 {
                 // SAFETY: exclusive latch held; the page cannot change.
                 let buf = unsafe { std::slice::from_raw_parts(self.page_ptr(i), PAGE_SIZE) };
-                res = io.write_page((tag >> 32) as u32, tag as u32, buf, d.dirty_epoch.load(Ordering::Acquire));
+                res = io.write_page(
+                    (tag >> 32) as u32,
+                    tag as u32,
+                    buf,
+                    d.dirty_epoch.load(Ordering::Acquire),
+                );
                 if res.is_ok() {
                     d.flags.fetch_and(!F_DIRTY, Ordering::AcqRel);
                 }
@@ -470,7 +518,9 @@ impl Pool {
             let part = self.partition_latch(tag);
             self.latches.acquire(part, LatchMode::Exclusive);
             if d.tag.load(Ordering::Acquire) == tag
-                && d.pins.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed).is_ok()
+                && d.pins
+                    .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
             {
                 self.chain_remove(tag, i);
                 d.tag.store(EMPTY, Ordering::Release);
@@ -524,7 +574,11 @@ impl<'a> PageGuard<'a> {
     /// Mutable page bytes; the caller must have run the checkpoint's
     /// pre-image hook first (see `Inner::before_modify`).
     pub fn page_mut(&mut self) -> PageMut<'_> {
-        assert_eq!(self.mode, LatchMode::Exclusive, "modifying a page needs the exclusive latch");
+        assert_eq!(
+            self.mode,
+            LatchMode::Exclusive,
+            "modifying a page needs the exclusive latch"
+        );
         // SAFETY: exclusive latch held, so no other reference to the bytes exists.
         PageMut(unsafe { std::slice::from_raw_parts_mut(self.pool.page_ptr(self.idx), PAGE_SIZE) })
     }
@@ -540,7 +594,10 @@ impl<'a> PageGuard<'a> {
         d.flags.fetch_or(F_DIRTY, Ordering::AcqRel);
     }
     pub fn clear_dirty(&mut self) {
-        self.pool.desc(self.idx).flags.fetch_and(!F_DIRTY, Ordering::AcqRel);
+        self.pool
+            .desc(self.idx)
+            .flags
+            .fetch_and(!F_DIRTY, Ordering::AcqRel);
     }
 }
 
@@ -571,7 +628,10 @@ mod tests {
             Ok(())
         }
         fn write_page(&self, tree: u32, page: u32, buf: &[u8], _: u64) -> Result<()> {
-            self.pages.lock().unwrap().insert((tree, page), buf.to_vec());
+            self.pages
+                .lock()
+                .unwrap()
+                .insert((tree, page), buf.to_vec());
             Ok(())
         }
     }
@@ -611,8 +671,13 @@ mod tests {
     fn exhausted_pool_is_an_error() {
         let pool = Pool::private(8);
         let io = MemIo::default();
-        let guards: Vec<_> = (0..8).map(|p| pool.fetch(&io, 1, p, LatchMode::Shared).unwrap()).collect();
-        assert!(matches!(pool.fetch(&io, 1, 99, LatchMode::Shared), Err(EngineError::PoolExhausted(8))));
+        let guards: Vec<_> = (0..8)
+            .map(|p| pool.fetch(&io, 1, p, LatchMode::Shared).unwrap())
+            .collect();
+        assert!(matches!(
+            pool.fetch(&io, 1, 99, LatchMode::Shared),
+            Err(EngineError::PoolExhausted(8))
+        ));
         drop(guards);
         assert!(pool.fetch(&io, 1, 99, LatchMode::Shared).is_ok());
     }
@@ -631,6 +696,8 @@ mod tests {
         let pool = Pool::private(8);
         assert!(pool.fetch(&Failing, 1, 1, LatchMode::Shared).is_err());
         assert!(pool.lookup(1, 1, LatchMode::Shared).is_none());
-        assert!(pool.fetch(&MemIo::default(), 1, 1, LatchMode::Shared).is_ok());
+        assert!(pool
+            .fetch(&MemIo::default(), 1, 1, LatchMode::Shared)
+            .is_ok());
     }
 }

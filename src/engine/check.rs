@@ -36,8 +36,10 @@ impl Tree {
         let id = self.id();
         // 1. Every stored image must decode.
         let stored: Vec<u32> = {
-            let f = self.meta.file.lock().unwrap();
-            (0..f.pages.len() as u32).filter(|&p| f.pages[p as usize].cur.is_some()).collect()
+            let f = self.file();
+            (0..f.npages())
+                .filter(|&p| f.entry(p).cur.is_some())
+                .collect()
         };
         let mut buf = vec![0u8; PAGE_SIZE];
         for p in stored {
@@ -46,7 +48,7 @@ impl Tree {
             }
         }
         // 2. Structure, level by level from the root.
-        let root = self.meta.root.load(std::sync::atomic::Ordering::Acquire);
+        let root = self.root();
         let mut report = CheckReport::default();
         let mut seen = vec![false; self.page_count() as usize];
         let mut level_start = root;
@@ -61,7 +63,9 @@ impl Tree {
             let mut first = true;
             while pno != NO_PAGE {
                 if pno as usize >= seen.len() || self.is_free(pno) {
-                    return Ok(Err(format!("page {pno} is linked but free or beyond the tree")));
+                    return Ok(Err(format!(
+                        "page {pno} is linked but free or beyond the tree"
+                    )));
                 }
                 if seen[pno as usize] {
                     return Ok(Err(format!("page {pno} is reachable twice")));
@@ -78,23 +82,33 @@ impl Tree {
                 }
                 let lv = p.level();
                 if *level.get_or_insert(lv) != lv {
-                    return Ok(Err(format!("page {pno} has level {lv} inside level {}", level.unwrap())));
+                    return Ok(Err(format!(
+                        "page {pno} has level {lv} inside level {}",
+                        level.unwrap()
+                    )));
                 }
                 if top && p.high().is_some() {
                     return Ok(Err(format!("root page {pno} has a high key")));
                 }
                 match (first, p.low(), &prev_high) {
-                    (true, Some(_), _) => return Ok(Err(format!("leftmost page {pno} has a low key"))),
+                    (true, Some(_), _) => {
+                        return Ok(Err(format!("leftmost page {pno} has a low key")))
+                    }
                     (false, None, _) => return Ok(Err(format!("page {pno} lacks a low key"))),
                     (false, Some(l), Some(h)) if cmp.cmp(l, h) != Ordering::Equal => {
-                        return Ok(Err(format!("page {pno}'s low key differs from its left sibling's high key")))
+                        return Ok(Err(format!(
+                            "page {pno}'s low key differs from its left sibling's high key"
+                        )))
                     }
                     _ => {}
                 }
                 for i in 0..p.nitems() {
                     let k = p.key(i);
                     if i > 0 && cmp.cmp(p.key(i - 1), k) != Ordering::Less {
-                        return Ok(Err(format!("page {pno}: keys {} and {i} out of order", i - 1)));
+                        return Ok(Err(format!(
+                            "page {pno}: keys {} and {i} out of order",
+                            i - 1
+                        )));
                     }
                     let skip_low = lv > 0 && i == 0;
                     if !skip_low && p.low().is_some_and(|l| cmp.cmp(k, l) == Ordering::Less) {
@@ -104,7 +118,11 @@ impl Tree {
                         return Ok(Err(format!("page {pno}: key {i} not below the high key")));
                     }
                     if lv > 0 {
-                        let low = if i == 0 { p.low().map(<[u8]>::to_vec) } else { Some(k.to_vec()) };
+                        let low = if i == 0 {
+                            p.low().map(<[u8]>::to_vec)
+                        } else {
+                            Some(k.to_vec())
+                        };
                         next_children.push((p.child(i), low));
                     } else {
                         report.keys += 1;
@@ -114,10 +132,14 @@ impl Tree {
                     return Ok(Err(format!("internal page {pno} has no downlinks")));
                 }
                 if p.right() == NO_PAGE && p.high().is_some() {
-                    return Ok(Err(format!("page {pno} has a high key but no right sibling")));
+                    return Ok(Err(format!(
+                        "page {pno} has a high key but no right sibling"
+                    )));
                 }
                 if p.right() != NO_PAGE && p.high().is_none() {
-                    return Ok(Err(format!("page {pno} has a right sibling but no high key")));
+                    return Ok(Err(format!(
+                        "page {pno} has a right sibling but no high key"
+                    )));
                 }
                 prev_high = p.high().map(<[u8]>::to_vec);
                 first = false;
@@ -125,7 +147,10 @@ impl Tree {
             }
             if let Some(exp) = &expected_children {
                 if exp.len() != chain.len() || exp.iter().zip(&chain).any(|((c, _), p)| c != p) {
-                    return Ok(Err(format!("downlinks of level {} do not match the chain below", level.unwrap_or(0) + 1)));
+                    return Ok(Err(format!(
+                        "downlinks of level {} do not match the chain below",
+                        level.unwrap_or(0) + 1
+                    )));
                 }
                 for ((c, low), _) in exp.iter().zip(&chain) {
                     let g = self.fetch(*c, LatchMode::Shared)?;
@@ -136,7 +161,9 @@ impl Tree {
                         _ => false,
                     };
                     if !same {
-                        return Ok(Err(format!("page {c}'s low key differs from its downlink key")));
+                        return Ok(Err(format!(
+                            "page {c}'s low key differs from its downlink key"
+                        )));
                     }
                 }
             }
@@ -152,9 +179,9 @@ impl Tree {
             expected_children = Some(next_children);
             top = false;
         }
-        let f = self.meta.file.lock().unwrap();
+        let f = self.file();
         for (p, s) in seen.iter().enumerate() {
-            if !*s && !f.pages[p].free {
+            if !*s && !f.entry(p as u32).free {
                 return Ok(Err(format!("page {p} is neither reachable nor free")));
             }
         }

@@ -41,7 +41,14 @@ pub struct Cursor {
 
 impl Tree {
     pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, dir: Direction) -> Cursor {
-        Cursor { tree: self.clone(), lo, hi, dir, batch: VecDeque::new(), next: Next::Start }
+        Cursor {
+            tree: self.clone(),
+            lo,
+            hi,
+            dir,
+            batch: VecDeque::new(),
+            next: Next::Start,
+        }
     }
 
     pub fn scan(&self) -> Cursor {
@@ -85,7 +92,9 @@ impl Cursor {
             (Next::From(k), _) => Target::Key(k),
             (Next::Below(k), _) => Target::Before(k),
         };
-        let g = self.tree.descend(target, 0, LatchMode::Shared, &mut Vec::new())?;
+        let g = self
+            .tree
+            .descend(target, 0, LatchMode::Shared, &mut Vec::new())?;
         let p = g.page();
         let mut items = Vec::new();
         for (k, v) in p.items() {
@@ -105,7 +114,10 @@ impl Cursor {
             },
             Direction::Backward => match p.low() {
                 // Keys below `l` exist only if something >= lo is below it.
-                Some(l) if self.above_lo(l) && !matches!(&self.lo, Bound::Included(b) if cmp.cmp(l, b) == Ordering::Equal) => {
+                Some(l)
+                    if self.above_lo(l)
+                        && !matches!(&self.lo, Bound::Included(b) if cmp.cmp(l, b) == Ordering::Equal) =>
+                {
                     Next::Below(l.to_vec())
                 }
                 _ => Next::Done,

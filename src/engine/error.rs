@@ -9,9 +9,17 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("could not {op} file \"{path}\": {source}")]
-    Io { op: &'static str, path: PathBuf, source: std::io::Error },
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("corrupted data in file \"{path}\" at offset {offset}: {detail}")]
-    Corrupt { path: PathBuf, offset: u64, detail: String },
+    Corrupt {
+        path: PathBuf,
+        offset: u64,
+        detail: String,
+    },
     #[error("key of {len} bytes exceeds the maximum of {max} bytes")]
     KeyTooLarge { len: usize, max: usize },
     #[error("item of {len} bytes exceeds the maximum of {max} bytes")]
@@ -24,6 +32,10 @@ pub enum EngineError {
     BadCompression(i32),
     #[error("all {0} buffers of the page pool are pinned")]
     PoolExhausted(usize),
+    #[error("engine metadata is full ({0} chunks of 8 kB in use); raise the metadata size")]
+    MetadataFull(usize),
+    #[error("no free tree slot (all {0} in use)")]
+    TooManyTrees(usize),
     #[error("tree {tree} is damaged: {detail}")]
     Damaged { tree: u32, detail: String },
 }
@@ -32,10 +44,18 @@ pub type Result<T> = std::result::Result<T, EngineError>;
 
 impl EngineError {
     pub fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        EngineError::Io { op, path: path.into(), source }
+        EngineError::Io {
+            op,
+            path: path.into(),
+            source,
+        }
     }
 
     pub fn corrupt(path: impl Into<PathBuf>, offset: u64, detail: impl Into<String>) -> Self {
-        EngineError::Corrupt { path: path.into(), offset, detail: detail.into() }
+        EngineError::Corrupt {
+            path: path.into(),
+            offset,
+            detail: detail.into(),
+        }
     }
 }

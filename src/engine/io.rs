@@ -46,7 +46,14 @@ impl StdIo {
         if let Some(f) = map.get(path) {
             return Ok(f.clone());
         }
-        let f = Arc::new(OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)?);
+        let f = Arc::new(
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)?,
+        );
         map.insert(path.to_path_buf(), f.clone());
         Ok(f)
     }
@@ -119,7 +126,10 @@ pub struct CrashAfter<I: FileIo> {
 impl<I: FileIo> CrashAfter<I> {
     /// `steps`: how many state-changing calls succeed; `u64::MAX` never crashes.
     pub fn new(inner: I, steps: u64) -> Self {
-        CrashAfter { inner, remaining: AtomicU64::new(steps) }
+        CrashAfter {
+            inner,
+            remaining: AtomicU64::new(steps),
+        }
     }
 
     pub fn arm(&self, steps: u64) {
@@ -139,7 +149,10 @@ impl<I: FileIo> CrashAfter<I> {
             if cur == u64::MAX {
                 return Ok(());
             }
-            match self.remaining.compare_exchange(cur, cur - 1, Ordering::SeqCst, Ordering::SeqCst) {
+            match self
+                .remaining
+                .compare_exchange(cur, cur - 1, Ordering::SeqCst, Ordering::SeqCst)
+            {
                 Ok(_) => return Ok(()),
                 Err(v) => cur = v,
             }

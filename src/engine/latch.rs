@@ -46,7 +46,9 @@ pub struct SpinLatches {
 
 impl SpinLatches {
     pub fn new(n: usize) -> Self {
-        SpinLatches { words: (0..n).map(|_| AtomicU32::new(0)).collect() }
+        SpinLatches {
+            words: (0..n).map(|_| AtomicU32::new(0)).collect(),
+        }
     }
 }
 
@@ -61,7 +63,9 @@ impl LatchSet for SpinLatches {
             if mode == LatchMode::Exclusive {
                 let w = &self.words[i];
                 w.fetch_or(WAITING, Ordering::Relaxed);
-                if w.compare_exchange(WAITING, WRITER, Ordering::Acquire, Ordering::Relaxed).is_ok() {
+                if w.compare_exchange(WAITING, WRITER, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
                     return;
                 }
             }
@@ -77,13 +81,14 @@ impl LatchSet for SpinLatches {
     fn try_acquire(&self, i: usize, mode: LatchMode) -> bool {
         let w = &self.words[i];
         match mode {
-            LatchMode::Exclusive => {
-                w.compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed).is_ok()
-            }
+            LatchMode::Exclusive => w
+                .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok(),
             LatchMode::Shared => {
                 let cur = w.load(Ordering::Relaxed);
                 cur & (WRITER | WAITING) == 0
-                    && w.compare_exchange(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed).is_ok()
+                    && w.compare_exchange(cur, cur + 1, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
             }
         }
     }

@@ -13,9 +13,9 @@ pub mod engine;
 pub mod error;
 pub mod io;
 pub mod latch;
+pub mod meta;
 pub mod page;
 pub mod store;
-mod tree_file;
 
 pub use check::CheckReport;
 pub use cursor::{Cursor, Direction};

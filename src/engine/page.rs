@@ -116,7 +116,9 @@ impl<'a> PageRef<'a> {
     }
     /// Bytes used by items and their slots (not counting low/high keys).
     pub fn live_bytes(&self) -> usize {
-        (0..self.nitems()).map(|i| item_space(self.key(i).len(), self.value(i).len())).sum()
+        (0..self.nitems())
+            .map(|i| item_space(self.key(i).len(), self.value(i).len()))
+            .sum()
     }
 
     /// Binary search: `Ok(i)` if item i has the key, else `Err(insertion point)`.
@@ -283,7 +285,13 @@ impl<'a> PageMut<'a> {
         tmp.copy_from_slice(self.0);
         let old = PageRef(&tmp);
         let items: Vec<(&[u8], &[u8])> = old.items().collect();
-        let ok = self.build(old.level(), old.low(), old.high(), old.right(), items.into_iter());
+        let ok = self.build(
+            old.level(),
+            old.low(),
+            old.high(),
+            old.right(),
+            items.into_iter(),
+        );
         debug_assert!(ok);
         self.set_flag(F_DELETED, old.is_deleted());
     }
@@ -294,7 +302,11 @@ impl<'a> PageMut<'a> {
 /// first problem.
 pub fn validate(p: &[u8]) -> Result<(), String> {
     if p.len() != PAGE_SIZE {
-        return Err(format!("page has {} bytes, expected {}", p.len(), PAGE_SIZE));
+        return Err(format!(
+            "page has {} bytes, expected {}",
+            p.len(),
+            PAGE_SIZE
+        ));
     }
     if rd16(p, 0) as u16 != PAGE_MAGIC {
         return Err("bad page magic".into());
@@ -354,7 +366,10 @@ mod tests {
             assert!(p.insert_at(pos, *k, &[i as u8; 10]));
         }
         let keys: Vec<_> = p.as_ref().items().map(|(k, _)| k.to_vec()).collect();
-        assert_eq!(keys, vec![b"c".to_vec(), b"e".to_vec(), b"m".to_vec(), b"x".to_vec()]);
+        assert_eq!(
+            keys,
+            vec![b"c".to_vec(), b"e".to_vec(), b"m".to_vec(), b"x".to_vec()]
+        );
         assert_eq!(p.as_ref().search(&Bytewise, b"m"), Ok(2));
         assert!(p.replace_value(2, &[9; 100]));
         assert_eq!(p.as_ref().value(2), &[9; 100][..]);
@@ -380,7 +395,10 @@ mod tests {
         assert!(n > 70);
         p.remove_at(0);
         p.remove_at(0);
-        assert!(p.insert_at(0, &[0, 0, 0, 0], &[1; 100]), "garbage must be reusable");
+        assert!(
+            p.insert_at(0, &[0, 0, 0, 0], &[1; 100]),
+            "garbage must be reusable"
+        );
     }
 
     #[test]
@@ -404,7 +422,9 @@ mod tests {
         for _ in 0..2000 {
             let mut buf = page();
             for b in buf.iter_mut() {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 *b = (seed >> 56) as u8;
             }
             // Make some of them look plausible so validation goes deep.

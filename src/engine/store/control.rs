@@ -33,7 +33,10 @@ impl Control {
 
     pub fn decode(b: &[u8]) -> Result<Control, String> {
         if b.len() != CONTROL_LEN {
-            return Err(format!("control file has {} bytes, expected {CONTROL_LEN}", b.len()));
+            return Err(format!(
+                "control file has {} bytes, expected {CONTROL_LEN}",
+                b.len()
+            ));
         }
         if crc32c::crc32c(&b[..24]) != u32::from_le_bytes(b[24..28].try_into().unwrap()) {
             return Err("control file checksum mismatch".into());
@@ -58,7 +61,10 @@ mod tests {
 
     #[test]
     fn roundtrip_and_damage() {
-        let c = Control { checkpoint: 42, redo: 0x1234_5678 };
+        let c = Control {
+            checkpoint: 42,
+            redo: 0x1234_5678,
+        };
         let b = c.encode();
         assert_eq!(Control::decode(&b), Ok(c));
         for at in 0..b.len() {

@@ -20,10 +20,12 @@ const F_ZSTD: u8 = 1;
 /// The most units one image can take (a raw page plus header).
 pub const MAX_UNITS: usize = (IMAGE_HEADER + PAGE_SIZE).div_ceil(UNIT);
 
+type CompressorSlot = std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>>;
+
 thread_local! {
     // zstd contexts are expensive to create (hundreds of KB each); one per
     // thread per direction is reused for every page.
-    static COMPRESSOR: std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>> = const { std::cell::RefCell::new(None) };
+    static COMPRESSOR: CompressorSlot = const { std::cell::RefCell::new(None) };
     static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
 }
 
@@ -90,7 +92,9 @@ pub fn decode(bytes: &[u8], page_no: u32, page: &mut [u8]) -> Result<u64, String
     }
     let stored_page = u32::from_le_bytes(bytes[16..20].try_into().unwrap());
     if stored_page != page_no {
-        return Err(format!("image holds page {stored_page}, expected page {page_no}"));
+        return Err(format!(
+            "image holds page {stored_page}, expected page {page_no}"
+        ));
     }
     let len = u32::from_le_bytes(bytes[20..24].try_into().unwrap()) as usize;
     if len > PAGE_SIZE || IMAGE_HEADER + len > bytes.len() {
@@ -104,7 +108,11 @@ pub fn decode(bytes: &[u8], page_no: u32, page: &mut [u8]) -> Result<u64, String
             Ok(n) => return Err(format!("page decompressed to {n} bytes")),
             Err(e) => return Err(format!("page does not decompress: {e}")),
         },
-        f => return Err(format!("bad page image flags {f:#x} for payload length {len}")),
+        f => {
+            return Err(format!(
+                "bad page image flags {f:#x} for payload length {len}"
+            ))
+        }
     }
     let stored_crc = u32::from_le_bytes(bytes[28..32].try_into().unwrap());
     if crc(bytes, page) != stored_crc {
@@ -148,7 +156,10 @@ mod tests {
                 let mut bad = img.clone();
                 bad[at] ^= 0x5a;
                 let mut out = vec![0u8; PAGE_SIZE];
-                assert!(decode(&bad, 1, &mut out).is_err(), "flip at {at} (level {level}) undetected");
+                assert!(
+                    decode(&bad, 1, &mut out).is_err(),
+                    "flip at {at} (level {level}) undetected"
+                );
             }
         }
     }

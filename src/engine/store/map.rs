@@ -89,14 +89,21 @@ impl TreeMap {
             let flags = u16::from_le_bytes(b[o + 6..o + 8].try_into().unwrap());
             pages.push(match flags {
                 F_FREE => None,
-                0 if len > 0 && len as usize <= crate::store::image::MAX_UNITS => Some(Extent { off, len }),
+                0 if len > 0 && len as usize <= crate::store::image::MAX_UNITS => {
+                    Some(Extent { off, len })
+                }
                 _ => return Err(format!("bad map entry for page {i}")),
             });
         }
         if pages[root as usize].is_none() {
             return Err(format!("map root {root} is a free page"));
         }
-        Ok(TreeMap { checkpoint, root, compress, pages })
+        Ok(TreeMap {
+            checkpoint,
+            root,
+            compress,
+            pages,
+        })
     }
 }
 
@@ -110,7 +117,11 @@ mod tests {
             checkpoint: 5,
             root: 1,
             compress: 3,
-            pages: vec![None, Some(Extent { off: 0, len: 17 }), Some(Extent { off: 17, len: 2 })],
+            pages: vec![
+                None,
+                Some(Extent { off: 0, len: 17 }),
+                Some(Extent { off: 17, len: 2 }),
+            ],
         };
         let b = m.encode();
         assert_eq!(TreeMap::decode(&b).unwrap(), m);

@@ -6,6 +6,10 @@ use crate::io::{CrashAfter, FileIo};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+/// (upsert?, key, value) per operation of one writer thread.
+type OpLog = Vec<(bool, Vec<u8>, Vec<u8>)>;
+type Contents = BTreeMap<Vec<u8>, Vec<u8>>;
+
 fn digest(k: &[u8], v: &[u8]) -> u64 {
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     for b in k.iter().chain(b"=").chain(v) {
@@ -42,7 +46,10 @@ fn image_survives_reopen_and_files_are_named() {
     }
     let size1 = t.stats().file_bytes;
     assert_eq!(e.checkpoint(0).unwrap(), 2);
-    assert_eq!(StdIo::new().list(dir.path()).unwrap(), vec!["42", "42-2.map", "control"]);
+    assert_eq!(
+        StdIo::new().list(dir.path()).unwrap(),
+        vec!["42", "42-2.map", "control"]
+    );
     for i in 0..5000 {
         t.replace(&key(i), &value(i, 2, 100)).unwrap();
     }
@@ -52,7 +59,10 @@ fn image_survives_reopen_and_files_are_named() {
     }
     e.checkpoint(0).unwrap();
     let size3 = t.stats().file_bytes;
-    assert!(size3 <= size1 * 3, "space of old images must be reused: {size1} -> {size3}");
+    assert!(
+        size3 <= size1 * 3,
+        "space of old images must be reused: {size1} -> {size3}"
+    );
     // Dropping a tree removes its files at the next checkpoint.
     e.drop_tree(42).unwrap();
     e.checkpoint(0).unwrap();
@@ -76,7 +86,10 @@ fn compression_shrinks_files() {
         let e = open(dir.path(), 64);
         assert_eq!(contents(&tree(&e, 1, level)).len(), 20_000);
     }
-    assert!(sizes[1] * 3 < sizes[0], "zstd 1 should shrink compressible pages: {sizes:?}");
+    assert!(
+        sizes[1] * 3 < sizes[0],
+        "zstd 1 should shrink compressible pages: {sizes:?}"
+    );
     assert!(sizes[2] <= sizes[1] * 11 / 10, "{sizes:?}");
 }
 
@@ -110,7 +123,7 @@ fn checkpoint_under_load(nbuffers: usize) {
     let done: Vec<AtomicU64> = (0..THREADS).map(|_| AtomicU64::new(0)).collect();
     let stop = AtomicBool::new(false);
     let mut at_start = vec![0u64; THREADS as usize];
-    let logs: Vec<Vec<(bool, Vec<u8>, Vec<u8>)>> = std::thread::scope(|s| {
+    let logs: Vec<OpLog> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..THREADS)
             .map(|th| {
                 let (t, done, stop) = (t.clone(), &done, &stop);
@@ -188,13 +201,19 @@ fn checkpoint_under_load(nbuffers: usize) {
             at_start[th as usize]
         );
     }
-    let preload = img.keys().filter(|k| u32::from_be_bytes(k[..4].try_into().unwrap()) % 1000 == 0).count();
+    let preload = img
+        .keys()
+        .filter(|k| u32::from_be_bytes(k[..4].try_into().unwrap()) % 1000 == 0)
+        .count();
     assert_eq!(preload, 3000);
 }
 
 /// Builds the same state in a fresh directory: a durable checkpoint 1 with
 /// `before`, then changes giving `after`, all still in memory.
-fn crash_fixture(dir: &std::path::Path, io: Arc<CrashAfter<StdIo>>) -> (Engine, BTreeMap<Vec<u8>, Vec<u8>>, BTreeMap<Vec<u8>, Vec<u8>>) {
+fn crash_fixture(
+    dir: &std::path::Path,
+    io: Arc<CrashAfter<StdIo>>,
+) -> (Engine, Contents, Contents) {
     let e = Engine::open(dir, 24, io).unwrap();
     let a = tree(&e, 1, 1);
     let b = tree(&e, 2, -1);
@@ -205,7 +224,14 @@ fn crash_fixture(dir: &std::path::Path, io: Arc<CrashAfter<StdIo>>) -> (Engine, 
         }
     }
     e.checkpoint(1).unwrap();
-    let before = contents(&a).into_iter().chain(contents(&b).into_iter().map(|(k, v)| ([b"b".to_vec(), k].concat(), v))).collect();
+    let before = contents(&a)
+        .into_iter()
+        .chain(
+            contents(&b)
+                .into_iter()
+                .map(|(k, v)| ([b"b".to_vec(), k].concat(), v)),
+        )
+        .collect();
     for i in 0..3000 {
         if i % 2 == 0 {
             a.delete(&key(i)).unwrap();
@@ -216,7 +242,14 @@ fn crash_fixture(dir: &std::path::Path, io: Arc<CrashAfter<StdIo>>) -> (Engine, 
             b.upsert(&key(i + 5000), &value(i, 1, 500)).unwrap();
         }
     }
-    let after = contents(&a).into_iter().chain(contents(&b).into_iter().map(|(k, v)| ([b"b".to_vec(), k].concat(), v))).collect();
+    let after = contents(&a)
+        .into_iter()
+        .chain(
+            contents(&b)
+                .into_iter()
+                .map(|(k, v)| ([b"b".to_vec(), k].concat(), v)),
+        )
+        .collect();
     (e, before, after)
 }
 
@@ -226,7 +259,14 @@ fn reopened_contents(dir: &std::path::Path) -> (u64, BTreeMap<Vec<u8>, Vec<u8>>)
     let b = tree(&e, 2, -1);
     assert_valid(&a);
     assert_valid(&b);
-    let c = contents(&a).into_iter().chain(contents(&b).into_iter().map(|(k, v)| ([b"b".to_vec(), k].concat(), v))).collect();
+    let c = contents(&a)
+        .into_iter()
+        .chain(
+            contents(&b)
+                .into_iter()
+                .map(|(k, v)| ([b"b".to_vec(), k].concat(), v)),
+        )
+        .collect();
     (e.durable_checkpoint(), c)
 }
 
@@ -242,8 +282,14 @@ fn crash_at_every_step_of_a_checkpoint() {
         drop(e); // the "process" dies here
         let (n, got) = reopened_contents(dir.path());
         match n {
-            1 => assert!(got == before, "crash after {steps} steps: previous image damaged"),
-            2 => assert!(got == after, "crash after {steps} steps: new image incomplete"),
+            1 => assert!(
+                got == before,
+                "crash after {steps} steps: previous image damaged"
+            ),
+            2 => assert!(
+                got == after,
+                "crash after {steps} steps: new image incomplete"
+            ),
             _ => panic!("unexpected checkpoint {n}"),
         }
         if res.is_ok() {

@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::cursor::Direction;
+use crate::io::{FileIo, StdIo};
 use std::ops::Bound;
+use std::sync::Arc;
 
 const THREADS: u64 = 8;
 
@@ -36,15 +38,27 @@ fn eight_threads_mixed_with_small_pool() {
                                 model.insert(k, v);
                             }
                             5..=6 => assert_eq!(tr.delete(&k).unwrap(), model.remove(&k).is_some()),
-                            7..=8 => assert_eq!(tr.get(&k).unwrap(), model.get(&k).cloned(), "thread {t} get {i}"),
+                            7..=8 => assert_eq!(
+                                tr.get(&k).unwrap(),
+                                model.get(&k).cloned(),
+                                "thread {t} get {i}"
+                            ),
                             _ => {
                                 // A scan sees other threads' keys change, but our own
                                 // keys in the range must be exactly our model's.
                                 let a = rng.below(4000 * THREADS);
                                 let (lo, hi) = (key(a), key(a + 400));
-                                let dir = if rng.below(2) == 0 { Direction::Forward } else { Direction::Backward };
+                                let dir = if rng.below(2) == 0 {
+                                    Direction::Forward
+                                } else {
+                                    Direction::Backward
+                                };
                                 let got: Vec<_> = tr
-                                    .range(Bound::Included(lo.clone()), Bound::Excluded(hi.clone()), dir)
+                                    .range(
+                                        Bound::Included(lo.clone()),
+                                        Bound::Excluded(hi.clone()),
+                                        dir,
+                                    )
                                     .map(|r| r.unwrap())
                                     .collect();
                                 let sorted = got.windows(2).all(|w| match dir {
@@ -54,13 +68,23 @@ fn eight_threads_mixed_with_small_pool() {
                                 assert!(sorted, "scan out of order");
                                 let mine: Vec<_> = got
                                     .into_iter()
-                                    .filter(|(k, _)| u32::from_be_bytes(k[..4].try_into().unwrap()) as u64 % THREADS == t)
+                                    .filter(|(k, _)| {
+                                        u32::from_be_bytes(k[..4].try_into().unwrap()) as u64
+                                            % THREADS
+                                            == t
+                                    })
                                     .collect();
-                                let mut want: Vec<_> = model.range(lo..hi).map(|(k, v)| (k.clone(), v.clone())).collect();
+                                let mut want: Vec<_> = model
+                                    .range(lo..hi)
+                                    .map(|(k, v)| (k.clone(), v.clone()))
+                                    .collect();
                                 if dir == Direction::Backward {
                                     want.reverse();
                                 }
-                                assert_eq!(mine, want, "thread {t}: scan lost or invented own keys");
+                                assert_eq!(
+                                    mine, want,
+                                    "thread {t}: scan lost or invented own keys"
+                                );
                             }
                         }
                     }
@@ -73,7 +97,10 @@ fn eight_threads_mixed_with_small_pool() {
     assert_valid(&tr);
     let all: BTreeMap<_, _> = models.into_iter().flatten().collect();
     assert_eq!(contents(&tr), all);
-    assert!(tr.stats().pages > 4 * 32, "the tree should be much larger than the pool");
+    assert!(
+        tr.stats().pages > 4 * 32,
+        "the tree should be much larger than the pool"
+    );
 }
 
 #[test]
@@ -98,6 +125,54 @@ fn concurrent_trees_share_the_pool() {
         assert_valid(&t);
         let c = contents(&t);
         assert_eq!(c.len(), 8000 - 8000usize.div_ceil(3));
-        assert!(c.iter().all(|(k, v)| *v == value(u32::from_be_bytes(k[..4].try_into().unwrap()) as u64, id as u64, 100)));
+        assert!(c.iter().all(|(k, v)| *v
+            == value(
+                u32::from_be_bytes(k[..4].try_into().unwrap()) as u64,
+                id as u64,
+                100
+            )));
     }
+}
+
+/// Several engine handles over the same memory, as PostgreSQL backends
+/// would have: each with its own file handles and slot cache. Nothing a
+/// tree needs may live only in one handle.
+#[test]
+fn handles_like_processes_share_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path(), 24);
+    let handles: Vec<Engine> = (0..4)
+        .map(|_| first.attach_another(Arc::new(StdIo::new())).unwrap())
+        .collect();
+    // Created through one handle, used through all.
+    tree(&handles[0], 11, 1);
+    std::thread::scope(|s| {
+        for (h, e) in handles.iter().enumerate() {
+            s.spawn(move || {
+                let t = e.tree(11).unwrap();
+                for i in 0..4000u64 {
+                    let k = i * 4 + h as u64;
+                    t.insert(&key(k), &value(k, 0, 150)).unwrap();
+                }
+                if h == 1 {
+                    e.checkpoint(0).unwrap();
+                }
+                for i in (0..4000u64).step_by(2) {
+                    assert!(t.delete(&key(i * 4 + h as u64)).unwrap());
+                }
+            });
+        }
+    });
+    let t = handles[3].tree(11).unwrap();
+    assert_valid(&t);
+    assert_eq!(contents(&t).len(), 4 * 2000);
+    // Drop through one handle: gone for every other one.
+    handles[2].drop_tree(11).unwrap();
+    assert!(handles[0].tree(11).is_err());
+    assert!(first.tree(11).is_err());
+    first.checkpoint(0).unwrap();
+    assert_eq!(StdIo::new().list(dir.path()).unwrap(), vec!["control"]);
+    // The slot is reusable, and a new tree starts empty.
+    let t2 = tree(&handles[1], 12, -1);
+    assert_eq!(contents(&t2).len(), 0);
 }

@@ -47,10 +47,16 @@ fn damaged_page_image_is_an_error_naming_file_and_offset() {
                 }
                 other => panic!("unexpected error {other}"),
             }
-            assert!(err.to_string().contains("\"") && err.to_string().contains("offset"), "{err}");
+            assert!(
+                err.to_string().contains("\"") && err.to_string().contains("offset"),
+                "{err}"
+            );
             assert!(check.is_err(), "checker missed the damaged page");
         } else {
-            assert!(check.is_ok() || check.as_ref().unwrap_err().contains("checksum"), "{check:?}");
+            assert!(
+                check.is_ok() || check.as_ref().unwrap_err().contains("checksum"),
+                "{check:?}"
+            );
         }
         drop(t);
         drop(e);
@@ -89,7 +95,12 @@ fn truncated_data_file_is_reported_at_open() {
     let (dir, _) = fixture();
     let data = dir.path().join("5");
     let len = std::fs::metadata(&data).unwrap().len();
-    std::fs::OpenOptions::new().write(true).open(&data).unwrap().set_len(len - 512).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&data)
+        .unwrap()
+        .set_len(len - 512)
+        .unwrap();
     match Engine::open(dir.path(), 16, Arc::new(StdIo::new())) {
         Err(EngineError::Corrupt { path, detail, .. }) => {
             assert_eq!(path, data);
@@ -116,7 +127,10 @@ fn damaged_map_and_control_are_reported() {
             std::fs::write(&p, &orig).unwrap();
         }
         std::fs::write(&p, &orig[..orig.len() / 2]).unwrap();
-        assert!(matches!(Engine::open(dir.path(), 16, Arc::new(StdIo::new())), Err(EngineError::Corrupt { .. })));
+        assert!(matches!(
+            Engine::open(dir.path(), 16, Arc::new(StdIo::new())),
+            Err(EngineError::Corrupt { .. })
+        ));
         std::fs::write(&p, &orig).unwrap();
     }
     let e = open(dir.path(), 16);
@@ -139,9 +153,24 @@ fn oversized_keys_and_items_are_errors() {
     let dir = tempfile::tempdir().unwrap();
     let e = open(dir.path(), 16);
     let t = tree(&e, 1, -1);
-    assert!(matches!(t.insert(&[1; 1025], b""), Err(EngineError::KeyTooLarge { .. })));
-    assert!(matches!(t.insert(b"k", &[0; 2600]), Err(EngineError::ItemTooLarge { .. })));
+    assert!(matches!(
+        t.insert(&[1; 1025], b""),
+        Err(EngineError::KeyTooLarge { .. })
+    ));
+    assert!(matches!(
+        t.insert(b"k", &[0; 2600]),
+        Err(EngineError::ItemTooLarge { .. })
+    ));
     assert!(t.insert(&[1; 1024], &[0; 1500]).unwrap());
-    assert!(matches!(e.open_tree(2, TreeOptions { compress: 23, ..Default::default() }), Err(EngineError::BadCompression(23))));
+    assert!(matches!(
+        e.open_tree(
+            2,
+            TreeOptions {
+                compress: 23,
+                ..Default::default()
+            }
+        ),
+        Err(EngineError::BadCompression(23))
+    ));
     assert_valid(&t);
 }

@@ -49,7 +49,14 @@ pub fn open(dir: &Path, nbuffers: usize) -> Engine {
 }
 
 pub fn tree(e: &Engine, id: u32, compress: i32) -> Tree {
-    e.open_tree(id, TreeOptions { compress, ..Default::default() }).unwrap()
+    e.open_tree(
+        id,
+        TreeOptions {
+            compress,
+            ..Default::default()
+        },
+    )
+    .unwrap()
 }
 
 pub fn contents(t: &Tree) -> BTreeMap<Vec<u8>, Vec<u8>> {

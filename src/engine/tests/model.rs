@@ -14,7 +14,12 @@ fn bound(rng: &mut Rng, space: u64) -> Bound<Vec<u8>> {
     }
 }
 
-fn model_range(m: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &Bound<Vec<u8>>, hi: &Bound<Vec<u8>>, dir: Direction) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn model_range(
+    m: &BTreeMap<Vec<u8>, Vec<u8>>,
+    lo: &Bound<Vec<u8>>,
+    hi: &Bound<Vec<u8>>,
+    dir: Direction,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     // BTreeMap::range panics on inverted bounds; filter instead.
     let inside = |k: &Vec<u8>| {
         (match lo {
@@ -27,7 +32,11 @@ fn model_range(m: &BTreeMap<Vec<u8>, Vec<u8>>, lo: &Bound<Vec<u8>>, hi: &Bound<V
             Bound::Excluded(b) => k < b,
         })
     };
-    let mut v: Vec<_> = m.iter().filter(|(k, _)| inside(k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut v: Vec<_> = m
+        .iter()
+        .filter(|(k, _)| inside(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
     if dir == Direction::Backward {
         v.reverse();
     }
@@ -48,7 +57,11 @@ fn run(seed: u64, ops: usize, space: u64, nbuffers: usize, compress: i32) {
                 let max = if rng.below(10) == 0 { 2000 } else { 200 };
                 let v = value(i, step as u64, 1 + rng.below(max) as usize);
                 let fresh = !model.contains_key(&k);
-                assert_eq!(t.insert(&k, &v).unwrap(), fresh, "insert {i} at step {step}");
+                assert_eq!(
+                    t.insert(&k, &v).unwrap(),
+                    fresh,
+                    "insert {i} at step {step}"
+                );
                 model.entry(k).or_insert(v);
             }
             40..=54 => {
@@ -58,13 +71,32 @@ fn run(seed: u64, ops: usize, space: u64, nbuffers: usize, compress: i32) {
                     *slot = v;
                 }
             }
-            55..=79 => assert_eq!(t.delete(&k).unwrap(), model.remove(&k).is_some(), "delete {i}"),
-            80..=94 => assert_eq!(t.get(&k).unwrap(), model.get(&k).cloned(), "get {i} at step {step}"),
+            55..=79 => assert_eq!(
+                t.delete(&k).unwrap(),
+                model.remove(&k).is_some(),
+                "delete {i}"
+            ),
+            80..=94 => assert_eq!(
+                t.get(&k).unwrap(),
+                model.get(&k).cloned(),
+                "get {i} at step {step}"
+            ),
             95..=97 => {
                 let (lo, hi) = (bound(&mut rng, space), bound(&mut rng, space));
-                let dir = if rng.below(2) == 0 { Direction::Forward } else { Direction::Backward };
-                let got: Vec<_> = t.range(lo.clone(), hi.clone(), dir).map(|r| r.unwrap()).collect();
-                assert_eq!(got, model_range(&model, &lo, &hi, dir), "range {lo:?}..{hi:?} {dir:?} at step {step}");
+                let dir = if rng.below(2) == 0 {
+                    Direction::Forward
+                } else {
+                    Direction::Backward
+                };
+                let got: Vec<_> = t
+                    .range(lo.clone(), hi.clone(), dir)
+                    .map(|r| r.unwrap())
+                    .collect();
+                assert_eq!(
+                    got,
+                    model_range(&model, &lo, &hi, dir),
+                    "range {lo:?}..{hi:?} {dir:?} at step {step}"
+                );
             }
             98 => {
                 engine.checkpoint(step as u64).unwrap();
@@ -83,7 +115,10 @@ fn run(seed: u64, ops: usize, space: u64, nbuffers: usize, compress: i32) {
     assert_valid(&t);
     assert_eq!(contents(&t), model);
     let stats = t.stats();
-    assert!(stats.pages as usize > 4 * nbuffers || model.len() < 1000, "data should dwarf the pool: {stats:?}");
+    assert!(
+        stats.pages as usize > 4 * nbuffers || model.len() < 1000,
+        "data should dwarf the pool: {stats:?}"
+    );
 }
 
 #[test]
@@ -118,7 +153,10 @@ fn grows_and_shrinks_back() {
     }
     assert_valid(&t);
     let small = t.stats().pages;
-    assert!(small * 4 < big, "underfull leaves must merge: {big} pages -> {small}");
+    assert!(
+        small * 4 < big,
+        "underfull leaves must merge: {big} pages -> {small}"
+    );
     assert_eq!(contents(&t).len(), 300);
 }
 

@@ -1,0 +1,838 @@
+//! Engine metadata in one memory region, so every process of the server
+//! sees the same trees: a directory of tree slots, each tree's page table
+//! and free-unit bitmap, and the checkpoint epochs.
+//!
+//! ```text
+//! header (128 B) | slots (max_trees x 128 B) | chunk arena (nchunks x 8 KB)
+//! ```
+//! Page tables and bitmaps live in 8 KB chunks from the arena, reached
+//! through one directory chunk each (so a tree has up to 2048 x 409 pages
+//! and its data file up to 2048 x 65536 units = 64 GB).
+//!
+//! Latches (in the region's own `LatchSet`): tree slot `i` has its file latch
+//! `2i` (page table, bitmap, counters) and root latch `2i + 1`; then the
+//! directory latch, the chunk-allocator latch and the checkpoint latch.
+//! Order: file latch before the chunk-allocator latch; nobody holding a file
+//! latch waits for any other latch.
+
+use crate::error::{EngineError, Result};
+use crate::latch::{LatchMode, LatchSet, SpinLatches};
+use crate::store::space::Extent;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+pub const CHUNK: usize = 8192;
+const HEADER: usize = 128;
+const SLOT: usize = 128;
+const MAGIC: u64 = u64::from_le_bytes(*b"ORDMETA1");
+const NIL: u32 = u32::MAX;
+const ENTRY: usize = 20;
+const ENTRIES_PER_CHUNK: usize = CHUNK / ENTRY;
+const DIR_ENTRIES: usize = CHUNK / 4;
+const UNITS_PER_CHUNK: usize = CHUNK * 8;
+
+pub(crate) const SLOT_FREE: u32 = 0;
+pub(crate) const SLOT_LIVE: u32 = 1;
+pub(crate) const SLOT_DROPPED: u32 = 2;
+
+const E_FREE: u16 = 1;
+const E_FREE_AT_START: u16 = 2;
+
+#[repr(C)]
+struct Header {
+    magic: u64,
+    max_trees: u64,
+    nchunks: u64,
+    /// Next never-used chunk, then a free list through freed chunks
+    /// (both under the chunk latch).
+    chunk_next: AtomicU32,
+    chunk_free: AtomicU32,
+    /// 0 until some process loaded the durable checkpoint from disk.
+    loaded: AtomicU32,
+    _pad: u32,
+    pub running: AtomicU64,
+    pub next_epoch: AtomicU64,
+    pub durable: AtomicU64,
+}
+
+/// One tree. Invariants: `id`/`state` change only under the directory
+/// latch; the plain fields change only under the slot's file latch; a
+/// checkpoint's fields (`ck_*`) are set at its start and cleared at its end.
+#[repr(C)]
+pub(crate) struct Slot {
+    pub id: AtomicU32,
+    pub state: AtomicU32,
+    pub root: AtomicU32,
+    pub compress: AtomicI32,
+    /// Epoch at which a DROPPED tree was dropped.
+    pub dropped_at: AtomicU64,
+    npages: u32,
+    free_head: u32,
+    end_units: u32,
+    free_hint: u32,
+    pt_dir: u32,
+    bm_dir: u32,
+    ck_active: u32,
+    ck_npages: u32,
+    ck_root: u32,
+    _pad: u32,
+    ck_number: u64,
+}
+
+/// Where a page's images live. Invariants as in `docs/architecture.md`
+/// ("Copy-on-write rules"): an extent named by `durable` or `image` is never
+/// released; while `free`, `cur` is None and the page is on the free list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct PageEntry {
+    pub cur: Option<Extent>,
+    pub durable: Option<Extent>,
+    pub image: Option<Extent>,
+    pub free: bool,
+    pub free_at_start: bool,
+    /// Free-list link (only meaningful while `free`).
+    pub next_free: u32,
+}
+
+/// Sizes and formats the metadata region.
+pub struct MetaRegion;
+
+impl MetaRegion {
+    pub fn size(max_trees: usize, nchunks: usize) -> usize {
+        HEADER + max_trees * SLOT + nchunks * CHUNK
+    }
+    pub fn latch_count(max_trees: usize) -> usize {
+        2 * max_trees + 3
+    }
+    /// # Safety
+    /// `base` must be 8-byte aligned, valid for `size(..)` bytes and unused.
+    pub unsafe fn format(base: *mut u8, max_trees: usize, nchunks: usize) {
+        assert!(std::mem::size_of::<Slot>() <= SLOT && std::mem::size_of::<Header>() <= HEADER);
+        // SAFETY: the caller guarantees exclusive access to the region.
+        unsafe {
+            std::ptr::write_bytes(base, 0, HEADER + max_trees * SLOT);
+            let h = base as *mut Header;
+            (*h).magic = MAGIC;
+            (*h).max_trees = max_trees as u64;
+            (*h).nchunks = nchunks as u64;
+            (*h).chunk_free = AtomicU32::new(NIL);
+        }
+    }
+}
+
+/// The private backing of a region in tests (freed when the last handle goes).
+struct Owned(*mut u8, std::alloc::Layout);
+// SAFETY: the memory is only reached through `Meta`, which synchronises.
+unsafe impl Send for Owned {}
+// SAFETY: as above.
+unsafe impl Sync for Owned {}
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: allocated with this layout in `Meta::private`.
+        unsafe { std::alloc::dealloc(self.0, self.1) }
+    }
+}
+
+/// A process's handle on the metadata region. Invariant: `base` is a region
+/// formatted for `max_trees`/`nchunks` that outlives the handle; `latches`
+/// are the same for every process.
+#[derive(Clone)]
+pub(crate) struct Meta {
+    base: *mut u8,
+    max_trees: usize,
+    nchunks: usize,
+    latches: Arc<dyn LatchSet>,
+    _owned: Option<Arc<Owned>>,
+}
+
+// SAFETY: shared state is atomics or guarded by latches.
+unsafe impl Send for Meta {}
+// SAFETY: as above.
+unsafe impl Sync for Meta {}
+
+impl Meta {
+    pub fn private(max_trees: usize, nchunks: usize) -> Meta {
+        // Alignment 16 lets the allocator hand out lazily zeroed pages (calloc);
+        // a larger alignment would memset the whole arena up front.
+        let layout =
+            std::alloc::Layout::from_size_align(MetaRegion::size(max_trees, nchunks), 16).unwrap();
+        // SAFETY: non-zero size.
+        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        assert!(!base.is_null(), "out of memory for engine metadata");
+        // SAFETY: fresh, aligned, exclusively ours.
+        unsafe { MetaRegion::format(base, max_trees, nchunks) };
+        let latches = Arc::new(SpinLatches::new(MetaRegion::latch_count(max_trees)));
+        // SAFETY: formatted above.
+        let mut m = unsafe { Meta::attach(base, max_trees, nchunks, latches) };
+        m._owned = Some(Arc::new(Owned(base, layout)));
+        m
+    }
+
+    /// # Safety
+    /// `base` must be formatted by [`MetaRegion::format`] with these sizes and
+    /// stay mapped for the handle's life; all processes share `latches`.
+    pub unsafe fn attach(
+        base: *mut u8,
+        max_trees: usize,
+        nchunks: usize,
+        latches: Arc<dyn LatchSet>,
+    ) -> Meta {
+        assert!(latches.len() >= MetaRegion::latch_count(max_trees));
+        // SAFETY: formatted region (caller).
+        let h = unsafe { &*(base as *const Header) };
+        assert_eq!(h.magic, MAGIC, "engine metadata region is not formatted");
+        Meta {
+            base,
+            max_trees,
+            nchunks,
+            latches,
+            _owned: None,
+        }
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: formatted header at base.
+        unsafe { &*(self.base as *const Header) }
+    }
+    pub fn running(&self) -> &AtomicU64 {
+        &self.header().running
+    }
+    pub fn next_epoch(&self) -> &AtomicU64 {
+        &self.header().next_epoch
+    }
+    pub fn durable(&self) -> &AtomicU64 {
+        &self.header().durable
+    }
+    pub fn loaded(&self) -> &AtomicU32 {
+        &self.header().loaded
+    }
+    pub fn max_trees(&self) -> usize {
+        self.max_trees
+    }
+    pub fn latches(&self) -> &dyn LatchSet {
+        &*self.latches
+    }
+
+    pub fn slot(&self, i: usize) -> &Slot {
+        assert!(i < self.max_trees);
+        // SAFETY: i < max_trees; slots follow the header.
+        unsafe { &*(self.base.add(HEADER + i * SLOT) as *const Slot) }
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    fn slot_mut(&self, i: usize) -> &mut Slot {
+        // SAFETY: callers hold slot i's file latch exclusively (FileGuard),
+        // which is what makes the plain fields exclusively theirs.
+        unsafe { &mut *(self.base.add(HEADER + i * SLOT) as *mut Slot) }
+    }
+
+    pub fn file_latch(i: usize) -> usize {
+        2 * i
+    }
+    pub fn root_latch(i: usize) -> usize {
+        2 * i + 1
+    }
+    pub fn dir_latch(&self) -> usize {
+        2 * self.max_trees
+    }
+    fn chunk_latch(&self) -> usize {
+        2 * self.max_trees + 1
+    }
+    pub fn ckpt_latch(&self) -> usize {
+        2 * self.max_trees + 2
+    }
+
+    fn chunk(&self, c: u32) -> *mut u8 {
+        assert!((c as usize) < self.nchunks);
+        // SAFETY: c < nchunks; the arena follows the slots.
+        unsafe {
+            self.base
+                .add(HEADER + self.max_trees * SLOT + c as usize * CHUNK)
+        }
+    }
+
+    fn alloc_chunk(&self) -> Result<u32> {
+        let h = self.header();
+        self.latches
+            .acquire(self.chunk_latch(), LatchMode::Exclusive);
+        let free = h.chunk_free.load(Ordering::Relaxed);
+        let c = if free != NIL {
+            // SAFETY: a freed chunk's first 4 bytes hold the next free chunk.
+            let next = unsafe { (self.chunk(free) as *const u32).read() };
+            h.chunk_free.store(next, Ordering::Relaxed);
+            Some(free)
+        } else {
+            let n = h.chunk_next.load(Ordering::Relaxed);
+            ((n as usize) < self.nchunks).then(|| {
+                h.chunk_next.store(n + 1, Ordering::Relaxed);
+                n
+            })
+        };
+        self.latches
+            .release(self.chunk_latch(), LatchMode::Exclusive);
+        let c = c.ok_or(EngineError::MetadataFull(self.nchunks))?;
+        // SAFETY: the chunk is ours now.
+        unsafe { std::ptr::write_bytes(self.chunk(c), 0, CHUNK) };
+        Ok(c)
+    }
+
+    fn free_chunk(&self, c: u32) {
+        let h = self.header();
+        self.latches
+            .acquire(self.chunk_latch(), LatchMode::Exclusive);
+        // SAFETY: the chunk is no longer referenced; its first word links it.
+        unsafe { (self.chunk(c) as *mut u32).write(h.chunk_free.load(Ordering::Relaxed)) };
+        h.chunk_free.store(c, Ordering::Relaxed);
+        self.latches
+            .release(self.chunk_latch(), LatchMode::Exclusive);
+    }
+
+    /// Locks tree slot `i`'s file state.
+    pub fn file(&self, i: usize) -> FileGuard<'_> {
+        self.latches
+            .acquire(Self::file_latch(i), LatchMode::Exclusive);
+        FileGuard { meta: self, i }
+    }
+
+    /// Finds the slot of a live tree.
+    pub fn find(&self, id: u32) -> Option<usize> {
+        (0..self.max_trees).find(|&i| {
+            let s = self.slot(i);
+            s.state.load(Ordering::Acquire) == SLOT_LIVE && s.id.load(Ordering::Acquire) == id
+        })
+    }
+}
+
+fn read_ext(b: &[u8], o: usize, lo: usize) -> Option<Extent> {
+    let off = u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let len = u16::from_le_bytes(b[lo..lo + 2].try_into().unwrap());
+    (len != 0).then_some(Extent { off, len })
+}
+
+/// Exclusive access to one tree's file state (its slot's file latch).
+pub(crate) struct FileGuard<'a> {
+    meta: &'a Meta,
+    i: usize,
+}
+
+impl Drop for FileGuard<'_> {
+    fn drop(&mut self) {
+        self.meta
+            .latches
+            .release(Meta::file_latch(self.i), LatchMode::Exclusive);
+    }
+}
+
+impl FileGuard<'_> {
+    fn s(&self) -> &mut Slot {
+        self.meta.slot_mut(self.i)
+    }
+
+    /// Pointer to the directory entry `d` of directory chunk `*dir`,
+    /// allocating the directory and the leaf chunk when `create`.
+    fn leaf_chunk(
+        &self,
+        dir: fn(&mut Slot) -> &mut u32,
+        d: usize,
+        create: bool,
+    ) -> Result<Option<*mut u8>> {
+        if d >= DIR_ENTRIES {
+            return Err(EngineError::MetadataFull(self.meta.nchunks));
+        }
+        let s = self.s();
+        // Directory and leaf references store chunk + 1, so 0 means "none".
+        if *dir(s) == 0 {
+            if !create {
+                return Ok(None);
+            }
+            *dir(s) = self.meta.alloc_chunk()? + 1;
+        }
+        let dirp = self.meta.chunk(*dir(s) - 1) as *mut u32;
+        // SAFETY: d < DIR_ENTRIES entries of u32 in an 8 KB chunk.
+        let slot = unsafe { dirp.add(d) };
+        // SAFETY: as above.
+        let mut c = unsafe { slot.read() };
+        if c == 0 {
+            if !create {
+                return Ok(None);
+            }
+            c = self.meta.alloc_chunk()? + 1;
+            // SAFETY: as above.
+            unsafe { slot.write(c) };
+        }
+        Ok(Some(self.meta.chunk(c - 1)))
+    }
+
+    // The file latch (held for this guard's life) makes the bytes ours.
+    #[allow(clippy::mut_from_ref)]
+    fn entry_bytes(&self, p: u32, create: bool) -> Result<Option<&mut [u8]>> {
+        let (d, o) = (
+            p as usize / ENTRIES_PER_CHUNK,
+            p as usize % ENTRIES_PER_CHUNK,
+        );
+        Ok(self.leaf_chunk(|s| &mut s.pt_dir, d, create)?.map(|c| {
+            // SAFETY: o < ENTRIES_PER_CHUNK, so the entry lies inside the chunk;
+            // the file latch makes it exclusively ours.
+            unsafe { std::slice::from_raw_parts_mut(c.add(o * ENTRY), ENTRY) }
+        }))
+    }
+
+    pub fn npages(&self) -> u32 {
+        self.s().npages
+    }
+
+    pub fn entry(&self, p: u32) -> PageEntry {
+        assert!(p < self.npages(), "page {p} beyond the tree");
+        let b = self
+            .entry_bytes(p, false)
+            .ok()
+            .flatten()
+            .expect("page table chunk");
+        let flags = u16::from_le_bytes([b[18], b[19]]);
+        PageEntry {
+            cur: read_ext(b, 0, 12),
+            durable: read_ext(b, 4, 14),
+            image: read_ext(b, 8, 16),
+            free: flags & E_FREE != 0,
+            free_at_start: flags & E_FREE_AT_START != 0,
+            next_free: if flags & E_FREE != 0 {
+                u32::from_le_bytes(b[0..4].try_into().unwrap())
+            } else {
+                NIL
+            },
+        }
+    }
+
+    pub fn set_entry(&self, p: u32, e: &PageEntry) {
+        let b = self
+            .entry_bytes(p, false)
+            .ok()
+            .flatten()
+            .expect("page table chunk");
+        let put = |b: &mut [u8], o: usize, lo: usize, x: Option<Extent>| {
+            let (off, len) = x.map_or((0, 0), |x| (x.off, x.len));
+            b[o..o + 4].copy_from_slice(&off.to_le_bytes());
+            b[lo..lo + 2].copy_from_slice(&len.to_le_bytes());
+        };
+        debug_assert!(!(e.free && e.cur.is_some()));
+        put(b, 0, 12, e.cur);
+        if e.free {
+            b[0..4].copy_from_slice(&e.next_free.to_le_bytes());
+        }
+        put(b, 4, 14, e.durable);
+        put(b, 8, 16, e.image);
+        let flags =
+            if e.free { E_FREE } else { 0 } | if e.free_at_start { E_FREE_AT_START } else { 0 };
+        b[18..20].copy_from_slice(&flags.to_le_bytes());
+    }
+
+    fn update(&self, p: u32, f: impl FnOnce(&mut PageEntry)) {
+        let mut e = self.entry(p);
+        f(&mut e);
+        self.set_entry(p, &e);
+    }
+
+    /// Appends a page entry (not free).
+    fn push_page(&self) -> Result<u32> {
+        let p = self.s().npages;
+        if p == u32::MAX - 1 {
+            return Err(EngineError::MetadataFull(self.meta.nchunks));
+        }
+        self.entry_bytes(p, true)?.unwrap().fill(0);
+        self.s().npages = p + 1;
+        Ok(p)
+    }
+
+    pub fn alloc_page(&self) -> Result<u32> {
+        let head = self.s().free_head;
+        if head != NIL && self.s().npages > 0 && head < self.s().npages {
+            let e = self.entry(head);
+            if e.free {
+                self.s().free_head = e.next_free;
+                self.update(head, |e| {
+                    e.free = false;
+                    e.next_free = NIL;
+                });
+                return Ok(head);
+            }
+        }
+        self.push_page()
+    }
+
+    // ---- free-unit bitmap -------------------------------------------------
+
+    fn bit_word(&self, unit: u32, create: bool) -> Result<Option<*mut u64>> {
+        let (d, o) = (
+            unit as usize / UNITS_PER_CHUNK,
+            unit as usize % UNITS_PER_CHUNK,
+        );
+        Ok(self.leaf_chunk(|s| &mut s.bm_dir, d, create)?.map(|c| {
+            // SAFETY: o / 64 < CHUNK / 8 words in the chunk.
+            unsafe { (c as *mut u64).add(o / 64) }
+        }))
+    }
+
+    fn is_used(&self, unit: u32) -> bool {
+        match self.bit_word(unit, false).ok().flatten() {
+            // SAFETY: pointer into our latched chunk.
+            Some(w) => (unsafe { w.read() } & (1 << (unit % 64))) != 0,
+            None => false,
+        }
+    }
+
+    fn set_used(&self, e: Extent, used: bool) -> Result<()> {
+        for u in e.off..e.end() {
+            let w = self.bit_word(u, true)?.unwrap();
+            // SAFETY: pointer into our latched chunk.
+            unsafe {
+                let v = w.read();
+                w.write(if used {
+                    v | (1 << (u % 64))
+                } else {
+                    v & !(1 << (u % 64))
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub fn end_units(&self) -> u32 {
+        self.s().end_units
+    }
+
+    /// First fit from the lowest possibly-free unit; grows the file if needed.
+    pub fn space_alloc(&self, len: u16) -> Result<Extent> {
+        let end = self.s().end_units;
+        let mut start = self.s().free_hint.min(end);
+        let mut run = 0u32;
+        let mut u = start;
+        let mut first_free = None;
+        while u < end {
+            if u.is_multiple_of(64) && run == 0 && u + 64 <= end {
+                if let Some(w) = self.bit_word(u, false)? {
+                    // SAFETY: pointer into our latched chunk.
+                    if unsafe { w.read() } == u64::MAX {
+                        u += 64;
+                        start = u;
+                        continue;
+                    }
+                }
+            }
+            if self.is_used(u) {
+                run = 0;
+                start = u + 1;
+            } else {
+                first_free.get_or_insert(u);
+                run += 1;
+                if run == len as u32 {
+                    break;
+                }
+            }
+            u += 1;
+        }
+        if let Some(f) = first_free {
+            self.s().free_hint = f;
+        } else {
+            self.s().free_hint = end;
+        }
+        let e = if run == len as u32 {
+            Extent { off: start, len }
+        } else {
+            // Reuse a free tail run and extend the file past it.
+            let off = if run > 0 { start } else { end };
+            self.s().end_units = off + len as u32;
+            Extent { off, len }
+        };
+        self.set_used(e, true)?;
+        if self.s().free_hint == e.off {
+            self.s().free_hint = e.end();
+        }
+        Ok(e)
+    }
+
+    pub fn space_release(&self, e: Extent) {
+        // Bits of an extent we allocated exist, so this cannot fail.
+        self.set_used(e, false)
+            .expect("bitmap chunk of a used extent");
+        if e.off < self.s().free_hint {
+            self.s().free_hint = e.off;
+        }
+    }
+
+    /// Drops trailing free units; returns the new end if it shrank.
+    pub fn space_trim(&self) -> Option<u32> {
+        let old = self.s().end_units;
+        let mut end = old;
+        while end > 0 && !self.is_used(end - 1) {
+            end -= 1;
+        }
+        self.s().end_units = end;
+        self.s().free_hint = self.s().free_hint.min(end);
+        (end < old).then_some(end)
+    }
+
+    pub fn free_units(&self) -> u64 {
+        (0..self.s().end_units)
+            .filter(|&u| !self.is_used(u))
+            .count() as u64
+    }
+
+    // ---- copy-on-write rules ---------------------------------------------
+
+    fn in_image(&self, p: u32) -> bool {
+        let s = self.s();
+        s.ck_active != 0 && p < s.ck_npages && !self.entry(p).free_at_start
+    }
+
+    /// Records that page `p` now lives at `e`, written from content of
+    /// checkpoint epoch `epoch`.
+    pub fn page_written(&self, p: u32, e: Extent, epoch: u64) {
+        let in_image = self.in_image(p);
+        let number = self.s().ck_number;
+        let mut ent = self.entry(p);
+        let old = ent.cur;
+        if in_image && ent.image.is_none() {
+            // Content from before the checkpoint started is its image;
+            // otherwise the page was clean at the start and `old` is.
+            ent.image = if epoch <= number { Some(e) } else { old };
+        }
+        ent.cur = Some(e);
+        self.set_entry(p, &ent);
+        if let Some(o) = old {
+            self.release_unless_named(&ent, o);
+        }
+    }
+
+    /// Frees `o` unless the durable or the running checkpoint names it;
+    /// named extents are released when that checkpoint is superseded.
+    fn release_unless_named(&self, ent: &PageEntry, o: Extent) {
+        if ent.durable != Some(o) && ent.image != Some(o) && ent.cur != Some(o) {
+            self.space_release(o);
+        }
+    }
+
+    pub fn page_freed(&self, p: u32) {
+        let in_image = self.in_image(p);
+        let mut ent = self.entry(p);
+        if in_image && ent.image.is_none() {
+            ent.image = ent.cur;
+        }
+        let old = ent.cur.take();
+        ent.free = true;
+        ent.next_free = self.s().free_head;
+        self.set_entry(p, &ent);
+        self.s().free_head = p;
+        if let Some(o) = old {
+            self.release_unless_named(&ent, o);
+        }
+    }
+
+    /// Captures the tree for checkpoint `n`.
+    pub fn checkpoint_start(&self, n: u64, root: u32) {
+        let np = self.npages();
+        for p in 0..np {
+            self.update(p, |e| {
+                e.free_at_start = e.free;
+                if let Some(i) = e.image.take() {
+                    debug_assert!(
+                        e.cur == Some(i) || e.durable == Some(i),
+                        "stale image decision"
+                    );
+                }
+            });
+        }
+        let s = self.s();
+        s.ck_active = 1;
+        s.ck_number = n;
+        s.ck_npages = np;
+        s.ck_root = root;
+    }
+
+    pub fn checkpoint_info(&self) -> Option<(u64, u32, u32)> {
+        let s = self.s();
+        (s.ck_active != 0).then_some((s.ck_number, s.ck_npages, s.ck_root))
+    }
+
+    pub fn is_captured(&self, p: u32) -> bool {
+        self.in_image(p)
+    }
+
+    /// Sets the image of a captured page to its current image if undecided.
+    pub fn decide_image(&self, p: u32) -> Option<Extent> {
+        let mut e = self.entry(p);
+        if e.image.is_none() {
+            e.image = e.cur;
+            self.set_entry(p, &e);
+        }
+        e.image
+    }
+
+    /// Checkpoint became durable: its images are the durable ones; extents
+    /// only the superseded checkpoint named are released.
+    pub fn checkpoint_done(&self) {
+        let np = self.npages();
+        for p in 0..np {
+            let captured = self.in_image(p);
+            let mut e = self.entry(p);
+            let old = e.durable;
+            e.durable = if captured { e.image } else { None };
+            e.image = None;
+            self.set_entry(p, &e);
+            if let Some(o) = old {
+                self.release_unless_named(&e, o);
+            }
+        }
+        self.s().ck_active = 0;
+    }
+
+    /// A running checkpoint failed: forget its image decisions, releasing
+    /// extents only it named.
+    pub fn checkpoint_failed(&self) {
+        let np = self.npages();
+        for p in 0..np {
+            let mut e = self.entry(p);
+            if let Some(i) = e.image.take() {
+                self.set_entry(p, &e);
+                self.release_unless_named(&e, i);
+            }
+        }
+        self.s().ck_active = 0;
+    }
+
+    /// Loads a tree's durable map.
+    pub fn load(&self, pages: &[Option<Extent>]) -> Result<()> {
+        for ext in pages {
+            let p = self.push_page()?;
+            let free = ext.is_none();
+            self.set_entry(
+                p,
+                &PageEntry {
+                    cur: *ext,
+                    durable: *ext,
+                    image: None,
+                    free,
+                    free_at_start: false,
+                    next_free: NIL,
+                },
+            );
+            if let Some(e) = ext {
+                if self.s().end_units < e.end() {
+                    self.s().end_units = e.end();
+                }
+                self.set_used(*e, true)?;
+            }
+        }
+        // Free list in ascending order of page number.
+        let mut head = NIL;
+        for p in (0..pages.len() as u32).rev() {
+            if pages[p as usize].is_none() {
+                self.update(p, |e| e.next_free = head);
+                head = p;
+            }
+        }
+        self.s().free_head = head;
+        Ok(())
+    }
+
+    /// Resets the slot's file state and returns its chunks to the arena.
+    pub fn reset(&self) {
+        let s = self.s();
+        for dir in [s.pt_dir, s.bm_dir] {
+            if dir != 0 {
+                let d = self.meta.chunk(dir - 1) as *const u32;
+                for k in 0..DIR_ENTRIES {
+                    // SAFETY: k < DIR_ENTRIES u32 entries in the directory chunk.
+                    let c = unsafe { d.add(k).read() };
+                    if c != 0 {
+                        self.meta.free_chunk(c - 1);
+                    }
+                }
+                self.meta.free_chunk(dir - 1);
+            }
+        }
+        let s = self.s();
+        s.npages = 0;
+        s.free_head = NIL;
+        s.end_units = 0;
+        s.free_hint = 0;
+        s.pt_dir = 0;
+        s.bm_dir = 0;
+        s.ck_active = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn space_first_fit_release_merge_trim() {
+        let m = Meta::private(4, 64);
+        let f = m.file(0);
+        f.reset();
+        let a = f.space_alloc(4).unwrap();
+        let b = f.space_alloc(2).unwrap();
+        let c = f.space_alloc(3).unwrap();
+        assert_eq!((a.off, b.off, c.off, f.end_units()), (0, 4, 6, 9));
+        f.space_release(a);
+        f.space_release(b);
+        assert_eq!(f.free_units(), 6);
+        assert_eq!(
+            f.space_alloc(5).unwrap().off,
+            0,
+            "adjacent free runs are one run"
+        );
+        f.space_release(c);
+        assert_eq!(
+            f.space_trim(),
+            Some(5),
+            "the leftover unit joins the released tail"
+        );
+        // A run that reaches the end is extended rather than skipped.
+        let d = f.space_alloc(17).unwrap();
+        assert_eq!((d.off, f.end_units()), (5, 22));
+    }
+
+    #[test]
+    fn page_table_spans_chunks_and_chunks_are_reused() {
+        let m = Meta::private(2, 16);
+        let f = m.file(0);
+        f.reset();
+        let n = (ENTRIES_PER_CHUNK * 3) as u32;
+        for p in 0..n {
+            assert_eq!(f.alloc_page().unwrap(), p);
+            f.page_written(p, Extent { off: p, len: 1 }, 1);
+        }
+        for p in (0..n).step_by(7) {
+            f.page_freed(p);
+        }
+        assert_eq!(f.entry(7).cur, None);
+        assert_eq!(f.entry(8).cur, Some(Extent { off: 8, len: 1 }));
+        // Freed pages come back before the table grows.
+        let again = f.alloc_page().unwrap();
+        assert!(again.is_multiple_of(7) && again < n);
+        f.reset();
+        drop(f);
+        // All chunks returned: the same amount fits again, in another slot.
+        let g = m.file(1);
+        g.reset();
+        for p in 0..n {
+            g.alloc_page().unwrap();
+            g.page_written(p, Extent { off: p, len: 1 }, 1);
+        }
+    }
+
+    #[test]
+    fn running_out_of_chunks_is_an_error() {
+        let m = Meta::private(1, 3);
+        let f = m.file(0);
+        f.reset();
+        let mut err = None;
+        for _ in 0..(ENTRIES_PER_CHUNK * 4) {
+            if let Err(e) = f.alloc_page() {
+                err = Some(e);
+                break;
+            }
+        }
+        assert!(matches!(err, Some(EngineError::MetadataFull(3))), "{err:?}");
+    }
+}
