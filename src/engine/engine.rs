@@ -257,6 +257,28 @@ impl Engine {
         )
     }
 
+    /// Opens the engine over shared memory, as each server process does.
+    ///
+    /// # Safety
+    /// `meta_base` must point to a region formatted by
+    /// [`MetaRegion::format`](crate::meta::MetaRegion::format) for
+    /// `max_trees`/`nchunks`, mapped for the life of the process, and every
+    /// process must pass the same `latches` (at least
+    /// `MetaRegion::latch_count(max_trees)`).
+    pub unsafe fn attach_shared(
+        dir: impl AsRef<Path>,
+        pool: Pool,
+        meta_base: *mut u8,
+        max_trees: usize,
+        nchunks: usize,
+        latches: Arc<dyn crate::latch::LatchSet>,
+        io: Arc<dyn FileIo>,
+    ) -> Result<Engine> {
+        // SAFETY: forwarded from the caller's guarantees.
+        let meta = unsafe { Meta::attach(meta_base, max_trees, nchunks, latches) };
+        Self::open_with(dir, pool, meta, io)
+    }
+
     /// Another handle on the same shared memory, as a second process would
     /// have: its own file handles and caches, nothing else.
     pub fn attach_another(&self, io: Arc<dyn FileIo>) -> Result<Engine> {
