@@ -239,6 +239,15 @@ mod tests {
             size.unwrap_or(0) >= 16384 * 8192,
             "pool region too small: {size:?}"
         );
+        let meta = Spi::get_one::<i64>(
+            "SELECT size FROM pg_shmem_allocations WHERE name = 'orioledb_rs engine metadata'",
+        )
+        .unwrap();
+        let want = orioledb_engine::meta::MetaRegion::size(
+            crate::pg::shmem::MAX_TREES,
+            crate::pg::shmem::meta_chunks(16384),
+        );
+        assert!(meta.unwrap_or(0) as usize >= want, "metadata region too small: {meta:?}");
         let buffers = Spi::get_one::<i64>("SELECT buffers FROM orioledb_pool_info()").unwrap();
         assert_eq!(buffers, Some(16384));
         let pool = crate::pg::shmem::attach_pool().expect("pool attaches");

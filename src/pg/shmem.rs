@@ -10,12 +10,26 @@ use pgrx::prelude::*;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use orioledb_engine::buffer::{Pool, PoolRegion};
+use orioledb_engine::meta::MetaRegion;
 use std::sync::Arc;
 
 /// Name of the region in `pg_shmem_allocations`.
 pub const POOL_REGION_NAME: &std::ffi::CStr = c"orioledb_rs page pool";
 /// Name of the LWLock tranche (shown in `pg_stat_activity.wait_event`).
 const TRANCHE_NAME: &std::ffi::CStr = c"orioledb_rs";
+/// Name of the engine metadata region (tree directory, page tables).
+pub const META_REGION_NAME: &std::ffi::CStr = c"orioledb_rs engine metadata";
+/// LWLock tranche of the metadata region's latches.
+const META_TRANCHE_NAME: &std::ffi::CStr = c"orioledb_rs_meta";
+/// Tree slots in the metadata region (each table needs one to three trees).
+pub const MAX_TREES: usize = 4096;
+
+/// 8 kB metadata chunks: page tables (409 pages per chunk) and free-unit
+/// bitmaps (32 MB of data file per chunk) for data about ten times the pool.
+pub fn meta_chunks(nbuffers: usize) -> usize {
+    (nbuffers / 4).max(1024)
+}
+
 /// The pool start is rounded up to this, so page I/O buffers are OS-page aligned.
 const POOL_ALIGN: usize = 4096;
 
@@ -29,6 +43,13 @@ static POOL_BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 /// Invariant: when non-null, `latch_count(NBUFFERS)` LWLocks start here.
 static LATCH_BASE: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
 
+/// Start of the formatted metadata region, or null before shmem startup.
+/// Invariant: when non-null it points to `MetaRegion::size(MAX_TREES,
+/// meta_chunks(NBUFFERS))` bytes of shared memory mapped for the process's life.
+static META_BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// First LWLock of the metadata tranche, or null before shmem startup.
+static META_LATCH_BASE: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
+
 /// Previous hooks, called first so other preloaded extensions keep working.
 /// Written only in `install_hooks` (single-threaded `_PG_init`).
 static mut PREV_SHMEM_REQUEST_HOOK: pg_sys::shmem_request_hook_type = None;
@@ -37,6 +58,11 @@ static mut PREV_SHMEM_STARTUP_HOOK: pg_sys::shmem_startup_hook_type = None;
 /// Bytes requested for the pool, including alignment slack.
 fn region_bytes(nbuffers: usize) -> usize {
     PoolRegion::size(nbuffers) + POOL_ALIGN
+}
+
+/// Bytes requested for the metadata region, including alignment slack.
+fn meta_region_bytes(nbuffers: usize) -> usize {
+    MetaRegion::size(MAX_TREES, meta_chunks(nbuffers)) + 64
 }
 
 /// Chains our shared-memory hooks in front of any previous ones.
@@ -64,11 +90,14 @@ unsafe extern "C-unwind" fn shmem_request() {
     NBUFFERS.store(nbuffers, Ordering::Relaxed);
     let latches = i32::try_from(PoolRegion::latch_count(nbuffers))
         .expect("orioledb.main_buffers is bounded so the latch count fits in int");
+    let meta_latches = i32::try_from(MetaRegion::latch_count(MAX_TREES)).expect("fits in int");
     // SAFETY: we are inside shmem_request_hook, the only place PostgreSQL 15
-    // accepts these requests; the tranche name is a static string.
+    // accepts these requests; the tranche names are static strings.
     unsafe {
         pg_sys::RequestAddinShmemSpace(region_bytes(nbuffers));
         pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), latches);
+        pg_sys::RequestAddinShmemSpace(meta_region_bytes(nbuffers));
+        pg_sys::RequestNamedLWLockTranche(META_TRANCHE_NAME.as_ptr(), meta_latches);
     }
 }
 
@@ -104,6 +133,21 @@ unsafe extern "C-unwind" fn shmem_startup() {
             pg_sys::GetNamedLWLockTranche(TRANCHE_NAME.as_ptr()),
             Ordering::Release,
         );
+        let mut meta_found = false;
+        let raw = pg_sys::ShmemInitStruct(
+            META_REGION_NAME.as_ptr(),
+            meta_region_bytes(nbuffers),
+            &mut meta_found,
+        ) as *mut u8;
+        let meta = raw.add(raw.align_offset(64));
+        if !meta_found {
+            MetaRegion::format(meta, MAX_TREES, meta_chunks(nbuffers));
+        }
+        META_BASE.store(meta, Ordering::Release);
+        META_LATCH_BASE.store(
+            pg_sys::GetNamedLWLockTranche(META_TRANCHE_NAME.as_ptr()),
+            Ordering::Release,
+        );
         pg_sys::LWLockRelease(init_lock);
     }
 }
@@ -130,6 +174,12 @@ pub fn attach_pool() -> Option<Pool> {
     // `info.buffers` in shmem_startup; shared memory stays mapped for the life
     // of the process, and every process uses the same LWLock tranche.
     Some(unsafe { Pool::attach(info.base, info.buffers, latches) })
+}
+
+/// The metadata region's start and chunk count, or `None` without preload.
+pub fn meta_region() -> Option<(*mut u8, usize)> {
+    let base = META_BASE.load(Ordering::Acquire);
+    (!base.is_null()).then(|| (base, meta_chunks(NBUFFERS.load(Ordering::Relaxed))))
 }
 
 /// Returns the pool description, or `None` when the library was not preloaded.
@@ -166,7 +216,16 @@ unsafe impl Send for PgLatches {}
 unsafe impl Sync for PgLatches {}
 
 impl PgLatches {
-    /// The tranche of this server, or `None` before shared memory exists.
+    /// The metadata region's tranche, or `None` before shared memory exists.
+    pub fn meta() -> Option<PgLatches> {
+        let base = META_LATCH_BASE.load(Ordering::Acquire);
+        (!base.is_null()).then(|| PgLatches {
+            base,
+            len: MetaRegion::latch_count(MAX_TREES),
+        })
+    }
+
+    /// The page pool's tranche, or `None` before shared memory exists.
     pub fn get() -> Option<PgLatches> {
         let base = LATCH_BASE.load(Ordering::Acquire);
         if base.is_null() {
