@@ -86,7 +86,9 @@ fn main() {
         let scan = rows as f64 / start.elapsed().as_secs_f64();
         e.checkpoint(0).unwrap();
         let s = t.stats();
-        let file = std::fs::metadata(dir.path().join("1")).unwrap().len();
+        let file = std::fs::metadata(dir.path().join("0").join("1"))
+            .unwrap()
+            .len();
         println!(
             "| {} | {:.0} | {:.0} | {:.0} | {} | 1/{:.1} | {:.1} |",
             if level < 0 {

@@ -128,7 +128,7 @@ impl Tree {
     }
 
     pub(crate) fn fetch(&self, page: u32, mode: LatchMode) -> Result<PageGuard<'_>> {
-        self.inner.pool.fetch(&*self.inner, self.id, page, mode)
+        self.inner.pool.fetch(&*self.inner, self.num, page, mode)
     }
 
     /// Latches the page at `level` whose range covers `t`, in `mode`
@@ -271,7 +271,7 @@ impl Tree {
             p.right(),
         );
         let q = self.alloc_page()?;
-        let mut gq = self.inner.pool.fetch_new(&*self.inner, self.id, q)?;
+        let mut gq = self.inner.pool.fetch_new(&*self.inner, self.num, q)?;
         self.inner.before_modify(&mut gq)?;
         if !gq.page_mut().build(
             level,
@@ -312,7 +312,7 @@ impl Tree {
                     let root_lock = self.root_lock();
                     if self.root() == left {
                         let r = self.alloc_page()?;
-                        let mut gr = self.inner.pool.fetch_new(&*self.inner, self.id, r)?;
+                        let mut gr = self.inner.pool.fetch_new(&*self.inner, self.num, r)?;
                         self.inner.before_modify(&mut gr)?;
                         let items = [
                             (&b""[..], &child_value(left)[..]),

@@ -33,7 +33,7 @@ impl Tree {
 
     fn check_inner(&self) -> Result<std::result::Result<CheckReport, String>> {
         let cmp = self.cmp();
-        let id = self.id();
+        let num = self.num;
         // 1. Every stored image must decode.
         let stored: Vec<u32> = {
             let f = self.file();
@@ -43,7 +43,7 @@ impl Tree {
         };
         let mut buf = vec![0u8; PAGE_SIZE];
         for p in stored {
-            if let Err(e) = self.inner.read_page(id, p, &mut buf) {
+            if let Err(e) = self.inner.read_page(num, p, &mut buf) {
                 return Ok(Err(format!("page {p}: {e}")));
             }
         }

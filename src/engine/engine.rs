@@ -9,6 +9,7 @@
 use crate::buffer::{PageGuard, PageIo, Pool};
 use crate::cmp::{Bytewise, KeyCmp};
 use crate::error::{EngineError, Result};
+use crate::id::TreeId;
 use crate::io::FileIo;
 use crate::latch::LatchMode;
 use crate::meta::{FileGuard, Meta, SLOT_DROPPED, SLOT_FREE, SLOT_LIVE};
@@ -53,8 +54,8 @@ fn check_level(level: i32) -> Result<i32> {
 /// One process's view of the engine. Everything shared between processes
 /// lives in `pool` and `meta` (shared memory in the server); what is here is
 /// process-local: the directory path, file handles and a cache of tree slots.
-/// Invariant: `slots` maps a tree id only to a slot that held that id when
-/// cached; users re-check the slot before trusting it.
+/// Invariant: `slots` maps a tree number only to a slot that held that
+/// number when cached; users re-check the slot before trusting it.
 pub(crate) struct Inner {
     pub dir: PathBuf,
     pub io: Arc<dyn FileIo>,
@@ -69,12 +70,14 @@ pub struct Engine {
 }
 
 /// A handle on one tree (cheap to clone). Invariant: `slot` held tree `id`
-/// when the handle was made; the comparator is this handle's.
+/// with pool tag number `num` when the handle was made; the comparator is
+/// this handle's.
 #[derive(Clone)]
 pub struct Tree {
     pub(crate) inner: Arc<Inner>,
     pub(crate) slot: usize,
-    pub(crate) id: u32,
+    pub(crate) num: u32,
+    pub(crate) id: TreeId,
     pub(crate) cmp: Arc<dyn KeyCmp>,
 }
 
@@ -114,8 +117,8 @@ impl Drop for MetaLatch<'_> {
     }
 }
 
-fn map_name(tree: u32, ckpt: u64) -> String {
-    format!("{tree}-{ckpt}.map")
+fn map_name(rel: u32, ckpt: u64) -> String {
+    format!("{rel}-{ckpt}.map")
 }
 
 /// Parses `<tree>-<checkpoint>.map`.
@@ -126,21 +129,42 @@ fn parse_map_name(name: &str) -> Option<(u32, u64)> {
 }
 
 impl Inner {
-    /// The slot of live tree `id`.
-    pub fn slot_of(&self, id: u32) -> Result<usize> {
-        if let Some(&i) = self.slots.read().unwrap().get(&id) {
+    /// The slot of tree number `num` and whether the tree is live (else
+    /// dropped); None once its slot was freed.
+    pub fn slot_of_num(&self, num: u32) -> Option<(usize, bool)> {
+        let check = |i: usize| {
             let s = self.meta.slot(i);
-            if s.state.load(Ordering::Acquire) == SLOT_LIVE && s.id.load(Ordering::Acquire) == id {
-                return Ok(i);
+            let st = s.state.load(Ordering::Acquire);
+            (st != SLOT_FREE && s.num.load(Ordering::Acquire) == num)
+                .then_some((i, st == SLOT_LIVE))
+        };
+        if let Some(&i) = self.slots.read().unwrap().get(&num) {
+            if let Some(r) = check(i) {
+                return Some(r);
             }
         }
-        let i = self.meta.find(id).ok_or(EngineError::NoSuchTree(id))?;
-        self.slots.write().unwrap().insert(id, i);
-        Ok(i)
+        let i = self.meta.find_num(num)?;
+        self.slots.write().unwrap().insert(num, i);
+        check(i)
     }
 
-    pub fn data_path(&self, id: u32) -> PathBuf {
-        self.dir.join(id.to_string())
+    /// The slot of live tree `id` (a directory scan: open paths only).
+    pub fn slot_of(&self, id: TreeId) -> Result<usize> {
+        self.meta
+            .find(id, SLOT_LIVE)
+            .ok_or(EngineError::NoSuchTree(id))
+    }
+
+    pub fn db_dir(&self, db: u32) -> PathBuf {
+        self.dir.join(db.to_string())
+    }
+
+    pub fn data_path(&self, id: TreeId) -> PathBuf {
+        self.db_dir(id.db).join(id.rel.to_string())
+    }
+
+    fn map_path(&self, id: TreeId, ckpt: u64) -> PathBuf {
+        self.db_dir(id.db).join(map_name(id.rel, ckpt))
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -181,7 +205,8 @@ impl Inner {
     }
 
     /// Writes an image of `page` to a new extent of tree `slot`'s file.
-    fn write_image(&self, slot: usize, id: u32, page: u32, buf: &[u8], epoch: u64) -> Result<()> {
+    fn write_image(&self, slot: usize, page: u32, buf: &[u8], epoch: u64) -> Result<()> {
+        let id = self.meta.slot_id(slot);
         let level = self.meta.slot(slot).compress.load(Ordering::Relaxed);
         let img = image::encode(buf, page, epoch, level);
         let f = self.meta.file(slot);
@@ -198,7 +223,11 @@ impl Inner {
 
 impl PageIo for Inner {
     fn read_page(&self, tree: u32, page: u32, buf: &mut [u8]) -> Result<()> {
-        let slot = self.slot_of(tree)?;
+        let (slot, _) = self.slot_of_num(tree).ok_or(EngineError::Damaged {
+            tree: TreeId::new(u32::MAX, tree),
+            detail: format!("page {page} of a tree that no longer exists"),
+        })?;
+        let id = self.meta.slot_id(slot);
         let ext = {
             let f = self.meta.file(slot);
             let ent = (page < f.npages()).then(|| f.entry(page));
@@ -207,7 +236,7 @@ impl PageIo for Inner {
                     Some(x) => x,
                     None => {
                         return Err(EngineError::Damaged {
-                            tree,
+                            tree: id,
                             detail: format!("page {page} has no stored image"),
                         })
                     }
@@ -222,7 +251,7 @@ impl PageIo for Inner {
                 }
             }
         };
-        let path = self.data_path(tree);
+        let path = self.data_path(id);
         let off = ext.off as u64 * UNIT as u64;
         let mut bytes = vec![0u8; ext.len as usize * UNIT];
         self.io
@@ -235,11 +264,10 @@ impl PageIo for Inner {
     }
 
     fn write_page(&self, tree: u32, page: u32, buf: &[u8], epoch: u64) -> Result<()> {
-        match self.slot_of(tree) {
-            Ok(slot) => self.write_image(slot, tree, page, buf, epoch),
+        match self.slot_of_num(tree) {
+            Some((slot, true)) => self.write_image(slot, page, buf, epoch),
             // A buffer of a dropped tree: nothing to keep.
-            Err(EngineError::NoSuchTree(_)) => Ok(()),
-            Err(e) => Err(e),
+            _ => Ok(()),
         }
     }
 }
@@ -339,12 +367,29 @@ impl Engine {
             }
         };
         let durable = control.checkpoint;
-        let names = io.list(dir).map_err(|e| EngineError::io("list", dir, e))?;
+        let mut files: Vec<(u32, String)> = Vec::new();
+        for name in io.list(dir).map_err(|e| EngineError::io("list", dir, e))? {
+            match name.parse::<u32>() {
+                Ok(db) => {
+                    let d = inner.db_dir(db);
+                    for f in io.list(&d).map_err(|e| EngineError::io("list", &d, e))? {
+                        files.push((db, f));
+                    }
+                }
+                Err(_) if name.ends_with(".tmp") => {
+                    let p = dir.join(&name);
+                    io.remove(&p)
+                        .map_err(|e| EngineError::io("remove", &p, e))?;
+                }
+                Err(_) => {}
+            }
+        }
         let mut maps = Vec::new();
-        for name in &names {
-            if let Some((id, c)) = parse_map_name(name) {
+        for (db, name) in &files {
+            if let Some((rel, c)) = parse_map_name(name) {
                 if c == durable {
-                    let path = dir.join(name);
+                    let id = TreeId::new(*db, rel);
+                    let path = inner.map_path(id, c);
                     let b = io
                         .read_file(&path)
                         .map_err(|e| EngineError::io("read", &path, e))?;
@@ -383,16 +428,16 @@ impl Engine {
             }
             meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
         }
-        for name in &names {
+        for (db, name) in &files {
             let stale = match parse_map_name(name) {
                 Some((_, c)) => c != durable,
                 None => match name.parse::<u32>() {
-                    Ok(id) => !maps.iter().any(|(m, _)| *m == id),
+                    Ok(rel) => !maps.iter().any(|(m, _)| *m == TreeId::new(*db, rel)),
                     Err(_) => name.ends_with(".tmp"),
                 },
             };
             if stale {
-                let p = dir.join(name);
+                let p = inner.db_dir(*db).join(name);
                 io.remove(&p)
                     .map_err(|e| EngineError::io("remove", &p, e))?;
             }
@@ -405,23 +450,35 @@ impl Engine {
 
     /// Takes a free slot for tree `id` (state stays FREE until the caller
     /// publishes it as LIVE).
-    fn claim_slot(&self, id: u32, compress: i32) -> Result<usize> {
+    fn claim_slot(&self, id: TreeId, compress: i32) -> Result<usize> {
         let meta = &self.inner.meta;
         let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         let i = (0..meta.max_trees())
             .find(|&i| {
                 meta.slot(i).state.load(Ordering::Acquire) == SLOT_FREE
-                    && meta.slot(i).id.load(Ordering::Acquire) != u32::MAX
+                    && meta.slot(i).num.load(Ordering::Acquire) != u32::MAX
             })
             .ok_or(EngineError::TooManyTrees(meta.max_trees()))?;
         let s = meta.slot(i);
-        // Reserve it: a FREE slot with id u32::MAX is taken but not live yet.
-        s.id.store(u32::MAX, Ordering::Release);
+        // Reserve it: a FREE slot with number u32::MAX is taken but not live yet.
+        s.num.store(u32::MAX, Ordering::Release);
         meta.file(i).reset();
         s.compress.store(compress, Ordering::Relaxed);
         s.root.store(0, Ordering::Relaxed);
-        s.id.store(id, Ordering::Release);
+        s.db.store(id.db, Ordering::Release);
+        s.id.store(id.rel, Ordering::Release);
+        s.num.store(meta.next_tree_number(), Ordering::Release);
         Ok(i)
+    }
+
+    /// Returns a claimed or dropped slot to the directory.
+    fn free_slot(&self, slot: usize) {
+        let meta = &self.inner.meta;
+        let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
+        meta.file(slot).reset();
+        let s = meta.slot(slot);
+        s.num.store(0, Ordering::Release);
+        s.state.store(SLOT_FREE, Ordering::Release);
     }
 
     pub fn dir(&self) -> &Path {
@@ -437,56 +494,63 @@ impl Engine {
         self.inner.meta.durable().load(Ordering::Acquire)
     }
 
-    fn live_slots(&self) -> Vec<(usize, u32)> {
+    fn slots_in(&self, state: u32) -> Vec<(usize, u32, TreeId)> {
         let meta = &self.inner.meta;
         (0..meta.max_trees())
-            .filter(|&i| meta.slot(i).state.load(Ordering::Acquire) == SLOT_LIVE)
-            .map(|i| (i, meta.slot(i).id.load(Ordering::Acquire)))
+            .filter(|&i| meta.slot(i).state.load(Ordering::Acquire) == state)
+            .map(|i| (i, meta.slot(i).num.load(Ordering::Acquire), meta.slot_id(i)))
             .collect()
     }
 
     /// Ids of all trees.
-    pub fn tree_ids(&self) -> Vec<u32> {
-        let mut v: Vec<u32> = self.live_slots().into_iter().map(|(_, id)| id).collect();
+    pub fn tree_ids(&self) -> Vec<TreeId> {
+        let mut v: Vec<TreeId> = self
+            .slots_in(SLOT_LIVE)
+            .into_iter()
+            .map(|(_, _, id)| id)
+            .collect();
         v.sort();
         v
     }
 
-    fn handle(&self, slot: usize, id: u32, cmp: Arc<dyn KeyCmp>) -> Tree {
-        self.inner.slots.write().unwrap().insert(id, slot);
+    fn handle(&self, slot: usize, cmp: Arc<dyn KeyCmp>) -> Tree {
+        let num = self.inner.meta.slot(slot).num.load(Ordering::Acquire);
+        self.inner.slots.write().unwrap().insert(num, slot);
         Tree {
             inner: self.inner.clone(),
             slot,
-            id,
+            num,
+            id: self.inner.meta.slot_id(slot),
             cmp,
         }
     }
 
     /// Opens tree `id` with `opts`, creating it (one empty leaf) if absent.
-    pub fn open_tree(&self, id: u32, opts: TreeOptions) -> Result<Tree> {
+    pub fn open_tree(&self, id: impl Into<TreeId>, opts: TreeOptions) -> Result<Tree> {
+        let id = id.into();
         check_level(opts.compress)?;
-        assert!(id != u32::MAX, "tree id {id} is reserved");
         let inner = &*self.inner;
         let meta = &inner.meta;
         if let Ok(i) = inner.slot_of(id) {
             meta.slot(i)
                 .compress
                 .store(opts.compress, Ordering::Relaxed);
-            return Ok(self.handle(i, id, opts.cmp));
+            return Ok(self.handle(i, opts.cmp));
         }
         let _b = Barrier::enter(&inner.pool);
-        if let Some(i) = meta.find(id) {
-            return Ok(self.handle(i, id, opts.cmp));
+        if let Some(i) = meta.find(id, SLOT_LIVE) {
+            return Ok(self.handle(i, opts.cmp));
         }
-        let dropped = (0..meta.max_trees()).any(|i| {
-            meta.slot(i).state.load(Ordering::Acquire) == SLOT_DROPPED
-                && meta.slot(i).id.load(Ordering::Acquire) == id
-        });
-        if dropped {
+        if meta.find(id, SLOT_DROPPED).is_some() {
             return Err(EngineError::TreeExists(id));
         }
         let slot = self.claim_slot(id, opts.compress)?;
         let created = (|| {
+            let d = inner.db_dir(id.db);
+            inner
+                .io
+                .create_dir(&d)
+                .map_err(|e| EngineError::io("create directory", &d, e))?;
             let path = inner.data_path(id);
             inner
                 .io
@@ -497,33 +561,35 @@ impl Engine {
             let root = meta.file(slot).alloc_page()?;
             let mut page = vec![0u8; PAGE_SIZE];
             PageMut(&mut page).init(0, None, None, NO_PAGE);
-            inner.write_image(slot, id, root, &page, inner.epoch())?;
+            inner.write_image(slot, root, &page, inner.epoch())?;
             meta.slot(slot).root.store(root, Ordering::Release);
             Ok(())
         })();
         match created {
             Ok(()) => {
-                let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
-                meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
-                Ok(self.handle(slot, id, opts.cmp))
+                {
+                    let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
+                    meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
+                }
+                Ok(self.handle(slot, opts.cmp))
             }
             Err(e) => {
-                meta.file(slot).reset();
-                meta.slot(slot).id.store(0, Ordering::Release);
+                self.free_slot(slot);
                 Err(e)
             }
         }
     }
 
     /// A handle with the default comparator.
-    pub fn tree(&self, id: u32) -> Result<Tree> {
-        let slot = self.inner.slot_of(id)?;
-        Ok(self.handle(slot, id, Arc::new(Bytewise)))
+    pub fn tree(&self, id: impl Into<TreeId>) -> Result<Tree> {
+        let slot = self.inner.slot_of(id.into())?;
+        Ok(self.handle(slot, Arc::new(Bytewise)))
     }
 
     /// Drops a tree. Its files disappear when the next checkpoint is durable
     /// (until then the durable checkpoint still names them).
-    pub fn drop_tree(&self, id: u32) -> Result<()> {
+    pub fn drop_tree(&self, id: impl Into<TreeId>) -> Result<()> {
+        let id = id.into();
         let inner = &*self.inner;
         let meta = &inner.meta;
         let _b = Barrier::enter(&inner.pool);
@@ -534,8 +600,9 @@ impl Engine {
             s.dropped_at.store(inner.epoch(), Ordering::Release);
             s.state.store(SLOT_DROPPED, Ordering::Release);
         }
-        inner.slots.write().unwrap().remove(&id);
-        inner.pool.invalidate_tree(id);
+        inner
+            .pool
+            .invalidate_tree(meta.slot(slot).num.load(Ordering::Acquire));
         Ok(())
     }
 
@@ -558,16 +625,13 @@ impl Engine {
         let n = meta.next_epoch().load(Ordering::Acquire);
         meta.running().store(n, Ordering::Release);
         meta.next_epoch().store(n + 1, Ordering::Release);
-        let trees = self.live_slots();
-        let dropped: Vec<(usize, u32)> = (0..meta.max_trees())
-            .filter(|&i| {
-                let s = meta.slot(i);
-                s.state.load(Ordering::Acquire) == SLOT_DROPPED
-                    && s.dropped_at.load(Ordering::Acquire) <= n
-            })
-            .map(|i| (i, meta.slot(i).id.load(Ordering::Acquire)))
+        let trees = self.slots_in(SLOT_LIVE);
+        let dropped: Vec<(usize, u32, TreeId)> = self
+            .slots_in(SLOT_DROPPED)
+            .into_iter()
+            .filter(|&(i, _, _)| meta.slot(i).dropped_at.load(Ordering::Acquire) <= n)
             .collect();
-        for &(slot, _) in &trees {
+        for &(slot, _, _) in &trees {
             meta.file(slot)
                 .checkpoint_start(n, meta.slot(slot).root.load(Ordering::Acquire));
         }
@@ -579,7 +643,7 @@ impl Engine {
         match result {
             Ok(()) => {
                 meta.durable().store(n, Ordering::Release);
-                for &(slot, id) in &trees {
+                for &(slot, _, id) in &trees {
                     let f = meta.file(slot);
                     f.checkpoint_done();
                     if let Some(end) = f.space_trim() {
@@ -594,7 +658,7 @@ impl Engine {
                 Ok(n)
             }
             Err(e) => {
-                for &(slot, _) in &trees {
+                for &(slot, _, _) in &trees {
                     meta.file(slot).checkpoint_failed();
                 }
                 Err(e)
@@ -602,10 +666,13 @@ impl Engine {
         }
     }
 
-    fn write_checkpoint(&self, n: u64, redo: u64, trees: &[(usize, u32)]) -> Result<()> {
+    fn write_checkpoint(&self, n: u64, redo: u64, trees: &[(usize, u32, TreeId)]) -> Result<()> {
         let inner = &*self.inner;
         let meta = &inner.meta;
-        for &(slot, id) in trees {
+        let mut dbs: Vec<u32> = trees.iter().map(|t| t.2.db).collect();
+        dbs.sort();
+        dbs.dedup();
+        for &(slot, num, id) in trees {
             let (_, npages, root) = meta
                 .file(slot)
                 .checkpoint_info()
@@ -617,9 +684,9 @@ impl Engine {
                         continue;
                     }
                 }
-                if let Some(mut g) = inner.pool.lookup(id, p, LatchMode::Exclusive) {
+                if let Some(mut g) = inner.pool.lookup(num, p, LatchMode::Exclusive) {
                     if g.is_dirty() && g.dirty_epoch() <= n {
-                        inner.write_image(slot, id, p, g.data(), g.dirty_epoch())?;
+                        inner.write_image(slot, p, g.data(), g.dirty_epoch())?;
                         g.clear_dirty();
                     }
                 }
@@ -650,7 +717,7 @@ impl Engine {
             };
             let path = inner.data_path(id);
             inner.io.sync(&path).map_err(inner.ioerr("sync", &path))?;
-            let map_path = inner.path(&map_name(id, n));
+            let map_path = inner.map_path(id, n);
             let tmp = map_path.with_extension("map.tmp");
             inner
                 .io
@@ -662,10 +729,10 @@ impl Engine {
                 .rename(&tmp, &map_path)
                 .map_err(inner.ioerr("rename", &tmp))?;
         }
-        inner
-            .io
-            .sync_dir(&inner.dir)
-            .map_err(inner.ioerr("sync", &inner.dir))?;
+        for db in dbs {
+            let d = inner.db_dir(db);
+            inner.io.sync_dir(&d).map_err(inner.ioerr("sync", &d))?;
+        }
         let control = inner.path("control");
         let tmp = inner.path("control.tmp");
         inner
@@ -694,39 +761,41 @@ impl Engine {
     /// After checkpoint `n` is durable: maps of older checkpoints and the
     /// files of trees dropped before it started are garbage; their slots
     /// return to the directory.
-    fn remove_old_files(&self, n: u64, dropped: &[(usize, u32)]) -> Result<()> {
+    fn remove_old_files(&self, n: u64, dropped: &[(usize, u32, TreeId)]) -> Result<()> {
         let inner = &*self.inner;
-        let meta = &inner.meta;
-        let dropped_ids: Vec<u32> = dropped.iter().map(|&(_, id)| id).collect();
-        let live: Vec<u32> = self.tree_ids();
-        let gone = |id: u32| dropped_ids.contains(&id) && !live.contains(&id);
-        let names = inner
+        let live = self.tree_ids();
+        let gone = |id: TreeId| dropped.iter().any(|d| d.2 == id) && !live.contains(&id);
+        for entry in inner
             .io
             .list(&inner.dir)
-            .map_err(inner.ioerr("list", &inner.dir))?;
-        for name in names {
-            let remove = match parse_map_name(&name) {
-                Some((id, c)) => c < n || gone(id),
-                None => name.parse::<u32>().is_ok_and(gone),
+            .map_err(inner.ioerr("list", &inner.dir))?
+        {
+            let Ok(db) = entry.parse::<u32>() else {
+                continue;
             };
-            if remove {
-                let p = inner.path(&name);
-                inner.io.remove(&p).map_err(inner.ioerr("remove", &p))?;
+            let d = inner.db_dir(db);
+            for name in inner.io.list(&d).map_err(inner.ioerr("list", &d))? {
+                let remove = match parse_map_name(&name) {
+                    Some((rel, c)) => c < n || gone(TreeId::new(db, rel)),
+                    None => name
+                        .parse::<u32>()
+                        .is_ok_and(|rel| gone(TreeId::new(db, rel))),
+                };
+                if remove {
+                    let p = d.join(&name);
+                    inner.io.remove(&p).map_err(inner.ioerr("remove", &p))?;
+                }
             }
         }
-        for &(slot, _) in dropped {
-            let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
-            meta.file(slot).reset();
-            let s = meta.slot(slot);
-            s.id.store(0, Ordering::Release);
-            s.state.store(SLOT_FREE, Ordering::Release);
+        for &(slot, _, _) in dropped {
+            self.free_slot(slot);
         }
         Ok(())
     }
 }
 
 impl Tree {
-    pub fn id(&self) -> u32 {
+    pub fn id(&self) -> TreeId {
         self.id
     }
 
@@ -783,7 +852,7 @@ impl Tree {
 
     /// Statistics for monitoring: pages, resident/dirty buffers, file bytes.
     pub fn stats(&self) -> TreeStats {
-        let (resident, dirty) = self.inner.pool.resident(self.id);
+        let (resident, dirty) = self.inner.pool.resident(self.num);
         let f = self.file();
         TreeStats {
             pages: (0..f.npages()).filter(|&p| !f.entry(p).free).count() as u64,

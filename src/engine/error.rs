@@ -1,6 +1,7 @@
 //! Typed engine errors. Every failure a caller can see names the object:
 //! a file and offset for damaged data, a tree for logical misuse.
 
+use crate::id::TreeId;
 use std::path::PathBuf;
 
 /// An engine failure. Invariant: `Corrupt` is only produced by validation of
@@ -25,9 +26,9 @@ pub enum EngineError {
     #[error("item of {len} bytes exceeds the maximum of {max} bytes")]
     ItemTooLarge { len: usize, max: usize },
     #[error("tree {0} does not exist")]
-    NoSuchTree(u32),
-    #[error("tree {0} already exists")]
-    TreeExists(u32),
+    NoSuchTree(TreeId),
+    #[error("tree {0} already exists or awaits removal")]
+    TreeExists(TreeId),
     #[error("compression level {0} is out of range (-1 = off, 0..22)")]
     BadCompression(i32),
     #[error("all {0} buffers of the page pool are pinned")]
@@ -37,7 +38,7 @@ pub enum EngineError {
     #[error("no free tree slot (all {0} in use)")]
     TooManyTrees(usize),
     #[error("tree {tree} is damaged: {detail}")]
-    Damaged { tree: u32, detail: String },
+    Damaged { tree: TreeId, detail: String },
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;

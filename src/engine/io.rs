@@ -25,6 +25,7 @@ pub trait FileIo: Send + Sync {
     fn remove(&self, path: &Path) -> io::Result<()>;
     fn exists(&self, path: &Path) -> bool;
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
+    fn create_dir(&self, dir: &Path) -> io::Result<()>;
 }
 
 /// Ordinary files through `std::fs`, with open handles cached per path.
@@ -111,6 +112,9 @@ impl FileIo for StdIo {
         }
         out.sort();
         Ok(out)
+    }
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        std::fs::create_dir_all(dir)
     }
 }
 
@@ -203,5 +207,9 @@ impl<I: FileIo> FileIo for CrashAfter<I> {
     }
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         self.inner.list(dir)
+    }
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        self.step()?;
+        self.inner.create_dir(dir)
     }
 }

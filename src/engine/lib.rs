@@ -11,6 +11,7 @@ pub mod cursor;
 #[allow(clippy::module_inception)]
 pub mod engine;
 pub mod error;
+pub mod id;
 pub mod io;
 pub mod latch;
 pub mod meta;
@@ -21,6 +22,7 @@ pub use check::CheckReport;
 pub use cursor::{Cursor, Direction};
 pub use engine::{Engine, Tree, TreeOptions, TreeStats};
 pub use error::{EngineError, Result};
+pub use id::TreeId;
 
 #[cfg(test)]
 mod tests;

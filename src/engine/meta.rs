@@ -49,7 +49,9 @@ struct Header {
     chunk_free: AtomicU32,
     /// 0 until some process loaded the durable checkpoint from disk.
     loaded: AtomicU32,
-    _pad: u32,
+    /// Source of tree numbers (the page pool's tag for a tree); never reused
+    /// while the server runs, so no stale buffer can match a new tree.
+    tree_counter: AtomicU32,
     pub running: AtomicU64,
     pub next_epoch: AtomicU64,
     pub durable: AtomicU64,
@@ -60,6 +62,8 @@ struct Header {
 /// checkpoint's fields (`ck_*`) are set at its start and cleared at its end.
 #[repr(C)]
 pub(crate) struct Slot {
+    pub db: AtomicU32,
+    pub num: AtomicU32,
     pub id: AtomicU32,
     pub state: AtomicU32,
     pub root: AtomicU32,
@@ -293,12 +297,37 @@ impl Meta {
         FileGuard { meta: self, i }
     }
 
-    /// Finds the slot of a live tree.
-    pub fn find(&self, id: u32) -> Option<usize> {
+    /// Finds the slot holding tree `id` in `state`.
+    pub fn find(&self, id: crate::TreeId, state: u32) -> Option<usize> {
         (0..self.max_trees).find(|&i| {
             let s = self.slot(i);
-            s.state.load(Ordering::Acquire) == SLOT_LIVE && s.id.load(Ordering::Acquire) == id
+            s.state.load(Ordering::Acquire) == state
+                && s.id.load(Ordering::Acquire) == id.rel
+                && s.db.load(Ordering::Acquire) == id.db
         })
+    }
+
+    /// Finds the slot of tree number `num` (live or dropped).
+    pub fn find_num(&self, num: u32) -> Option<usize> {
+        (0..self.max_trees).find(|&i| {
+            let s = self.slot(i);
+            s.state.load(Ordering::Acquire) != SLOT_FREE && s.num.load(Ordering::Acquire) == num
+        })
+    }
+
+    /// A fresh tree number.
+    pub fn next_tree_number(&self) -> u32 {
+        loop {
+            let n = self.header().tree_counter.fetch_add(1, Ordering::AcqRel);
+            if n != u32::MAX {
+                return n;
+            }
+        }
+    }
+
+    pub fn slot_id(&self, i: usize) -> crate::TreeId {
+        let s = self.slot(i);
+        crate::TreeId::new(s.db.load(Ordering::Acquire), s.id.load(Ordering::Acquire))
     }
 }
 

@@ -27,8 +27,12 @@ fn image_survives_reopen_and_files_are_named() {
         t.insert(&key(i), &value(i, 0, 100)).unwrap();
     }
     assert_eq!(e.checkpoint(77).unwrap(), 1);
-    let names: Vec<String> = StdIo::new().list(dir.path()).unwrap();
-    assert_eq!(names, vec!["42", "42-1.map", "control"]);
+    // Trees of database 0 live in <dir>/0/; the control file at the top.
+    assert_eq!(StdIo::new().list(dir.path()).unwrap(), vec!["0", "control"]);
+    assert_eq!(
+        StdIo::new().list(&dir.path().join("0")).unwrap(),
+        vec!["42", "42-1.map"]
+    );
     // Changes after the checkpoint are not in the image.
     for i in 0..100 {
         t.delete(&key(i)).unwrap();
@@ -47,8 +51,8 @@ fn image_survives_reopen_and_files_are_named() {
     let size1 = t.stats().file_bytes;
     assert_eq!(e.checkpoint(0).unwrap(), 2);
     assert_eq!(
-        StdIo::new().list(dir.path()).unwrap(),
-        vec!["42", "42-2.map", "control"]
+        StdIo::new().list(&dir.path().join("0")).unwrap(),
+        vec!["42", "42-2.map"]
     );
     for i in 0..5000 {
         t.replace(&key(i), &value(i, 2, 100)).unwrap();
@@ -66,7 +70,7 @@ fn image_survives_reopen_and_files_are_named() {
     // Dropping a tree removes its files at the next checkpoint.
     e.drop_tree(42).unwrap();
     e.checkpoint(0).unwrap();
-    assert_eq!(StdIo::new().list(dir.path()).unwrap(), vec!["control"]);
+    assert!(StdIo::new().list(&dir.path().join("0")).unwrap().is_empty());
 }
 
 #[test]
@@ -80,7 +84,11 @@ fn compression_shrinks_files() {
             t.insert(&key(i), &value(i, 0, 120)).unwrap();
         }
         e.checkpoint(0).unwrap();
-        sizes.push(std::fs::metadata(dir.path().join("1")).unwrap().len());
+        sizes.push(
+            std::fs::metadata(dir.path().join("0").join("1"))
+                .unwrap()
+                .len(),
+        );
         drop(t);
         drop(e);
         let e = open(dir.path(), 64);
@@ -321,4 +329,51 @@ fn failed_checkpoint_then_successful_one() {
     let mut want = after;
     want.insert(b"zz-late".to_vec(), b"late".to_vec());
     assert!(got == want);
+}
+
+#[test]
+fn trees_of_several_databases() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 16);
+    // The same relation number in two databases: two distinct trees.
+    let a = e
+        .open_tree(crate::TreeId::new(5, 100), TreeOptions::default())
+        .unwrap();
+    let b = e
+        .open_tree(crate::TreeId::new(6, 100), TreeOptions::default())
+        .unwrap();
+    a.insert(b"k", b"in 5").unwrap();
+    b.insert(b"k", b"in 6").unwrap();
+    e.checkpoint(0).unwrap();
+    assert_eq!(
+        StdIo::new().list(dir.path()).unwrap(),
+        vec!["5", "6", "control"]
+    );
+    assert_eq!(
+        StdIo::new().list(&dir.path().join("6")).unwrap(),
+        vec!["100", "100-1.map"]
+    );
+    drop((a, b));
+    drop(e);
+    let e = open(dir.path(), 16);
+    assert_eq!(
+        e.tree_ids(),
+        vec![crate::TreeId::new(5, 100), crate::TreeId::new(6, 100)]
+    );
+    assert_eq!(
+        e.tree(crate::TreeId::new(6, 100))
+            .unwrap()
+            .get(b"k")
+            .unwrap()
+            .unwrap(),
+        b"in 6"
+    );
+    assert_eq!(
+        e.tree(crate::TreeId::new(5, 100))
+            .unwrap()
+            .get(b"k")
+            .unwrap()
+            .unwrap(),
+        b"in 5"
+    );
 }

@@ -171,7 +171,7 @@ fn handles_like_processes_share_everything() {
     assert!(handles[0].tree(11).is_err());
     assert!(first.tree(11).is_err());
     first.checkpoint(0).unwrap();
-    assert_eq!(StdIo::new().list(dir.path()).unwrap(), vec!["control"]);
+    assert!(StdIo::new().list(&dir.path().join("0")).unwrap().is_empty());
     // The slot is reusable, and a new tree starts empty.
     let t2 = tree(&handles[1], 12, -1);
     assert_eq!(contents(&t2).len(), 0);

@@ -26,7 +26,7 @@ fn flip(path: &std::path::Path, at: u64) {
 #[test]
 fn damaged_page_image_is_an_error_naming_file_and_offset() {
     let (dir, _) = fixture();
-    let data = dir.path().join("5");
+    let data = dir.path().join("0").join("5");
     let len = std::fs::metadata(&data).unwrap().len();
     // Damage several images in turn; every full read must fail cleanly.
     for unit in [0, len / UNIT as u64 / 2, len / UNIT as u64 - 1] {
@@ -70,7 +70,7 @@ fn damaged_page_image_is_an_error_naming_file_and_offset() {
 #[test]
 fn every_damaged_unit_start_is_detected() {
     let (dir, good) = fixture();
-    let data = dir.path().join("5");
+    let data = dir.path().join("0").join("5");
     let len = std::fs::metadata(&data).unwrap().len();
     let mut detected = 0;
     for unit in 0..len / UNIT as u64 {
@@ -93,7 +93,7 @@ fn every_damaged_unit_start_is_detected() {
 #[test]
 fn truncated_data_file_is_reported_at_open() {
     let (dir, _) = fixture();
-    let data = dir.path().join("5");
+    let data = dir.path().join("0").join("5");
     let len = std::fs::metadata(&data).unwrap().len();
     std::fs::OpenOptions::new()
         .write(true)
@@ -114,7 +114,7 @@ fn truncated_data_file_is_reported_at_open() {
 #[test]
 fn damaged_map_and_control_are_reported() {
     let (dir, _) = fixture();
-    for name in ["5-1.map", "control"] {
+    for name in ["0/5-1.map", "control"] {
         let p = dir.path().join(name);
         let orig = std::fs::read(&p).unwrap();
         for at in [0, orig.len() / 2, orig.len() - 1] {
