@@ -15,6 +15,7 @@ pub mod id;
 pub mod io;
 pub mod latch;
 pub mod meta;
+pub mod mvcc;
 pub mod page;
 pub mod store;
 
