@@ -98,6 +98,33 @@ LOG_DIR="$RUN_DIR/test-logs"
 mkdir -p "$LOG_DIR"
 record setup PASS $(( $(date +%s) - t )) ""
 
+# The integration cluster (step 5); defined here so that an interrupted run
+# still stops and removes it.
+ITEST_DIR="$RUN_DIR/itest"
+ITEST_PGDATA="$ITEST_DIR/pgdata"
+ITEST_PORT="${ORIOLEDB_TEST_PORT:-54316}"
+ITEST_LOG="$ITEST_DIR/postgres.log"
+
+cleanup_itest() {
+    if [ -f "$ITEST_PGDATA/PG_VERSION" ]; then
+        stop_cluster "$ITEST_PGDATA" || true
+    fi
+    # scratch clusters the tests may have left running
+    local d
+    for d in "$ITEST_DIR"/scratch/*/; do
+        if [ -f "${d}postmaster.pid" ]; then stop_cluster "${d%/}"; fi
+    done
+    if [ -f "$ITEST_LOG" ] && [ -n "${LOG_DIR:-}" ]; then
+        cp "$ITEST_LOG" "$LOG_DIR/integration-server.log" 2>/dev/null || true
+    fi
+    if [ "${ORIOLEDB_TEST_KEEP:-0}" != 1 ]; then
+        rm -rf "$ITEST_DIR"
+    fi
+}
+
+trap 'cleanup_itest; summary' EXIT
+trap 'exit 130' INT TERM
+
 # ---------------------------------------------------------------- 2. engine
 step engine 2400 cargo test -p orioledb_engine --release
 
@@ -124,28 +151,6 @@ step install 1800 --no-count cargo pgrx install --release --pg-config "$PG_CONFI
 restore_installed_library
 
 # ---------------------------------------------------------------- 5. integration
-ITEST_DIR="$RUN_DIR/itest"
-ITEST_PGDATA="$ITEST_DIR/pgdata"
-ITEST_PORT="${ORIOLEDB_TEST_PORT:-54316}"
-ITEST_LOG="$ITEST_DIR/postgres.log"
-
-cleanup_itest() {
-    if [ -f "$ITEST_PGDATA/PG_VERSION" ]; then
-        stop_cluster "$ITEST_PGDATA" || true
-    fi
-    # scratch clusters the tests may have left running
-    local d
-    for d in "$ITEST_DIR"/scratch/*/; do
-        if [ -f "${d}postmaster.pid" ]; then stop_cluster "${d%/}"; fi
-    done
-    if [ -f "$ITEST_LOG" ] && [ -n "${LOG_DIR:-}" ]; then
-        cp "$ITEST_LOG" "$LOG_DIR/integration-server.log" 2>/dev/null || true
-    fi
-    if [ "${ORIOLEDB_TEST_KEEP:-0}" != 1 ]; then
-        rm -rf "$ITEST_DIR"
-    fi
-}
-
 run_integration() {
     cleanup_itest
     mkdir -p "$ITEST_DIR"
@@ -154,10 +159,15 @@ run_integration() {
     mkdir -p "$ITEST_DIR/scratch"
     chown "$PG_USER": "$ITEST_DIR/scratch"
     say "[integration] fresh cluster $ITEST_PGDATA (port $ITEST_PORT, preloads orioledb_rs)"
-    init_cluster "$ITEST_PGDATA" "$ITEST_PORT" "$ITEST_DIR" yes
-    echo "fsync = off    # throwaway test cluster" >>"$ITEST_PGDATA/postgresql.conf"
-    touch "$ITEST_LOG"; chown "$PG_USER": "$ITEST_LOG"
-    start_cluster "$ITEST_PGDATA" "$ITEST_LOG"
+    if ! (
+        init_cluster "$ITEST_PGDATA" "$ITEST_PORT" "$ITEST_DIR" yes
+        echo "fsync = off    # throwaway test cluster" >>"$ITEST_PGDATA/postgresql.conf"
+        touch "$ITEST_LOG"; chown "$PG_USER": "$ITEST_LOG"
+        start_cluster "$ITEST_PGDATA" "$ITEST_LOG"
+    ); then
+        record integration "FAIL (server did not start)" 0 ""
+        return 0
+    fi
 
     export ORIOLEDB_TEST_HOST="$ITEST_DIR"
     export ORIOLEDB_TEST_PORT="$ITEST_PORT"
@@ -172,9 +182,6 @@ run_integration() {
         tail -n 40 "$ITEST_LOG" 2>/dev/null | sed 's/^/    | /' || true
     fi
 }
-
-trap 'cleanup_itest; summary' EXIT
-trap 'exit 130' INT TERM
 
 if [ "${STEP_RESULTS[-1]}" = PASS ]; then
     run_integration
