@@ -339,9 +339,10 @@ pub fn prune(
                 && !o.in_progress(v.xmin)
                 && !o.did_commit(v.xmin))
     };
-    chain.retain(|v| {
-        !aborted(v) && !(v.has_deleter() && settled(v.xmax, v.has(flags::XMAX_COMMITTED)))
-    });
+    let dead = |v: &Version| {
+        aborted(v) || (v.has_deleter() && settled(v.xmax, v.has(flags::XMAX_COMMITTED)))
+    };
+    chain.retain(|v| !dead(v));
     chain.is_empty()
 }
 
