@@ -55,7 +55,11 @@ step() {
     say "[$name] $*"
     t=$(date +%s)
     set +e
-    timeout -k 60 "$limit" "$@" </dev/null 2>&1 | tee "$log"
+    # Time limits guard unattended runs (CI). On a terminal, skip them: timeout
+    # runs the command in its own process group, out of reach of Ctrl-C.
+    local limiter=()
+    if [ -n "${CI:-}" ] || [ ! -t 0 ]; then limiter=(timeout -k 60 "$limit"); fi
+    "${limiter[@]}" "$@" </dev/null 2>&1 | tee "$log"
     rc=${PIPESTATUS[0]}
     set -e
     t=$(( $(date +%s) - t ))
