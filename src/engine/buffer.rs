@@ -461,22 +461,32 @@ impl Pool {
                 self.flush(io, i, tag)?;
                 continue;
             }
-            let part = self.partition_latch(tag);
-            self.latches.acquire(part, LatchMode::Exclusive);
-            if d.tag.load(Ordering::Acquire) == tag
-                && d.flags.load(Ordering::Acquire) & F_DIRTY == 0
-                && d.pins
-                    .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                self.chain_remove(tag, i);
-                d.tag.store(EMPTY, Ordering::Release);
-                d.flags.store(0, Ordering::Release);
-                self.latches.release(part, LatchMode::Exclusive);
+            if self.unmap(i, tag, true) {
                 return Ok(i);
             }
-            self.latches.release(part, LatchMode::Exclusive);
         }
+    }
+
+    /// Unmaps buffer `i` if it still holds `tag`, is unpinned and (when
+    /// `clean_only`) not dirty. On success the buffer is left pinned once
+    /// by the caller, tag EMPTY, on no chain.
+    fn unmap(&self, i: usize, tag: u64, clean_only: bool) -> bool {
+        let d = self.desc(i);
+        let part = self.partition_latch(tag);
+        self.latches.acquire(part, LatchMode::Exclusive);
+        let done = d.tag.load(Ordering::Acquire) == tag
+            && (!clean_only || d.flags.load(Ordering::Acquire) & F_DIRTY == 0)
+            && d.pins
+                .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok();
+        if done {
+            self.chain_remove(tag, i);
+            d.tag.store(EMPTY, Ordering::Release);
+            d.flags.store(0, Ordering::Release);
+            d.usage.store(0, Ordering::Relaxed);
+        }
+        self.latches.release(part, LatchMode::Exclusive);
+        done
     }
 
     /// Writes a dirty buffer out if nobody is using it right now.
@@ -515,20 +525,9 @@ impl Pool {
             if tag == EMPTY || (tag >> 32) as u32 != tree {
                 continue;
             }
-            let part = self.partition_latch(tag);
-            self.latches.acquire(part, LatchMode::Exclusive);
-            if d.tag.load(Ordering::Acquire) == tag
-                && d.pins
-                    .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-            {
-                self.chain_remove(tag, i);
-                d.tag.store(EMPTY, Ordering::Release);
-                d.flags.store(0, Ordering::Release);
-                d.usage.store(0, Ordering::Relaxed);
+            if self.unmap(i, tag, false) {
                 d.pins.store(0, Ordering::Release);
             }
-            self.latches.release(part, LatchMode::Exclusive);
         }
     }
 

@@ -232,14 +232,7 @@ fn crash_fixture(
         }
     }
     e.checkpoint(1).unwrap();
-    let before = contents(&a)
-        .into_iter()
-        .chain(
-            contents(&b)
-                .into_iter()
-                .map(|(k, v)| ([b"b".to_vec(), k].concat(), v)),
-        )
-        .collect();
+    let before = both(&a, &b);
     for i in 0..3000 {
         if i % 2 == 0 {
             a.delete(&key(i)).unwrap();
@@ -250,15 +243,16 @@ fn crash_fixture(
             b.upsert(&key(i + 5000), &value(i, 1, 500)).unwrap();
         }
     }
-    let after = contents(&a)
-        .into_iter()
-        .chain(
-            contents(&b)
-                .into_iter()
-                .map(|(k, v)| ([b"b".to_vec(), k].concat(), v)),
-        )
-        .collect();
+    let after = both(&a, &b);
     (e, before, after)
+}
+
+/// The contents of trees 1 and 2 in one map (tree 2's keys prefixed "b").
+fn both(a: &Tree, b: &Tree) -> Contents {
+    let tagged = contents(b)
+        .into_iter()
+        .map(|(k, v)| ([b"b".to_vec(), k].concat(), v));
+    contents(a).into_iter().chain(tagged).collect()
 }
 
 fn reopened_contents(dir: &std::path::Path) -> (u64, BTreeMap<Vec<u8>, Vec<u8>>) {
@@ -267,15 +261,7 @@ fn reopened_contents(dir: &std::path::Path) -> (u64, BTreeMap<Vec<u8>, Vec<u8>>)
     let b = tree(&e, 2, -1);
     assert_valid(&a);
     assert_valid(&b);
-    let c = contents(&a)
-        .into_iter()
-        .chain(
-            contents(&b)
-                .into_iter()
-                .map(|(k, v)| ([b"b".to_vec(), k].concat(), v)),
-        )
-        .collect();
-    (e.durable_checkpoint(), c)
+    (e.durable_checkpoint(), both(&a, &b))
 }
 
 #[test]
