@@ -15,6 +15,7 @@ use crate::engine::{Barrier, Tree};
 use crate::error::{EngineError, Result};
 use crate::latch::LatchMode;
 use crate::page::{item_space, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PAGE, PAGE_SIZE};
+use crate::wal::Record;
 use std::cmp::Ordering;
 
 /// What a descent looks for.
@@ -216,6 +217,18 @@ impl Tree {
     }
 
     fn write(&self, key: &[u8], val: &[u8], must_exist: Option<bool>) -> Result<bool> {
+        self.write_inner(key, val, must_exist, true)
+    }
+
+    /// Writes a key; logs the change (write-ahead, under the leaf latch)
+    /// when `log` and the engine has a log.
+    pub(crate) fn write_inner(
+        &self,
+        key: &[u8],
+        val: &[u8],
+        must_exist: Option<bool>,
+        log: bool,
+    ) -> Result<bool> {
         if key.len() > MAX_KEY {
             return Err(EngineError::KeyTooLarge {
                 len: key.len(),
@@ -236,6 +249,13 @@ impl Tree {
         match (must_exist, pos) {
             (Some(true), Err(_)) | (Some(false), Ok(_)) => return Ok(false),
             _ => {}
+        }
+        if log {
+            self.inner.log(&Record::Put {
+                tree: self.id,
+                key: key.to_vec(),
+                value: val.to_vec(),
+            });
         }
         self.inner.before_modify(&mut g)?;
         let fits = match pos {
@@ -385,6 +405,10 @@ impl Tree {
     /// Deletes a key; false if it does not exist. An underfull leaf is
     /// merged with its right sibling when both hang off the same parent.
     pub fn delete(&self, key: &[u8]) -> Result<bool> {
+        self.delete_inner(key, true)
+    }
+
+    pub(crate) fn delete_inner(&self, key: &[u8], log: bool) -> Result<bool> {
         let _b = Barrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
@@ -392,6 +416,12 @@ impl Tree {
         let Ok(i) = g.page().search(&*self.cmp(), key) else {
             return Ok(false);
         };
+        if log {
+            self.inner.log(&Record::Delete {
+                tree: self.id,
+                key: key.to_vec(),
+            });
+        }
         self.inner.before_modify(&mut g)?;
         g.page_mut().remove_at(i);
         g.mark_dirty(epoch);

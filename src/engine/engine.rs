@@ -17,6 +17,7 @@ use crate::page::{PageMut, F_DELETED, NO_PAGE, PAGE_SIZE};
 use crate::store::control::Control;
 use crate::store::image::{self, UNIT};
 use crate::store::map::TreeMap;
+use crate::wal::{Lsn, Record, WalSink};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -62,6 +63,18 @@ pub(crate) struct Inner {
     pub pool: Pool,
     pub meta: Meta,
     pub slots: RwLock<HashMap<u32, usize>>,
+    /// Where changes are logged; None for an engine without a log (its
+    /// changes since the last checkpoint are lost with the process).
+    pub wal: Option<Arc<dyn WalSink>>,
+}
+
+/// Where a process finds the shared metadata region (see
+/// [`Engine::attach_shared`]).
+pub struct SharedMeta {
+    pub base: *mut u8,
+    pub max_trees: usize,
+    pub nchunks: usize,
+    pub latches: Arc<dyn crate::latch::LatchSet>,
 }
 
 /// An open engine directory.
@@ -195,6 +208,14 @@ impl Inner {
         self.meta.next_epoch().load(Ordering::Acquire)
     }
 
+    /// Logs a change if this engine has a log. Callers hold the checkpoint
+    /// barrier (and, for row changes, the leaf's exclusive latch).
+    pub fn log(&self, rec: &Record) {
+        if let Some(w) = &self.wal {
+            w.log(&rec.encode());
+        }
+    }
+
     /// Puts a page (latched exclusively, already pre-imaged) on the free list.
     pub fn free_page(&self, slot: usize, g: &mut PageGuard) {
         g.page_mut().set_flag(F_DELETED, true);
@@ -277,18 +298,24 @@ impl Engine {
     /// pool of `nbuffers` buffers and metadata for up to
     /// [`PRIVATE_MAX_TREES`] trees.
     pub fn open(dir: impl AsRef<Path>, nbuffers: usize, io: Arc<dyn FileIo>) -> Result<Engine> {
-        Self::open_with(
-            dir,
-            Pool::private(nbuffers),
-            Meta::private(PRIVATE_MAX_TREES, PRIVATE_META_CHUNKS),
-            io,
-        )
+        Self::open_logged(dir, nbuffers, io, None)
+    }
+
+    /// As [`open`](Self::open), logging every change to `wal`.
+    pub fn open_logged(
+        dir: impl AsRef<Path>,
+        nbuffers: usize,
+        io: Arc<dyn FileIo>,
+        wal: Option<Arc<dyn WalSink>>,
+    ) -> Result<Engine> {
+        let meta = Meta::private(PRIVATE_MAX_TREES, PRIVATE_META_CHUNKS);
+        Self::open_with(dir, Pool::private(nbuffers), meta, io, wal)
     }
 
     /// Opens the engine over shared memory, as each server process does.
     ///
     /// # Safety
-    /// `meta_base` must point to a region formatted by
+    /// `region.base` must point to a region formatted by
     /// [`MetaRegion::format`](crate::meta::MetaRegion::format) for
     /// `max_trees`/`nchunks`, mapped for the life of the process, and every
     /// process must pass the same `latches` (at least
@@ -296,15 +323,19 @@ impl Engine {
     pub unsafe fn attach_shared(
         dir: impl AsRef<Path>,
         pool: Pool,
-        meta_base: *mut u8,
-        max_trees: usize,
-        nchunks: usize,
-        latches: Arc<dyn crate::latch::LatchSet>,
+        region: SharedMeta,
         io: Arc<dyn FileIo>,
+        wal: Option<Arc<dyn WalSink>>,
     ) -> Result<Engine> {
+        let SharedMeta {
+            base,
+            max_trees,
+            nchunks,
+            latches,
+        } = region;
         // SAFETY: forwarded from the caller's guarantees.
-        let meta = unsafe { Meta::attach(meta_base, max_trees, nchunks, latches) };
-        Self::open_with(dir, pool, meta, io)
+        let meta = unsafe { Meta::attach(base, max_trees, nchunks, latches) };
+        Self::open_with(dir, pool, meta, io, wal)
     }
 
     /// Another handle on the same shared memory, as a second process would
@@ -315,6 +346,7 @@ impl Engine {
             self.inner.pool.another_handle(),
             self.inner.meta.clone(),
             io,
+            self.inner.wal.clone(),
         )
     }
 
@@ -326,6 +358,7 @@ impl Engine {
         pool: Pool,
         meta: Meta,
         io: Arc<dyn FileIo>,
+        wal: Option<Arc<dyn WalSink>>,
     ) -> Result<Engine> {
         let dir = dir.as_ref().to_path_buf();
         std::fs::create_dir_all(&dir).map_err(|e| EngineError::io("create directory", &dir, e))?;
@@ -335,6 +368,7 @@ impl Engine {
             pool,
             meta,
             slots: RwLock::new(HashMap::new()),
+            wal,
         });
         let engine = Engine { inner };
         if engine.inner.meta.loaded().load(Ordering::Acquire) == 0 {
@@ -443,6 +477,7 @@ impl Engine {
             }
         }
         meta.durable().store(durable, Ordering::Release);
+        meta.redo().store(control.redo, Ordering::Release);
         meta.next_epoch().store(durable + 1, Ordering::Release);
         meta.running().store(0, Ordering::Release);
         Ok(())
@@ -487,6 +522,57 @@ impl Engine {
 
     pub fn pool(&self) -> &Pool {
         &self.inner.pool
+    }
+
+    /// Where replay must start: the redo point of the durable checkpoint.
+    pub fn redo_position(&self) -> Lsn {
+        self.inner.meta.redo().load(Ordering::Acquire)
+    }
+
+    /// Re-applies one logged change (recovery). Idempotent: every record sets
+    /// a final state. `cmp` gives the key order of a tree it creates or
+    /// opens. Nothing is logged while replaying.
+    pub fn replay(&self, bytes: &[u8], cmp: &dyn Fn(TreeId) -> Arc<dyn KeyCmp>) -> Result<()> {
+        let rec = Record::decode(bytes).map_err(|d| EngineError::Damaged {
+            tree: TreeId::new(0, 0),
+            detail: d,
+        })?;
+        let id = rec.tree();
+        let live = self.inner.slot_of(id).is_ok();
+        match rec {
+            Record::Create { compress, .. } => {
+                if !live {
+                    self.create_tree(
+                        id,
+                        TreeOptions {
+                            compress,
+                            cmp: cmp(id),
+                        },
+                        false,
+                    )?;
+                }
+            }
+            Record::Drop { .. } => {
+                if live {
+                    self.drop_tree_inner(id, false)?;
+                }
+            }
+            Record::Put { key, value, .. } => {
+                let t = self.tree_with(id, cmp(id))?;
+                t.write_inner(&key, &value, None, false)?;
+            }
+            Record::Delete { key, .. } => {
+                let t = self.tree_with(id, cmp(id))?;
+                t.delete_inner(&key, false)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A handle on an existing tree with the given comparator.
+    pub fn tree_with(&self, id: TreeId, cmp: Arc<dyn KeyCmp>) -> Result<Tree> {
+        let slot = self.inner.slot_of(id)?;
+        Ok(self.handle(slot, cmp))
     }
 
     /// The last durable checkpoint number (0 = none yet).
@@ -537,6 +623,14 @@ impl Engine {
                 .store(opts.compress, Ordering::Relaxed);
             return Ok(self.handle(i, opts.cmp));
         }
+        self.create_tree(id, opts, true)
+    }
+
+    /// Creates tree `id` unless another process just did; logs the creation
+    /// when `log`.
+    fn create_tree(&self, id: TreeId, opts: TreeOptions, log: bool) -> Result<Tree> {
+        let inner = &*self.inner;
+        let meta = &inner.meta;
         let _b = Barrier::enter(&inner.pool);
         if let Some(i) = meta.find(id, SLOT_LIVE) {
             return Ok(self.handle(i, opts.cmp));
@@ -563,6 +657,12 @@ impl Engine {
             PageMut(&mut page).init(0, None, None, NO_PAGE);
             inner.write_image(slot, root, &page, inner.epoch())?;
             meta.slot(slot).root.store(root, Ordering::Release);
+            if log {
+                inner.log(&Record::Create {
+                    tree: id,
+                    compress: opts.compress,
+                });
+            }
             Ok(())
         })();
         match created {
@@ -589,11 +689,17 @@ impl Engine {
     /// Drops a tree. Its files disappear when the next checkpoint is durable
     /// (until then the durable checkpoint still names them).
     pub fn drop_tree(&self, id: impl Into<TreeId>) -> Result<()> {
-        let id = id.into();
+        self.drop_tree_inner(id.into(), true)
+    }
+
+    fn drop_tree_inner(&self, id: TreeId, log: bool) -> Result<()> {
         let inner = &*self.inner;
         let meta = &inner.meta;
         let _b = Barrier::enter(&inner.pool);
         let slot = inner.slot_of(id)?;
+        if log {
+            inner.log(&Record::Drop { tree: id });
+        }
         {
             let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
             let s = meta.slot(slot);
@@ -623,6 +729,9 @@ impl Engine {
         let barrier = inner.pool.barrier_latch();
         latches.acquire(barrier, LatchMode::Exclusive);
         let n = meta.next_epoch().load(Ordering::Acquire);
+        // With a log, the redo point is its position now: every change before
+        // it is in this image, none after it (changes log under the barrier).
+        let redo = inner.wal.as_ref().map_or(redo, |w| w.insert_position());
         meta.running().store(n, Ordering::Release);
         meta.next_epoch().store(n + 1, Ordering::Release);
         let trees = self.slots_in(SLOT_LIVE);
@@ -643,6 +752,7 @@ impl Engine {
         match result {
             Ok(()) => {
                 meta.durable().store(n, Ordering::Release);
+                meta.redo().store(redo, Ordering::Release);
                 for &(slot, _, id) in &trees {
                     let f = meta.file(slot);
                     f.checkpoint_done();

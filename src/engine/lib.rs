@@ -18,6 +18,7 @@ pub mod meta;
 pub mod mvcc;
 pub mod page;
 pub mod store;
+pub mod wal;
 
 pub use check::CheckReport;
 pub use cursor::{Cursor, Direction};

@@ -55,6 +55,8 @@ struct Header {
     pub running: AtomicU64,
     pub next_epoch: AtomicU64,
     pub durable: AtomicU64,
+    /// Redo point of the durable checkpoint (where replay starts).
+    pub redo: AtomicU64,
 }
 
 /// One tree. Invariants: `id`/`state` change only under the directory
@@ -205,6 +207,9 @@ impl Meta {
     }
     pub fn durable(&self) -> &AtomicU64 {
         &self.header().durable
+    }
+    pub fn redo(&self) -> &AtomicU64 {
+        &self.header().redo
     }
     pub fn loaded(&self) -> &AtomicU32 {
         &self.header().loaded

@@ -4,6 +4,7 @@ mod checkpoint;
 mod concurrency;
 mod corruption;
 mod model;
+mod recovery;
 
 use crate::io::StdIo;
 use crate::{Engine, Tree, TreeOptions};
