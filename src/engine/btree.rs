@@ -14,7 +14,7 @@ use crate::buffer::PageGuard;
 use crate::engine::{Barrier, Tree};
 use crate::error::{EngineError, Result};
 use crate::latch::LatchMode;
-use crate::page::{item_space, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PAGE, PAGE_SIZE};
+use crate::page::{item_space, PageMut, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PAGE, PAGE_SIZE};
 use crate::wal::Record;
 use std::cmp::Ordering;
 
@@ -41,20 +41,31 @@ fn owned_items(p: PageRef) -> Items {
     p.items().map(|(k, v)| (k.to_vec(), v.to_vec())).collect()
 }
 
-/// Split point by bytes: the left half gets about half of the space.
-fn split_point(items: &Items) -> usize {
-    let total: usize = items
+/// Where to split `items` (the separator is the right half's first key):
+/// among the points where both halves fit with their low and high keys, the
+/// one closest to an even split by bytes. None only if no point fits, which
+/// the key and item size limits rule out.
+fn split_point(items: &Items, low: Option<&[u8]>, high: Option<&[u8]>) -> Option<usize> {
+    let sizes: Vec<usize> = items
         .iter()
         .map(|(k, v)| item_space(k.len(), v.len()))
-        .sum();
-    let mut acc = 0;
-    for (i, (k, v)) in items.iter().enumerate() {
-        acc += item_space(k.len(), v.len());
-        if acc * 2 >= total {
-            return (i + 1).clamp(1, items.len() - 1);
+        .collect();
+    let total: usize = sizes.iter().sum();
+    let cap = PAGE_SIZE - HEADER;
+    let (low, high) = (low.map_or(0, <[u8]>::len), high.map_or(0, <[u8]>::len));
+    let mut best: Option<(usize, usize)> = None;
+    let mut left = 0;
+    for s in 1..items.len() {
+        left += sizes[s - 1];
+        let sep = items[s].0.len();
+        if left + low + sep <= cap && total - left + sep + high <= cap {
+            let skew = (2 * left).abs_diff(total);
+            if best.is_none_or(|(b, _)| skew < b) {
+                best = Some((skew, s));
+            }
         }
     }
-    items.len() / 2
+    best.map(|(_, s)| s)
 }
 
 fn as_slices(items: &[(Vec<u8>, Vec<u8>)]) -> impl Iterator<Item = (&[u8], &[u8])> {
@@ -150,11 +161,20 @@ impl Tree {
             }
             path.clear();
             let mut pno = self.root();
+            let mut moves = 0u32;
             let mut expect: Option<u16> = None;
             let mut want = LatchMode::Shared;
             loop {
                 let g = self.fetch(pno, if expect == Some(level) { mode } else { want })?;
                 let p = g.page();
+                if expect.is_none() && p.level() < level {
+                    // The tree is growing a root above our target level right
+                    // now: wait for that (it holds the root lock), not a spin.
+                    drop(g);
+                    drop(self.root_lock());
+                    restarts -= 1;
+                    continue 'restart;
+                }
                 if expect.is_some_and(|e| e != p.level()) || p.level() < level {
                     drop(g);
                     std::thread::yield_now();
@@ -167,6 +187,10 @@ impl Tree {
                         continue 'restart;
                     }
                     Cover::Right => {
+                        moves += 1;
+                        if moves > MAX_RESTARTS * 10 {
+                            return Err(self.damaged(format!("right links loop at page {pno}")));
+                        }
                         let r = p.right();
                         if r == NO_PAGE {
                             return Err(self
@@ -281,8 +305,6 @@ impl Tree {
     /// Splits the latched page `g` whose new contents are `items`: the upper
     /// half moves to a new right sibling. Returns (separator, new page).
     fn split(&self, g: &mut PageGuard, items: Items, epoch: u64) -> Result<(Vec<u8>, u32)> {
-        let s = split_point(&items);
-        let sep = items[s].0.clone();
         let p = g.page();
         let (level, low, high, right) = (
             p.level(),
@@ -290,10 +312,13 @@ impl Tree {
             p.high().map(<[u8]>::to_vec),
             p.right(),
         );
-        let q = self.alloc_page()?;
-        let mut gq = self.inner.pool.fetch_new(&*self.inner, self.num, q)?;
-        self.inner.before_modify(&mut gq)?;
-        if !gq.page_mut().build(
+        let s = split_point(&items, low.as_deref(), high.as_deref())
+            .ok_or_else(|| self.damaged("split: no split point fits both halves"))?;
+        let sep = items[s].0.clone();
+        // Both halves are built aside first, so nothing on the page changes
+        // unless the whole split succeeds.
+        let mut rbuf = vec![0u8; PAGE_SIZE];
+        if !PageMut(&mut rbuf).build(
             level,
             Some(&sep),
             high.as_deref(),
@@ -302,12 +327,31 @@ impl Tree {
         ) {
             return Err(self.damaged("split: right half does not fit"));
         }
-        if !g
-            .page_mut()
-            .build(level, low.as_deref(), Some(&sep), q, as_slices(&items[..s]))
-        {
-            return Err(self.damaged("split: left half does not fit"));
-        }
+        let q = self.alloc_page()?;
+        let mut lbuf = vec![0u8; PAGE_SIZE];
+        let new_page = (|| {
+            if !PageMut(&mut lbuf).build(
+                level,
+                low.as_deref(),
+                Some(&sep),
+                q,
+                as_slices(&items[..s]),
+            ) {
+                return Err(self.damaged("split: left half does not fit"));
+            }
+            let mut gq = self.inner.pool.fetch_new(&*self.inner, self.num, q)?;
+            self.inner.before_modify(&mut gq)?;
+            Ok(gq)
+        })();
+        let mut gq = match new_page {
+            Ok(gq) => gq,
+            Err(e) => {
+                self.file().page_freed(q);
+                return Err(e);
+            }
+        };
+        gq.page_mut().0.copy_from_slice(&rbuf);
+        g.page_mut().0.copy_from_slice(&lbuf);
         gq.mark_dirty(epoch);
         g.mark_dirty(epoch);
         Ok((sep, q))
@@ -332,7 +376,15 @@ impl Tree {
                     let root_lock = self.root_lock();
                     if self.root() == left {
                         let r = self.alloc_page()?;
-                        let mut gr = self.inner.pool.fetch_new(&*self.inner, self.num, r)?;
+                        let fetched = self.inner.pool.fetch_new(&*self.inner, self.num, r);
+                        let mut gr = match fetched {
+                            Ok(gr) => gr,
+                            Err(e) => {
+                                self.file().page_freed(r);
+                                return Err(e);
+                            }
+                        };
+                        // A new page holds nothing the checkpoint needs.
                         self.inner.before_modify(&mut gr)?;
                         let items = [
                             (&b""[..], &child_value(left)[..]),
@@ -353,12 +405,14 @@ impl Tree {
                     self.descend(Target::Key(&sep), level, LatchMode::Exclusive, &mut path)?
                 }
             };
-            let pos = match g.page().search(&*self.cmp(), &sep) {
-                Ok(_) => {
-                    return Err(self.damaged(format!("separator already present at level {level}")))
-                }
-                Err(i) => i,
-            };
+            // Position by downlink ranges, never comparing with item 0's
+            // placeholder key (a custom comparator may not accept it).
+            let cmp = self.cmp();
+            let idx = g.page().child_index(&*cmp, &sep, false);
+            if idx > 0 && cmp.cmp(g.page().key(idx), &sep) == Ordering::Equal {
+                return Err(self.damaged(format!("separator already present at level {level}")));
+            }
+            let pos = idx + 1;
             self.inner.before_modify(&mut g)?;
             let cv = child_value(child);
             if g.page_mut().insert_at(pos, &sep, &cv) {

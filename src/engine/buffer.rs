@@ -386,7 +386,7 @@ impl Pool {
                 // Someone mapped the page meanwhile: give the buffer back.
                 self.latches.release(part, LatchMode::Exclusive);
                 self.latches.release(v, LatchMode::Exclusive);
-                d.pins.store(0, Ordering::Release);
+                d.pins.fetch_sub(1, Ordering::AcqRel);
                 continue;
             }
             d.flags.store(0, Ordering::Release);
@@ -407,7 +407,9 @@ impl Pool {
                 d.tag.store(EMPTY, Ordering::Release);
                 self.latches.release(part, LatchMode::Exclusive);
                 self.latches.release(v, LatchMode::Exclusive);
-                d.pins.store(0, Ordering::Release);
+                // Others may have pinned it meanwhile and wait on the latch:
+                // drop only our pin; they see the empty tag and retry.
+                d.pins.fetch_sub(1, Ordering::AcqRel);
                 return Err(e);
             }
             d.flags.store(F_VALID, Ordering::Release);
@@ -474,11 +476,17 @@ impl Pool {
         let d = self.desc(i);
         let part = self.partition_latch(tag);
         self.latches.acquire(part, LatchMode::Exclusive);
-        let done = d.tag.load(Ordering::Acquire) == tag
-            && (!clean_only || d.flags.load(Ordering::Acquire) & F_DIRTY == 0)
+        // Pin first, then look at the dirty flag: a modifier marks the page
+        // dirty before it unpins, so once our pin is in, the flag is final
+        // (new pins need the partition latch we hold).
+        let mut done = d.tag.load(Ordering::Acquire) == tag
             && d.pins
                 .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok();
+        if done && clean_only && d.flags.load(Ordering::Acquire) & F_DIRTY != 0 {
+            d.pins.fetch_sub(1, Ordering::AcqRel);
+            done = false;
+        }
         if done {
             self.chain_remove(tag, i);
             d.tag.store(EMPTY, Ordering::Release);
@@ -491,9 +499,15 @@ impl Pool {
 
     /// Writes a dirty buffer out if nobody is using it right now.
     fn flush(&self, io: &dyn PageIo, i: usize, tag: u64) -> Result<()> {
-        let Some(_) = self.pin_mapped(tag).filter(|&j| j == i) else {
-            return Ok(());
-        };
+        match self.pin_mapped(tag) {
+            Some(j) if j == i => {}
+            Some(j) => {
+                // The page moved to another buffer meanwhile; not ours to flush.
+                self.desc(j).pins.fetch_sub(1, Ordering::AcqRel);
+                return Ok(());
+            }
+            None => return Ok(()),
+        }
         let d = self.desc(i);
         let mut res = Ok(());
         if self.latches.try_acquire(i, LatchMode::Exclusive) {
@@ -526,7 +540,7 @@ impl Pool {
                 continue;
             }
             if self.unmap(i, tag, false) {
-                d.pins.store(0, Ordering::Release);
+                d.pins.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }

@@ -227,10 +227,27 @@ impl Inner {
 
     /// Writes an image of `page` to a new extent of tree `slot`'s file.
     fn write_image(&self, slot: usize, page: u32, buf: &[u8], epoch: u64) -> Result<()> {
+        let num = self.meta.slot(slot).num.load(Ordering::Acquire);
+        self.write_image_checked(slot, num, page, buf, epoch)
+    }
+
+    /// As `write_image`, discarding the write if the slot no longer holds
+    /// tree number `num` (dropped and reused since the caller looked).
+    fn write_image_checked(
+        &self,
+        slot: usize,
+        num: u32,
+        page: u32,
+        buf: &[u8],
+        epoch: u64,
+    ) -> Result<()> {
         let id = self.meta.slot_id(slot);
         let level = self.meta.slot(slot).compress.load(Ordering::Relaxed);
         let img = image::encode(buf, page, epoch, level);
         let f = self.meta.file(slot);
+        if self.meta.slot(slot).num.load(Ordering::Acquire) != num {
+            return Ok(());
+        }
         let e = f.space_alloc((img.len() / UNIT) as u16)?;
         let path = self.data_path(id);
         if let Err(err) = self.io.write_at(&path, e.off as u64 * UNIT as u64, &img) {
@@ -253,18 +270,12 @@ impl PageIo for Inner {
             let f = self.meta.file(slot);
             let ent = (page < f.npages()).then(|| f.entry(page));
             match ent {
-                Some(e) if !e.free => match e.cur {
-                    Some(x) => x,
-                    None => {
-                        return Err(EngineError::Damaged {
-                            tree: id,
-                            detail: format!("page {page} has no stored image"),
-                        })
-                    }
-                },
+                // A page allocated but never written is being formatted by
+                // its allocator right now: to a stale reader it is a tombstone.
+                Some(e) if !e.free && e.cur.is_some() => e.cur.unwrap(),
                 _ => {
-                    // A stale reference to a freed page: hand out a tombstone
-                    // so the reader restarts its descent.
+                    // A stale reference to a freed (or not yet written) page:
+                    // hand out a tombstone so the reader restarts its descent.
                     let mut p = PageMut(buf);
                     p.init(0, None, None, NO_PAGE);
                     p.set_flag(F_DELETED, true);
@@ -286,7 +297,7 @@ impl PageIo for Inner {
 
     fn write_page(&self, tree: u32, page: u32, buf: &[u8], epoch: u64) -> Result<()> {
         match self.slot_of_num(tree) {
-            Some((slot, true)) => self.write_image(slot, page, buf, epoch),
+            Some((slot, true)) => self.write_image_checked(slot, tree, page, buf, epoch),
             // A buffer of a dropped tree: nothing to keep.
             _ => Ok(()),
         }
@@ -439,11 +450,19 @@ impl Engine {
                 }
             }
         }
-        for (id, map) in &maps {
+        let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
+        let mut claimed = Vec::new();
+        let loaded: Result<()> = maps.iter().try_for_each(|(id, map)| {
             let data = inner.data_path(*id);
-            let slot = self.claim_slot(*id, map.compress)?;
+            let slot = self.claim_slot(&dir, *id, map.compress)?;
+            claimed.push(slot);
             let f = meta.file(slot);
-            f.load(&map.pages)?;
+            f.load(&map.pages).map_err(|e| match e {
+                EngineError::Damaged { detail, .. } => {
+                    EngineError::corrupt(inner.map_path(*id, durable), 0, detail)
+                }
+                e => e,
+            })?;
             let need = f.end_units() as u64 * UNIT as u64;
             drop(f);
             meta.slot(slot).root.store(map.root, Ordering::Release);
@@ -461,7 +480,16 @@ impl Engine {
                     .map_err(|e| EngineError::io("truncate", &data, e))?;
             }
             meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
+            Ok(())
+        });
+        if let Err(e) = loaded {
+            // Leave the directory as empty as we found it, so a retry starts clean.
+            for slot in claimed {
+                self.release_slot(&dir, slot);
+            }
+            return Err(e);
         }
+        drop(dir);
         for (db, name) in &files {
             let stale = match parse_map_name(name) {
                 Some((_, c)) => c != durable,
@@ -483,20 +511,16 @@ impl Engine {
         Ok(())
     }
 
-    /// Takes a free slot for tree `id` (state stays FREE until the caller
-    /// publishes it as LIVE).
-    fn claim_slot(&self, id: TreeId, compress: i32) -> Result<usize> {
+    /// Takes a free slot for tree `id` with a fresh tree number. The caller
+    /// holds the directory latch (`_dir`) from before this call until it
+    /// publishes the slot as LIVE or frees it, so no other claimer can pick
+    /// the same slot or create the same tree meanwhile.
+    fn claim_slot(&self, _dir: &MetaLatch, id: TreeId, compress: i32) -> Result<usize> {
         let meta = &self.inner.meta;
-        let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         let i = (0..meta.max_trees())
-            .find(|&i| {
-                meta.slot(i).state.load(Ordering::Acquire) == SLOT_FREE
-                    && meta.slot(i).num.load(Ordering::Acquire) != u32::MAX
-            })
+            .find(|&i| meta.slot(i).state.load(Ordering::Acquire) == SLOT_FREE)
             .ok_or(EngineError::TooManyTrees(meta.max_trees()))?;
         let s = meta.slot(i);
-        // Reserve it: a FREE slot with number u32::MAX is taken but not live yet.
-        s.num.store(u32::MAX, Ordering::Release);
         meta.file(i).reset();
         s.compress.store(compress, Ordering::Relaxed);
         s.root.store(0, Ordering::Relaxed);
@@ -506,14 +530,20 @@ impl Engine {
         Ok(i)
     }
 
-    /// Returns a claimed or dropped slot to the directory.
-    fn free_slot(&self, slot: usize) {
+    /// Returns a slot to the directory (caller holds the directory latch).
+    fn release_slot(&self, _dir: &MetaLatch, slot: usize) {
         let meta = &self.inner.meta;
-        let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         meta.file(slot).reset();
         let s = meta.slot(slot);
         s.num.store(0, Ordering::Release);
         s.state.store(SLOT_FREE, Ordering::Release);
+    }
+
+    /// Returns a dropped slot to the directory.
+    fn free_slot(&self, slot: usize) {
+        let meta = &self.inner.meta;
+        let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
+        self.release_slot(&dir, slot);
     }
 
     pub fn dir(&self) -> &Path {
@@ -632,13 +662,17 @@ impl Engine {
         let inner = &*self.inner;
         let meta = &inner.meta;
         let _b = Barrier::enter(&inner.pool);
+        // Held across the creation (a directory and one page write): tree
+        // creation is rare, and this makes "find or create" atomic.
+        let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         if let Some(i) = meta.find(id, SLOT_LIVE) {
+            drop(dir);
             return Ok(self.handle(i, opts.cmp));
         }
         if meta.find(id, SLOT_DROPPED).is_some() {
             return Err(EngineError::TreeExists(id));
         }
-        let slot = self.claim_slot(id, opts.compress)?;
+        let slot = self.claim_slot(&dir, id, opts.compress)?;
         let created = (|| {
             let d = inner.db_dir(id.db);
             inner
@@ -667,14 +701,12 @@ impl Engine {
         })();
         match created {
             Ok(()) => {
-                {
-                    let _d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
-                    meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
-                }
+                meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
+                drop(dir);
                 Ok(self.handle(slot, opts.cmp))
             }
             Err(e) => {
-                self.free_slot(slot);
+                self.release_slot(&dir, slot);
                 Err(e)
             }
         }
@@ -695,6 +727,9 @@ impl Engine {
     fn drop_tree_inner(&self, id: TreeId, log: bool) -> Result<()> {
         let inner = &*self.inner;
         let meta = &inner.meta;
+        // A running checkpoint may have captured this tree and still need its
+        // dirty pages, which dropping discards: wait for it to finish.
+        let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
         let _b = Barrier::enter(&inner.pool);
         let slot = inner.slot_of(id)?;
         if log {
@@ -751,21 +786,37 @@ impl Engine {
         meta.running().store(0, Ordering::Release);
         match result {
             Ok(()) => {
+                // The control file's rename was the commit point: from here on
+                // checkpoint N is the durable one whatever fails, so every tree
+                // takes it over before any error is reported.
                 meta.durable().store(n, Ordering::Release);
                 meta.redo().store(redo, Ordering::Release);
+                for &(slot, _, _) in &trees {
+                    meta.file(slot).checkpoint_done();
+                }
+                let mut first_err = inner
+                    .io
+                    .sync_dir(&inner.dir)
+                    .map_err(inner.ioerr("sync", &inner.dir))
+                    .err();
                 for &(slot, _, id) in &trees {
+                    // Truncate under the file latch, so no write lands beyond
+                    // the new end meanwhile.
                     let f = meta.file(slot);
-                    f.checkpoint_done();
                     if let Some(end) = f.space_trim() {
                         let path = inner.data_path(id);
-                        inner
-                            .io
-                            .set_len(&path, end as u64 * UNIT as u64)
-                            .map_err(|e| EngineError::io("truncate", &path, e))?;
+                        if let Err(e) = inner.io.set_len(&path, end as u64 * UNIT as u64) {
+                            first_err.get_or_insert(EngineError::io("truncate", &path, e));
+                        }
                     }
                 }
-                self.remove_old_files(n, &dropped)?;
-                Ok(n)
+                if let Err(e) = self.remove_old_files(n, &dropped) {
+                    first_err.get_or_insert(e);
+                }
+                match first_err {
+                    None => Ok(n),
+                    Some(e) => Err(e),
+                }
             }
             Err(e) => {
                 for &(slot, _, _) in &trees {
@@ -861,10 +912,6 @@ impl Engine {
             .io
             .rename(&tmp, &control)
             .map_err(inner.ioerr("rename", &tmp))?;
-        inner
-            .io
-            .sync_dir(&inner.dir)
-            .map_err(inner.ioerr("sync", &inner.dir))?;
         Ok(())
     }
 

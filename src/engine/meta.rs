@@ -749,6 +749,12 @@ impl FileGuard<'_> {
                 },
             );
             if let Some(e) = ext {
+                if (0..e.len as u32).any(|k| self.is_used(e.off + k)) {
+                    return Err(EngineError::Damaged {
+                        tree: crate::TreeId::new(0, 0),
+                        detail: format!("page {p} shares units with another page"),
+                    });
+                }
                 if self.s().end_units < e.end() {
                     self.s().end_units = e.end();
                 }

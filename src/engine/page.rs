@@ -328,6 +328,15 @@ pub fn validate(p: &[u8]) -> Result<(), String> {
         return Err("high key out of bounds".into());
     }
     let level = rd16(p, 4);
+    // Every byte of the data area is an item, a bound key or counted garbage,
+    // and nothing overlaps: otherwise a later insert could write over data.
+    let mut ranges: Vec<(usize, usize)> = Vec::with_capacity(n + 2);
+    if flags & F_HAS_LOW != 0 {
+        ranges.push((rd16(p, 16), rd16(p, 18)));
+    }
+    if flags & F_HAS_HIGH != 0 {
+        ranges.push((rd16(p, 20), rd16(p, 22)));
+    }
     for i in 0..n {
         let o = rd16(p, HEADER + 2 * i);
         if !in_data(o, 4) {
@@ -340,6 +349,18 @@ pub fn validate(p: &[u8]) -> Result<(), String> {
         if level > 0 && vl != 4 {
             return Err(format!("internal item {i} has a {vl}-byte child pointer"));
         }
+        ranges.push((o, 4 + kl + vl));
+    }
+    ranges.sort_unstable();
+    if ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
+        return Err("items overlap".into());
+    }
+    let used: usize = ranges.iter().map(|r| r.1).sum();
+    if used + rd16(p, 10) != PAGE_SIZE - upper {
+        return Err(format!(
+            "garbage count {} does not match the data area",
+            rd16(p, 10)
+        ));
     }
     if level > 0 && n == 0 && flags & F_DELETED == 0 {
         return Err("internal page without items".into());
@@ -414,6 +435,25 @@ mod tests {
         assert_eq!(r.child_index(&Bytewise, b"d", false), 1);
         assert_eq!(r.child_index(&Bytewise, b"d", true), 0);
         assert_eq!(r.child_index(&Bytewise, b"z", false), 2);
+    }
+
+    #[test]
+    fn overlapping_items_and_wrong_garbage_are_rejected() {
+        let mut buf = page();
+        let mut p = PageMut(&mut buf);
+        p.init(0, Some(b"a"), None, NO_PAGE);
+        assert!(p.insert_at(0, b"b", b"one"));
+        assert!(p.insert_at(1, b"c", b"two"));
+        p.remove_at(0);
+        validate(&buf).unwrap();
+        let mut bad = buf.clone();
+        bad[10] ^= 1; // garbage count
+        assert!(validate(&bad).is_err());
+        let mut bad = buf.clone();
+        // Point item 0 at the low key's bytes.
+        let low_off = rd16(&buf, 16);
+        bad[HEADER..HEADER + 2].copy_from_slice(&(low_off as u16).to_le_bytes());
+        assert!(validate(&bad).is_err());
     }
 
     #[test]

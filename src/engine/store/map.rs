@@ -89,7 +89,10 @@ impl TreeMap {
             let flags = u16::from_le_bytes(b[o + 6..o + 8].try_into().unwrap());
             pages.push(match flags {
                 F_FREE => None,
-                0 if len > 0 && len as usize <= crate::store::image::MAX_UNITS => {
+                0 if len > 0
+                    && len as usize <= crate::store::image::MAX_UNITS
+                    && off.checked_add(len as u32).is_some() =>
+                {
                     Some(Extent { off, len })
                 }
                 _ => return Err(format!("bad map entry for page {i}")),

@@ -211,3 +211,72 @@ mod prop {
         }
     }
 }
+
+/// Keys at the 1024-byte limit and items at the 2600-byte limit: pages
+/// then carry 1 KB low and high keys, and every split must still find a
+/// point where both halves fit.
+#[test]
+fn maximal_keys_and_items_always_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 16);
+    let t = tree(&e, 1, -1);
+    let mut model = BTreeMap::new();
+    let mut rng = Rng(5);
+    for i in 0..3000u64 {
+        let mut k = vec![b'k'; 1000 + rng.below(25) as usize];
+        k[..8].copy_from_slice(&rng.next().to_be_bytes());
+        let vlen = match rng.below(3) {
+            0 => 2600 - k.len(),
+            1 => 300 + rng.below(1200) as usize,
+            _ => rng.below(40) as usize,
+        };
+        let v = value(i, 0, vlen);
+        t.upsert(&k, &v).unwrap();
+        model.insert(k, v);
+        if i % 5 == 0 {
+            let victim = model
+                .keys()
+                .nth(rng.below(model.len() as u64) as usize)
+                .cloned()
+                .unwrap();
+            assert!(t.delete(&victim).unwrap());
+            model.remove(&victim);
+        }
+    }
+    assert_valid(&t);
+    assert_eq!(contents(&t), model);
+}
+
+/// Many threads and handles opening the same and different trees at once:
+/// each id gets exactly one tree.
+#[test]
+fn concurrent_tree_creation_is_atomic() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 32);
+    std::thread::scope(|s| {
+        for th in 0..8u32 {
+            let h = e.attach_another(Arc::new(StdIo::new())).unwrap();
+            s.spawn(move || {
+                for round in 0..20u32 {
+                    let id = 100 + (th + round) % 5;
+                    let t = tree(&h, id, -1);
+                    t.upsert(&key((th * 1000 + round) as u64), &id.to_le_bytes())
+                        .unwrap();
+                }
+            });
+        }
+    });
+    assert_eq!(e.tree_ids().len(), 5);
+    let mut total = 0;
+    for id in 100..105u32 {
+        let t = e.tree(id).unwrap();
+        assert_valid(&t);
+        let c = contents(&t);
+        assert!(
+            c.values().all(|v| v == &id.to_le_bytes()),
+            "tree {id} holds another tree's rows"
+        );
+        total += c.len();
+    }
+    assert_eq!(total, 8 * 20);
+}
