@@ -20,7 +20,7 @@ use crate::store::map::TreeMap;
 use crate::wal::{Lsn, Record, WalSink};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Trees a private engine (tests, tools) can hold, and its metadata chunks.
@@ -66,6 +66,8 @@ pub(crate) struct Inner {
     /// Where changes are logged; None for an engine without a log (its
     /// changes since the last checkpoint are lost with the process).
     pub wal: Option<Arc<dyn WalSink>>,
+    /// The `unlinks` count when this process last dropped its file handles.
+    pub seen_unlinks: AtomicU64,
 }
 
 /// Where a process finds the shared metadata region (see
@@ -168,6 +170,15 @@ impl Inner {
             .ok_or(EngineError::NoSuchTree(id))
     }
 
+    /// Drops this process's cached file handles if any data file was removed
+    /// since it last looked.
+    fn refresh_handles(&self) {
+        let now = self.meta.unlinks().load(Ordering::Acquire);
+        if self.seen_unlinks.swap(now, Ordering::AcqRel) != now {
+            self.io.forget_handles();
+        }
+    }
+
     pub fn db_dir(&self, db: u32) -> PathBuf {
         self.dir.join(db.to_string())
     }
@@ -241,6 +252,7 @@ impl Inner {
         buf: &[u8],
         epoch: u64,
     ) -> Result<()> {
+        self.refresh_handles();
         let id = self.meta.slot_id(slot);
         let level = self.meta.slot(slot).compress.load(Ordering::Relaxed);
         let img = image::encode(buf, page, epoch, level);
@@ -283,6 +295,7 @@ impl PageIo for Inner {
                 }
             }
         };
+        self.refresh_handles();
         let path = self.data_path(id);
         let off = ext.off as u64 * UNIT as u64;
         let mut bytes = vec![0u8; ext.len as usize * UNIT];
@@ -380,6 +393,7 @@ impl Engine {
             meta,
             slots: RwLock::new(HashMap::new()),
             wal,
+            seen_unlinks: AtomicU64::new(0),
         });
         let engine = Engine { inner };
         if engine.inner.meta.loaded().load(Ordering::Acquire) == 0 {
@@ -939,6 +953,7 @@ impl Engine {
                         .is_ok_and(|rel| gone(TreeId::new(db, rel))),
                 };
                 if remove {
+                    inner.meta.unlinks().fetch_add(1, Ordering::AcqRel);
                     let p = d.join(&name);
                     inner.io.remove(&p).map_err(inner.ioerr("remove", &p))?;
                 }

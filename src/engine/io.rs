@@ -26,6 +26,9 @@ pub trait FileIo: Send + Sync {
     fn exists(&self, path: &Path) -> bool;
     fn list(&self, dir: &Path) -> io::Result<Vec<String>>;
     fn create_dir(&self, dir: &Path) -> io::Result<()>;
+    /// Drops cached file handles (another process removed files: a cached
+    /// handle could name a deleted file whose path now names a new one).
+    fn forget_handles(&self) {}
 }
 
 /// Ordinary files through `std::fs`, with open handles cached per path.
@@ -115,6 +118,9 @@ impl FileIo for StdIo {
     }
     fn create_dir(&self, dir: &Path) -> io::Result<()> {
         std::fs::create_dir_all(dir)
+    }
+    fn forget_handles(&self) {
+        self.handles.lock().unwrap().clear();
     }
 }
 
@@ -211,5 +217,8 @@ impl<I: FileIo> FileIo for CrashAfter<I> {
     fn create_dir(&self, dir: &Path) -> io::Result<()> {
         self.step()?;
         self.inner.create_dir(dir)
+    }
+    fn forget_handles(&self) {
+        self.inner.forget_handles()
     }
 }

@@ -57,6 +57,9 @@ struct Header {
     pub durable: AtomicU64,
     /// Redo point of the durable checkpoint (where replay starts).
     pub redo: AtomicU64,
+    /// Bumped before any data file is removed, so processes drop cached
+    /// handles that might name a deleted file.
+    pub unlinks: AtomicU64,
 }
 
 /// One tree. Invariants: `id`/`state` change only under the directory
@@ -210,6 +213,9 @@ impl Meta {
     }
     pub fn redo(&self) -> &AtomicU64 {
         &self.header().redo
+    }
+    pub fn unlinks(&self) -> &AtomicU64 {
+        &self.header().unlinks
     }
     pub fn loaded(&self) -> &AtomicU32 {
         &self.header().loaded

@@ -176,3 +176,37 @@ fn handles_like_processes_share_everything() {
     let t2 = tree(&handles[1], 12, -1);
     assert_eq!(contents(&t2).len(), 0);
 }
+
+/// A process that cached a data file's handle must not keep writing to the
+/// deleted file after another process dropped the tree and a new tree took
+/// the same name.
+#[test]
+fn recreated_tree_files_are_not_written_through_stale_handles() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = open(dir.path(), 8);
+    let b = a.attach_another(Arc::new(StdIo::new())).unwrap();
+    let tb = tree(&b, 5, -1);
+    for i in 0..2000 {
+        tb.insert(&key(i), &value(i, 0, 100)).unwrap(); // b caches the file handle
+    }
+    drop(tb);
+    a.drop_tree(5u32).unwrap();
+    a.checkpoint(0).unwrap(); // removes the old file
+    let ta = tree(&a, 5, -1);
+    ta.insert(b"from a", b"1").unwrap();
+    let tb = b.tree(5u32).unwrap();
+    let mut want = BTreeMap::new();
+    want.insert(b"from a".to_vec(), b"1".to_vec());
+    for i in 0..2000 {
+        let v = value(i, 1, 100);
+        tb.insert(&key(i), &v).unwrap(); // evictions write through b's handles
+        want.insert(key(i), v);
+    }
+    b.checkpoint(0).unwrap();
+    drop((ta, tb));
+    drop((a, b));
+    let e = open(dir.path(), 8);
+    let t = e.tree(5u32).unwrap();
+    assert_valid(&t);
+    assert!(contents(&t) == want);
+}
