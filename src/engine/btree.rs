@@ -18,6 +18,29 @@ use crate::page::{item_space, PageMut, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PA
 use crate::wal::Record;
 use std::cmp::Ordering;
 
+/// What [`Tree::modify`] does with a key after looking at its value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change {
+    Keep,
+    Put(Vec<u8>),
+    Delete,
+}
+
+/// A pruner's verdict on one leaf item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Prune {
+    Keep,
+    Remove,
+    /// A shorter value (e.g. a version chain without its dead versions).
+    Replace(Vec<u8>),
+}
+
+/// Decides, when a leaf is full, which of its items nobody needs any more.
+/// Runs under the leaf's exclusive latch: it must be quick and not block.
+pub trait Pruner: Send + Sync {
+    fn prune(&self, key: &[u8], value: &[u8]) -> Prune;
+}
+
 /// What a descent looks for.
 #[derive(Clone, Copy)]
 pub(crate) enum Target<'a> {
@@ -253,16 +276,34 @@ impl Tree {
         must_exist: Option<bool>,
         log: bool,
     ) -> Result<bool> {
+        self.apply(key, log, |cur| match (must_exist, cur.is_some()) {
+            (Some(true), false) | (Some(false), true) => (Change::Keep, false),
+            _ => (Change::Put(val.to_vec()), true),
+        })
+    }
+
+    /// Looks at `key`'s current value and changes it in one step: `decide`
+    /// runs while the leaf is latched exclusively, so nobody can change the
+    /// key between the look and the change. `decide` must not block (no
+    /// waiting on other transactions: return, wait, and call again).
+    pub fn modify<R>(
+        &self,
+        key: &[u8],
+        decide: impl FnOnce(Option<&[u8]>) -> (Change, R),
+    ) -> Result<R> {
+        self.apply(key, true, decide)
+    }
+
+    pub(crate) fn apply<R>(
+        &self,
+        key: &[u8],
+        log: bool,
+        decide: impl FnOnce(Option<&[u8]>) -> (Change, R),
+    ) -> Result<R> {
         if key.len() > MAX_KEY {
             return Err(EngineError::KeyTooLarge {
                 len: key.len(),
                 max: MAX_KEY,
-            });
-        }
-        if key.len() + val.len() > MAX_ITEM {
-            return Err(EngineError::ItemTooLarge {
-                len: key.len() + val.len(),
-                max: MAX_ITEM,
             });
         }
         let _b = Barrier::enter(&self.inner.pool);
@@ -270,36 +311,105 @@ impl Tree {
         let mut path = Vec::new();
         let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
         let pos = g.page().search(&*self.cmp(), key);
-        match (must_exist, pos) {
-            (Some(true), Err(_)) | (Some(false), Ok(_)) => return Ok(false),
-            _ => {}
+        let (change, out) = decide(pos.ok().map(|i| g.page().value(i)));
+        let val = match change {
+            Change::Keep => return Ok(out),
+            Change::Delete => {
+                let Ok(i) = pos else { return Ok(out) };
+                if log {
+                    self.inner.log(&Record::Delete {
+                        tree: self.id,
+                        key: key.to_vec(),
+                    });
+                }
+                self.inner.before_modify(&mut g)?;
+                g.page_mut().remove_at(i);
+                g.mark_dirty(epoch);
+                let underfull =
+                    g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
+                let leaf = g.page;
+                drop(g);
+                if let (true, Some(&parent)) = (underfull, path.last()) {
+                    self.try_merge(parent, leaf, epoch)?;
+                }
+                return Ok(out);
+            }
+            Change::Put(v) => v,
+        };
+        if key.len() + val.len() > MAX_ITEM {
+            return Err(EngineError::ItemTooLarge {
+                len: key.len() + val.len(),
+                max: MAX_ITEM,
+            });
         }
         if log {
             self.inner.log(&Record::Put {
                 tree: self.id,
                 key: key.to_vec(),
-                value: val.to_vec(),
+                value: val.clone(),
             });
         }
         self.inner.before_modify(&mut g)?;
-        let fits = match pos {
-            Ok(i) => g.page_mut().replace_value(i, val),
-            Err(i) => g.page_mut().insert_at(i, key, val),
+        let mut pos = pos;
+        let mut fits = match pos {
+            Ok(i) => g.page_mut().replace_value(i, &val),
+            Err(i) => g.page_mut().insert_at(i, key, &val),
         };
+        if !fits && self.prune_leaf(&mut g, key)? {
+            pos = g.page().search(&*self.cmp(), key);
+            fits = match pos {
+                Ok(i) => g.page_mut().replace_value(i, &val),
+                Err(i) => g.page_mut().insert_at(i, key, &val),
+            };
+        }
         if fits {
             g.mark_dirty(epoch);
-            return Ok(true);
+            return Ok(out);
         }
         let mut items = owned_items(g.page());
         match pos {
-            Ok(i) => items[i].1 = val.to_vec(),
-            Err(i) => items.insert(i, (key.to_vec(), val.to_vec())),
+            Ok(i) => items[i].1 = val,
+            Err(i) => items.insert(i, (key.to_vec(), val)),
         }
         let (sep, right) = self.split(&mut g, items, epoch)?;
         let left = g.page;
         drop(g);
-        self.insert_into_parent(path, 1, sep, right, left, epoch)
-            .map(|_| true)
+        self.insert_into_parent(path, 1, sep, right, left, epoch)?;
+        Ok(out)
+    }
+
+    /// Before a leaf splits, lets the tree's pruner drop or shrink items that
+    /// nobody needs any more (dead row versions), sparing the split. The
+    /// key being written is left alone. Returns whether anything changed.
+    /// Pruning is not logged: it only removes what no reader can see.
+    fn prune_leaf(&self, g: &mut PageGuard, writing: &[u8]) -> Result<bool> {
+        let Some(pruner) = self.pruner.clone() else {
+            return Ok(false);
+        };
+        let cmp = self.cmp();
+        let mut changed = false;
+        let mut i = 0;
+        while i < g.page().nitems() {
+            let p = g.page();
+            if cmp.cmp(p.key(i), writing) == Ordering::Equal {
+                i += 1;
+                continue;
+            }
+            match pruner.prune(p.key(i), p.value(i)) {
+                Prune::Keep => i += 1,
+                Prune::Remove => {
+                    g.page_mut().remove_at(i);
+                    changed = true;
+                }
+                Prune::Replace(v) => {
+                    if v.len() < g.page().value(i).len() && g.page_mut().replace_value(i, &v) {
+                        changed = true;
+                    }
+                    i += 1;
+                }
+            }
+        }
+        Ok(changed)
     }
 
     /// Splits the latched page `g` whose new contents are `items`: the upper
@@ -463,29 +573,13 @@ impl Tree {
     }
 
     pub(crate) fn delete_inner(&self, key: &[u8], log: bool) -> Result<bool> {
-        let _b = Barrier::enter(&self.inner.pool);
-        let epoch = self.inner.epoch();
-        let mut path = Vec::new();
-        let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
-        let Ok(i) = g.page().search(&*self.cmp(), key) else {
-            return Ok(false);
-        };
-        if log {
-            self.inner.log(&Record::Delete {
-                tree: self.id,
-                key: key.to_vec(),
-            });
-        }
-        self.inner.before_modify(&mut g)?;
-        g.page_mut().remove_at(i);
-        g.mark_dirty(epoch);
-        let underfull = g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
-        let leaf = g.page;
-        drop(g);
-        if let (true, Some(&parent)) = (underfull, path.last()) {
-            self.try_merge(parent, leaf, epoch)?;
-        }
-        Ok(true)
+        self.apply(key, log, |cur| {
+            if cur.is_some() {
+                (Change::Delete, true)
+            } else {
+                (Change::Keep, false)
+            }
+        })
     }
 
     /// Best effort: folds `left`'s right sibling into it. Gives up quietly

@@ -122,6 +122,9 @@ pub struct Pool {
     page_off: usize,
     latches: Arc<dyn LatchSet>,
     owned: Option<Arc<OwnedRegion>>,
+    /// Pins held through this handle's guards, per buffer (process-local),
+    /// so a process that exits without unwinding can give them back.
+    local_pins: Arc<[AtomicU32]>,
 }
 
 /// Private (non-shared-memory) backing of a pool; freed with the last handle.
@@ -173,8 +176,28 @@ impl Pool {
         Pool {
             latches: self.latches.clone(),
             owned: self.owned.clone(),
+            local_pins: (0..self.n).map(|_| AtomicU32::new(0)).collect(),
             ..*self
         }
+    }
+
+    /// Gives back every pin this handle's guards still hold — for a process
+    /// that is exiting without unwinding (PostgreSQL FATAL/proc_exit), whose
+    /// guards will never be dropped. Latches are not touched (LWLocks are
+    /// released by PostgreSQL itself).
+    ///
+    /// # Safety
+    /// No guard of this handle may be used (or dropped) afterwards.
+    pub unsafe fn release_local_pins(&self) -> usize {
+        let mut released = 0;
+        for (i, l) in self.local_pins.iter().enumerate() {
+            let k = l.swap(0, Ordering::AcqRel);
+            if k > 0 {
+                self.desc(i).pins.fetch_sub(k, Ordering::AcqRel);
+                released += k as usize;
+            }
+        }
+        released
     }
 
     /// Attaches to a formatted region.
@@ -199,6 +222,7 @@ impl Pool {
             page_off: p,
             latches,
             owned: None,
+            local_pins: (0..nbuffers).map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
@@ -310,6 +334,7 @@ impl Pool {
     }
 
     fn guard(&self, i: usize, tag: u64, mode: LatchMode) -> PageGuard<'_> {
+        self.local_pins[i].fetch_add(1, Ordering::Relaxed);
         PageGuard {
             pool: self,
             idx: i,
@@ -616,6 +641,7 @@ impl<'a> PageGuard<'a> {
 
 impl Drop for PageGuard<'_> {
     fn drop(&mut self) {
+        self.pool.local_pins[self.idx].fetch_sub(1, Ordering::Relaxed);
         self.pool.latches.release(self.idx, self.mode);
         self.pool.desc(self.idx).pins.fetch_sub(1, Ordering::AcqRel);
     }
@@ -693,6 +719,31 @@ mod tests {
         ));
         drop(guards);
         assert!(pool.fetch(&io, 1, 99, LatchMode::Shared).is_ok());
+    }
+
+    #[test]
+    fn abandoned_guards_pins_can_be_given_back() {
+        let pool = Pool::private(8);
+        let io = MemIo::default();
+        for p in 0..8 {
+            let g = pool.fetch(&io, 1, p, LatchMode::Shared).unwrap();
+            // What a process dying mid-operation leaves behind: a pin (the
+            // latch is PostgreSQL's to release; here we release it by hand).
+            pool.latches().release(g.idx, LatchMode::Shared);
+            std::mem::forget(g);
+        }
+        assert!(matches!(
+            pool.fetch(&io, 1, 99, LatchMode::Shared),
+            Err(EngineError::PoolExhausted(8))
+        ));
+        // SAFETY: the forgotten guards are never used again.
+        assert_eq!(unsafe { pool.release_local_pins() }, 8);
+        assert!(pool.fetch(&io, 1, 99, LatchMode::Shared).is_ok());
+        // Another handle's pins are its own.
+        let other = pool.another_handle();
+        let _g = other.fetch(&io, 1, 5, LatchMode::Shared).unwrap();
+        // SAFETY: this handle holds no guards.
+        assert_eq!(unsafe { pool.release_local_pins() }, 0);
     }
 
     #[test]

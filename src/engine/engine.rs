@@ -33,6 +33,8 @@ pub struct TreeOptions {
     /// -1 = raw pages, 0..=22 = zstd level (0 = zstd's default).
     pub compress: i32,
     pub cmp: Arc<dyn KeyCmp>,
+    /// Consulted before a leaf splits (see [`crate::btree::Pruner`]).
+    pub pruner: Option<Arc<dyn crate::btree::Pruner>>,
 }
 
 impl Default for TreeOptions {
@@ -40,6 +42,7 @@ impl Default for TreeOptions {
         TreeOptions {
             compress: -1,
             cmp: Arc::new(Bytewise),
+            pruner: None,
         }
     }
 }
@@ -94,6 +97,7 @@ pub struct Tree {
     pub(crate) num: u32,
     pub(crate) id: TreeId,
     pub(crate) cmp: Arc<dyn KeyCmp>,
+    pub(crate) pruner: Option<Arc<dyn crate::btree::Pruner>>,
 }
 
 /// Holds the checkpoint barrier shared for the length of one tree
@@ -591,6 +595,7 @@ impl Engine {
                         TreeOptions {
                             compress,
                             cmp: cmp(id),
+                            pruner: None,
                         },
                         false,
                     )?;
@@ -616,7 +621,7 @@ impl Engine {
     /// A handle on an existing tree with the given comparator.
     pub fn tree_with(&self, id: TreeId, cmp: Arc<dyn KeyCmp>) -> Result<Tree> {
         let slot = self.inner.slot_of(id)?;
-        Ok(self.handle(slot, cmp))
+        Ok(self.handle(slot, cmp, None))
     }
 
     /// The last durable checkpoint number (0 = none yet).
@@ -643,7 +648,12 @@ impl Engine {
         v
     }
 
-    fn handle(&self, slot: usize, cmp: Arc<dyn KeyCmp>) -> Tree {
+    fn handle(
+        &self,
+        slot: usize,
+        cmp: Arc<dyn KeyCmp>,
+        pruner: Option<Arc<dyn crate::btree::Pruner>>,
+    ) -> Tree {
         let num = self.inner.meta.slot(slot).num.load(Ordering::Acquire);
         self.inner.slots.write().unwrap().insert(num, slot);
         Tree {
@@ -652,6 +662,7 @@ impl Engine {
             num,
             id: self.inner.meta.slot_id(slot),
             cmp,
+            pruner,
         }
     }
 
@@ -665,7 +676,7 @@ impl Engine {
             meta.slot(i)
                 .compress
                 .store(opts.compress, Ordering::Relaxed);
-            return Ok(self.handle(i, opts.cmp));
+            return Ok(self.handle(i, opts.cmp, opts.pruner));
         }
         self.create_tree(id, opts, true)
     }
@@ -681,7 +692,7 @@ impl Engine {
         let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         if let Some(i) = meta.find(id, SLOT_LIVE) {
             drop(dir);
-            return Ok(self.handle(i, opts.cmp));
+            return Ok(self.handle(i, opts.cmp, opts.pruner));
         }
         if meta.find(id, SLOT_DROPPED).is_some() {
             return Err(EngineError::TreeExists(id));
@@ -717,7 +728,7 @@ impl Engine {
             Ok(()) => {
                 meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
                 drop(dir);
-                Ok(self.handle(slot, opts.cmp))
+                Ok(self.handle(slot, opts.cmp, opts.pruner))
             }
             Err(e) => {
                 self.release_slot(&dir, slot);
@@ -729,7 +740,7 @@ impl Engine {
     /// A handle with the default comparator.
     pub fn tree(&self, id: impl Into<TreeId>) -> Result<Tree> {
         let slot = self.inner.slot_of(id.into())?;
-        Ok(self.handle(slot, Arc::new(Bytewise)))
+        Ok(self.handle(slot, Arc::new(Bytewise), None))
     }
 
     /// Drops a tree. Its files disappear when the next checkpoint is durable

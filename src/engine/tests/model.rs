@@ -280,3 +280,106 @@ fn concurrent_tree_creation_is_atomic() {
     }
     assert_eq!(total, 8 * 20);
 }
+
+/// `modify` decides and changes under one latch: concurrent read-modify-
+/// write increments never lose an update.
+#[test]
+fn modify_is_atomic_read_modify_write() {
+    use crate::btree::Change;
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 16);
+    let t = tree(&e, 1, -1);
+    // Neighbours so that splits happen around the counters meanwhile.
+    std::thread::scope(|s| {
+        for th in 0..8u64 {
+            let t = t.clone();
+            s.spawn(move || {
+                for i in 0..2000u64 {
+                    let k = format!("counter{}", i % 4).into_bytes();
+                    t.modify(&k, |cur| {
+                        let n = cur.map_or(0, |c| u64::from_le_bytes(c.try_into().unwrap()));
+                        (Change::Put((n + 1).to_le_bytes().to_vec()), ())
+                    })
+                    .unwrap();
+                    t.upsert(&key(th * 100_000 + i), &value(i, th, 50)).unwrap();
+                }
+            });
+        }
+    });
+    let total: u64 = (0..4)
+        .map(|c| {
+            u64::from_le_bytes(
+                t.get(format!("counter{c}").as_bytes())
+                    .unwrap()
+                    .unwrap()
+                    .try_into()
+                    .unwrap(),
+            )
+        })
+        .sum();
+    assert_eq!(total, 8 * 2000);
+    // Keep and Delete decisions.
+    let seen = t
+        .modify(b"counter0", |cur| (Change::Keep, cur.map(<[u8]>::to_vec)))
+        .unwrap();
+    assert!(seen.is_some());
+    let removed = t
+        .modify(b"counter0", |cur| (Change::Delete, cur.is_some()))
+        .unwrap();
+    assert!(removed);
+    assert_eq!(t.get(b"counter0").unwrap(), None);
+    assert_valid(&t);
+}
+
+/// A pruner gets to drop dead items before a leaf splits: a tree that keeps
+/// replacing dead items with live ones does not grow.
+#[test]
+fn pruner_spares_splits() {
+    use crate::btree::{Prune, Pruner};
+    struct DropDead;
+    impl Pruner for DropDead {
+        fn prune(&self, _key: &[u8], value: &[u8]) -> Prune {
+            if value.starts_with(b"dead") {
+                Prune::Remove
+            } else {
+                Prune::Keep
+            }
+        }
+    }
+    let mut pages = Vec::new();
+    for with_pruner in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let e = open(dir.path(), 64);
+        let opts = TreeOptions {
+            pruner: with_pruner.then(|| Arc::new(DropDead) as Arc<dyn Pruner>),
+            ..Default::default()
+        };
+        let t = e.open_tree(1u32, opts).unwrap();
+        let mut live = BTreeMap::new();
+        for round in 0..20u64 {
+            // Each round's keys interleave with all earlier rounds' (dead) ones,
+            // so inserts land in leaves full of dead items.
+            for i in 0..500u64 {
+                let k = key(i * 100 + round);
+                let v = value(i, round, 100);
+                t.upsert(&k, &v).unwrap();
+                live.insert(k, v);
+            }
+            for i in 0..500u64 {
+                let k = key(i * 100 + round);
+                let mut dead = b"dead".to_vec();
+                dead.extend_from_slice(&[0; 96]);
+                t.replace(&k, &dead).unwrap();
+                live.remove(&k);
+            }
+        }
+        assert_valid(&t);
+        let c = contents(&t);
+        assert!(live.iter().all(|(k, v)| c.get(k) == Some(v)));
+        pages.push(t.stats().pages);
+    }
+    assert!(
+        pages[1] * 3 < pages[0],
+        "pruning should keep the tree small: {pages:?}"
+    );
+}
