@@ -282,6 +282,23 @@ impl Tree {
         })
     }
 
+    /// Hands out `n` consecutive row ids of this tree (never handed out
+    /// before, also across crashes: the allocation limit is logged in
+    /// batches before ids beyond it are used, and checkpointed in the map).
+    pub fn alloc_ids(&self, n: u64) -> Result<u64> {
+        const BATCH: u64 = 4096;
+        let _b = Barrier::enter(&self.inner.pool);
+        let f = self.file();
+        let (first, new_limit) = f.alloc_ids(n, BATCH);
+        if let Some(limit) = new_limit {
+            self.inner.log(&Record::IdLimit {
+                tree: self.id,
+                limit,
+            });
+        }
+        Ok(first)
+    }
+
     /// Looks at `key`'s current value and changes it in one step: `decide`
     /// runs while the leaf is latched exclusively, so nobody can change the
     /// key between the look and the change. `decide` must not block (no

@@ -475,6 +475,7 @@ impl Engine {
             let slot = self.claim_slot(&dir, *id, map.compress)?;
             claimed.push(slot);
             let f = meta.file(slot);
+            f.raise_id_limit(map.id_limit);
             f.load(&map.pages).map_err(|e| match e {
                 EngineError::Damaged { detail, .. } => {
                     EngineError::corrupt(inner.map_path(*id, durable), 0, detail)
@@ -613,6 +614,10 @@ impl Engine {
             Record::Delete { key, .. } => {
                 let t = self.tree_with(id, cmp(id))?;
                 t.delete_inner(&key, false)?;
+            }
+            Record::IdLimit { limit, .. } => {
+                let slot = self.inner.slot_of(id)?;
+                self.inner.meta.file(slot).raise_id_limit(limit);
             }
         }
         Ok(())
@@ -898,6 +903,7 @@ impl Engine {
                     checkpoint: n,
                     root,
                     compress: meta.slot(slot).compress.load(Ordering::Relaxed),
+                    id_limit: f.checkpoint_id_limit(),
                     pages,
                 }
             };

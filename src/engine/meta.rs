@@ -86,6 +86,9 @@ pub(crate) struct Slot {
     ck_root: u32,
     _pad: u32,
     ck_number: u64,
+    next_id: u64,
+    id_limit: u64,
+    ck_id_limit: u64,
 }
 
 /// Where a page's images live. Invariants as in `docs/architecture.md`
@@ -682,6 +685,7 @@ impl FileGuard<'_> {
         }
         let s = self.s();
         s.ck_active = 1;
+        s.ck_id_limit = s.id_limit;
         s.ck_number = n;
         s.ck_npages = np;
         s.ck_root = root;
@@ -690,6 +694,32 @@ impl FileGuard<'_> {
     pub fn checkpoint_info(&self) -> Option<(u64, u32, u32)> {
         let s = self.s();
         (s.ck_active != 0).then_some((s.ck_number, s.ck_npages, s.ck_root))
+    }
+
+    /// The row-id limit captured by the running checkpoint.
+    pub fn checkpoint_id_limit(&self) -> u64 {
+        self.s().ck_id_limit
+    }
+
+    /// Hands out `n` consecutive row ids. Returns (first id, new limit to
+    /// log) — the limit is Some when the ids reach past the logged limit,
+    /// and must be logged before any of them is used.
+    pub fn alloc_ids(&self, n: u64, batch: u64) -> (u64, Option<u64>) {
+        let s = self.s();
+        let first = s.next_id;
+        s.next_id += n;
+        if s.next_id > s.id_limit {
+            s.id_limit = s.next_id + batch;
+            return (first, Some(s.id_limit));
+        }
+        (first, None)
+    }
+
+    /// Row ids below `limit` may be in use (replay, load).
+    pub fn raise_id_limit(&self, limit: u64) {
+        let s = self.s();
+        s.id_limit = s.id_limit.max(limit);
+        s.next_id = s.next_id.max(limit);
     }
 
     pub fn is_captured(&self, p: u32) -> bool {
@@ -803,6 +833,9 @@ impl FileGuard<'_> {
         s.pt_dir = 0;
         s.bm_dir = 0;
         s.ck_active = 0;
+        s.next_id = 0;
+        s.id_limit = 0;
+        s.ck_id_limit = 0;
     }
 }
 

@@ -17,8 +17,8 @@
 //! harmless.
 //!
 //! ```text
-//! kind u8 (1 create, 2 drop, 3 put, 4 delete) | db u32 | rel u32 |
-//! compress i32 (create) | klen u16 | key | vlen u32 | value (put) | crc32c u32
+//! kind u8 (1 create, 2 drop, 3 put, 4 delete, 5 row-id limit) | db u32 | rel u32 |
+//! compress i32 (create) | limit u64 (5) | klen u16 | key | vlen u32 | value (put) | crc32c u32
 //! ```
 
 use crate::id::TreeId;
@@ -55,6 +55,11 @@ pub enum Record {
         tree: TreeId,
         key: Vec<u8>,
     },
+    /// Row ids below `limit` may be in use from now on.
+    IdLimit {
+        tree: TreeId,
+        limit: u64,
+    },
 }
 
 impl Record {
@@ -63,7 +68,8 @@ impl Record {
             Record::Create { tree, .. }
             | Record::Drop { tree }
             | Record::Put { tree, .. }
-            | Record::Delete { tree, .. } => *tree,
+            | Record::Delete { tree, .. }
+            | Record::IdLimit { tree, .. } => *tree,
         }
     }
 
@@ -74,6 +80,7 @@ impl Record {
             Record::Drop { tree } => (2, tree),
             Record::Put { tree, .. } => (3, tree),
             Record::Delete { tree, .. } => (4, tree),
+            Record::IdLimit { tree, .. } => (5, tree),
         };
         b.push(kind);
         b.extend_from_slice(&tree.db.to_le_bytes());
@@ -81,6 +88,7 @@ impl Record {
         match self {
             Record::Create { compress, .. } => b.extend_from_slice(&compress.to_le_bytes()),
             Record::Drop { .. } => {}
+            Record::IdLimit { limit, .. } => b.extend_from_slice(&limit.to_le_bytes()),
             Record::Put { key, value, .. } => {
                 b.extend_from_slice(&(key.len() as u16).to_le_bytes());
                 b.extend_from_slice(key);
@@ -120,6 +128,10 @@ impl Record {
                 compress: i32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap()),
             },
             2 => Record::Drop { tree },
+            5 => Record::IdLimit {
+                tree,
+                limit: u64::from_le_bytes(take(&mut at, 8)?.try_into().unwrap()),
+            },
             3 | 4 => {
                 let kl = u16::from_le_bytes(take(&mut at, 2)?.try_into().unwrap()) as usize;
                 let key = take(&mut at, kl)?.to_vec();
@@ -189,6 +201,10 @@ mod tests {
             Record::Delete {
                 tree: t,
                 key: b"k1".to_vec(),
+            },
+            Record::IdLimit {
+                tree: t,
+                limit: 1 << 40,
             },
         ];
         for r in &recs {

@@ -4,7 +4,8 @@
 //! 0  magic u32 "ORDM" | version u32
 //! 8  checkpoint u64
 //! 16 root u32 | npages u32 | compress i32 | reserved u32
-//! 32 npages entries of 8 bytes: offset u32 (units) | length u16 (units) | flags u16
+//! 32 id limit u64 (row ids below it may be in use)
+//! 40 npages entries of 8 bytes: offset u32 (units) | length u16 (units) | flags u16
 //! end: crc32c u32 of everything before it
 //! ```
 //! An entry with flag FREE is a page number on the free list; length 0 with no
@@ -13,8 +14,8 @@
 use crate::store::space::Extent;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"ORDM");
-const VERSION: u32 = 1;
-const HEAD: usize = 32;
+const VERSION: u32 = 2;
+const HEAD: usize = 40;
 const F_FREE: u16 = 1;
 
 /// One tree's image at a checkpoint. Invariant: `pages.len()` is the
@@ -24,6 +25,8 @@ pub struct TreeMap {
     pub checkpoint: u64,
     pub root: u32,
     pub compress: i32,
+    /// The tree's row-id allocation limit at the checkpoint.
+    pub id_limit: u64,
     pub pages: Vec<Option<Extent>>,
 }
 
@@ -37,6 +40,7 @@ impl TreeMap {
         out.extend_from_slice(&(self.pages.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.compress.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&self.id_limit.to_le_bytes());
         for p in &self.pages {
             let (off, len, flags) = match p {
                 Some(e) => (e.off, e.len, 0),
@@ -72,6 +76,7 @@ impl TreeMap {
         let root = u32at(16);
         let npages = u32at(20) as usize;
         let compress = u32at(24) as i32;
+        let id_limit = u64::from_le_bytes(b[32..40].try_into().unwrap());
         if body.len() != HEAD + 8 * npages {
             return Err(format!("map file length does not match its {npages} pages"));
         }
@@ -105,6 +110,7 @@ impl TreeMap {
             checkpoint,
             root,
             compress,
+            id_limit,
             pages,
         })
     }
@@ -120,6 +126,7 @@ mod tests {
             checkpoint: 5,
             root: 1,
             compress: 3,
+            id_limit: 4096,
             pages: vec![
                 None,
                 Some(Extent { off: 0, len: 17 }),
