@@ -247,7 +247,10 @@ mod tests {
             crate::pg::shmem::MAX_TREES,
             crate::pg::shmem::meta_chunks(16384),
         );
-        assert!(meta.unwrap_or(0) as usize >= want, "metadata region too small: {meta:?}");
+        assert!(
+            meta.unwrap_or(0) as usize >= want,
+            "metadata region too small: {meta:?}"
+        );
         let buffers = Spi::get_one::<i64>("SELECT buffers FROM orioledb_pool_info()").unwrap();
         assert_eq!(buffers, Some(16384));
         let pool = crate::pg::shmem::attach_pool().expect("pool attaches");
@@ -261,6 +264,366 @@ mod tests {
         latches.release(0, LatchMode::Exclusive);
         latches.acquire(5, LatchMode::Shared);
         latches.release(5, LatchMode::Shared);
+    }
+
+    /// Runs `stmt` in a subtransaction; on failure returns
+    /// "SQLSTATE: message | DETAIL: ... | HINT: ...", on success None.
+    fn full_error_of(stmt: &str) -> Option<String> {
+        Spi::run(
+            "CREATE OR REPLACE FUNCTION pg_temp.full_error_of(q text) RETURNS text
+             LANGUAGE plpgsql AS $$
+             DECLARE st text; m text; d text; h text;
+             BEGIN EXECUTE q; RETURN NULL;
+             EXCEPTION WHEN OTHERS THEN
+               GET STACKED DIAGNOSTICS st = RETURNED_SQLSTATE, m = MESSAGE_TEXT,
+                   d = PG_EXCEPTION_DETAIL, h = PG_EXCEPTION_HINT;
+               RETURN st || ': ' || m || ' | DETAIL: ' || d || ' | HINT: ' || h;
+             END $$",
+        )
+        .unwrap();
+        Spi::get_one_with_args::<String>("SELECT pg_temp.full_error_of($1)", &[stmt.into()])
+            .unwrap()
+    }
+
+    /// Like `expect_error`, also checking DETAIL/HINT text.
+    fn expect_error_parts(stmt: &str, sqlstate: &str, parts: &[&str]) {
+        let got =
+            full_error_of(stmt).unwrap_or_else(|| panic!("{stmt}: expected an error, got none"));
+        assert!(
+            got.starts_with(&format!("{sqlstate}: ")),
+            "{stmt}: expected {sqlstate}, got {got:?}"
+        );
+        for part in parts {
+            assert!(got.contains(part), "{stmt}: expected {part:?} in {got:?}");
+        }
+    }
+
+    /// Stored compression levels of `table` through the Rust API.
+    fn levels(table: &str) -> (i32, i32, i32) {
+        let oid = Spi::get_one::<pg_sys::Oid>(&format!("SELECT '{table}'::regclass::oid"))
+            .unwrap()
+            .unwrap();
+        crate::pg::options::table_compression(oid)
+    }
+
+    fn reloptions(table: &str) -> Option<String> {
+        Spi::get_one::<String>(&format!(
+            "SELECT reloptions::text FROM pg_class WHERE oid = '{table}'::regclass"
+        ))
+        .unwrap()
+    }
+
+    fn exists(table: &str) -> bool {
+        Spi::get_one::<bool>(&format!("SELECT to_regclass('{table}') IS NOT NULL"))
+            .unwrap()
+            .unwrap()
+    }
+
+    #[pg_test]
+    fn compress_option_is_stored_on_create() {
+        Spi::run("CREATE TABLE t_opt_c1 (id int) USING orioledb WITH (compress = 1)").unwrap();
+        assert_eq!(
+            reloptions("t_opt_c1").as_deref(),
+            Some("{compress=1,primary_compress=1,toast_compress=1}")
+        );
+        assert_eq!(levels("t_opt_c1"), (1, 1, 1));
+        Spi::run(
+            "CREATE TABLE t_opt_c2 (id int) USING orioledb WITH (compress = 1, toast_compress = 5)",
+        )
+        .unwrap();
+        assert_eq!(levels("t_opt_c2"), (1, 1, 5));
+        // Strings, zstd's default level 0 and "off".
+        Spi::run(
+            "CREATE TABLE t_opt_c3 (id int) USING orioledb
+             WITH (primary_compress = '22', toast_compress = 0, compress = ' -1')",
+        )
+        .unwrap();
+        assert_eq!(levels("t_opt_c3"), (-1, 22, 0));
+        // No options and default GUCs: stored as off, so \d+ shows them.
+        Spi::run("CREATE TABLE t_opt_c4 (id int) USING orioledb").unwrap();
+        assert_eq!(
+            reloptions("t_opt_c4").as_deref(),
+            Some("{compress=-1,primary_compress=-1,toast_compress=-1}")
+        );
+        // IF NOT EXISTS on an existing table leaves its levels alone.
+        Spi::run("CREATE TABLE IF NOT EXISTS t_opt_c1 (id int) USING orioledb WITH (compress = 9)")
+            .unwrap();
+        assert_eq!(levels("t_opt_c1"), (1, 1, 1));
+        // A table without stored levels (before the hook) reads as off.
+        Spi::run("CREATE TABLE t_opt_c5 (id int)").unwrap();
+        assert_eq!(levels("t_opt_c5"), (-1, -1, -1));
+    }
+
+    #[pg_test]
+    fn compress_gucs_are_table_defaults() {
+        Spi::run("SET orioledb.default_compress = 3").unwrap();
+        Spi::run("CREATE TABLE t_opt_g1 (id int) USING orioledb").unwrap();
+        assert_eq!(levels("t_opt_g1"), (3, 3, 3));
+        Spi::run("SET orioledb.default_primary_compress = 7").unwrap();
+        Spi::run("CREATE TABLE t_opt_g2 (id int) USING orioledb").unwrap();
+        assert_eq!(levels("t_opt_g2"), (3, 7, 3));
+        Spi::run("SET orioledb.default_toast_compress = 0").unwrap();
+        Spi::run("CREATE TABLE t_opt_g3 (id int) USING orioledb WITH (primary_compress = 2)")
+            .unwrap();
+        assert_eq!(levels("t_opt_g3"), (3, 2, 0));
+        // compress given: it beats every GUC.
+        Spi::run("CREATE TABLE t_opt_g4 (id int) USING orioledb WITH (compress = 1)").unwrap();
+        assert_eq!(levels("t_opt_g4"), (1, 1, 1));
+        // Later GUC changes do not touch existing tables.
+        Spi::run("SET orioledb.default_compress = 9").unwrap();
+        assert_eq!(levels("t_opt_g1"), (3, 3, 3));
+        assert_eq!(levels("t_opt_g2"), (3, 7, 3));
+        Spi::run("RESET orioledb.default_compress").unwrap();
+        Spi::run("RESET orioledb.default_primary_compress").unwrap();
+        Spi::run("RESET orioledb.default_toast_compress").unwrap();
+    }
+
+    #[pg_test]
+    fn compress_option_values_are_validated() {
+        let detail = "Valid values are integers from -1 (off) to 22; 0 means zstd's default level.";
+        for (opts, option, shown) in [
+            ("compress = 23", "compress", "\"23\""),
+            ("compress = -2", "compress", "\"-2\""),
+            ("compress = 'abc'", "compress", "\"abc\""),
+            ("compress = abc", "compress", "\"abc\""),
+            ("compress = 1.5", "compress", "\"1.5\""),
+            ("compress", "compress", "no value given"),
+            ("primary_compress = 99", "primary_compress", "\"99\""),
+            (
+                "compress = 1, toast_compress = true",
+                "toast_compress",
+                "\"true\"",
+            ),
+        ] {
+            let stmt = format!("CREATE TABLE t_opt_bad (id int) USING orioledb WITH ({opts})");
+            let msg = format!("invalid value for orioledb option \"{option}\": {shown}");
+            expect_error_parts(&stmt, "22023", &[&msg, detail]);
+            assert!(!exists("t_opt_bad"));
+        }
+        expect_error(
+            "CREATE TABLE t_opt_bad (id int) USING orioledb WITH (compress = 1, compress = 2)",
+            "22023",
+            "parameter \"compress\" specified more than once",
+        );
+    }
+
+    #[pg_test]
+    fn compress_option_refused_on_heap_tables() {
+        let msg = "option \"compress\" is only valid for tables using the orioledb access method";
+        expect_error_parts(
+            "CREATE TABLE t_opt_heap (id int) USING heap WITH (compress = 1)",
+            "22023",
+            &[msg, "would use access method \"heap\""],
+        );
+        assert!(!exists("t_opt_heap"));
+        // default_table_access_method is heap here.
+        expect_error(
+            "CREATE TABLE t_opt_heap (id int) WITH (fillfactor = 50, compress = 1)",
+            "22023",
+            msg,
+        );
+        expect_error(
+            "CREATE TABLE t_opt_heap (id int) WITH (toast_compress = 1)",
+            "22023",
+            "option \"toast_compress\" is only valid for tables using the orioledb access method",
+        );
+        expect_error(
+            "CREATE TABLE t_opt_heap USING heap WITH (compress = 1) AS SELECT 1 AS x",
+            "22023",
+            msg,
+        );
+        assert!(!exists("t_opt_heap"));
+        // A partitioned parent has no access method in PostgreSQL 15.
+        expect_error_parts(
+            "CREATE TABLE t_opt_part (id int) PARTITION BY RANGE (id) WITH (compress = 1)",
+            "22023",
+            &[msg, "has no access method"],
+        );
+        // Heap options keep working on heap tables.
+        Spi::run("CREATE TABLE t_opt_heap (id int) WITH (fillfactor = 50)").unwrap();
+        assert_eq!(reloptions("t_opt_heap").as_deref(), Some("{fillfactor=50}"));
+    }
+
+    #[pg_test]
+    fn alter_table_sets_and_resets_compression() {
+        Spi::run("CREATE TABLE t_opt_a (id int) USING orioledb WITH (compress = 1)").unwrap();
+        Spi::run("ALTER TABLE t_opt_a SET (compress = 4)").unwrap();
+        assert_eq!(levels("t_opt_a"), (4, 4, 4));
+        Spi::run("ALTER TABLE t_opt_a SET (toast_compress = 9)").unwrap();
+        assert_eq!(levels("t_opt_a"), (4, 4, 9));
+        Spi::run("ALTER TABLE t_opt_a SET (compress = 2, primary_compress = 6)").unwrap();
+        assert_eq!(levels("t_opt_a"), (2, 6, 2));
+        Spi::run("ALTER TABLE t_opt_a RESET (primary_compress)").unwrap();
+        assert_eq!(levels("t_opt_a"), (2, 2, 2));
+        Spi::run("SET orioledb.default_compress = 5").unwrap();
+        Spi::run("ALTER TABLE t_opt_a RESET (compress)").unwrap();
+        assert_eq!(levels("t_opt_a"), (5, 5, 5));
+        Spi::run("RESET orioledb.default_compress").unwrap();
+        // Mixed with heap options and other subcommands.
+        Spi::run("ALTER TABLE t_opt_a SET (fillfactor = 70, compress = 3), ADD COLUMN v text")
+            .unwrap();
+        assert_eq!(
+            reloptions("t_opt_a").as_deref(),
+            Some("{fillfactor=70,compress=3,primary_compress=3,toast_compress=3}")
+        );
+        // Heap options alone still work although heap's parser does not know ours.
+        Spi::run("ALTER TABLE t_opt_a SET (fillfactor = 50)").unwrap();
+        Spi::run("ALTER TABLE t_opt_a RESET (fillfactor)").unwrap();
+        assert_eq!(
+            reloptions("t_opt_a").as_deref(),
+            Some("{compress=3,primary_compress=3,toast_compress=3}")
+        );
+        expect_error(
+            "ALTER TABLE t_opt_a SET (fillfactor = 5)",
+            "22023",
+            "fillfactor",
+        );
+        expect_error_parts(
+            "ALTER TABLE t_opt_a SET (primary_compress = 30)",
+            "22023",
+            &[
+                "invalid value for orioledb option \"primary_compress\": \"30\"",
+                "from -1 (off) to 22",
+            ],
+        );
+        expect_error("ALTER TABLE t_opt_a RESET (compress = 1)", "42601", "RESET");
+        assert_eq!(levels("t_opt_a"), (3, 3, 3));
+        // Missing tables: PostgreSQL's own messages.
+        assert_eq!(
+            sqlstate_of("ALTER TABLE IF EXISTS t_opt_missing SET (compress = 1)"),
+            None
+        );
+        expect_error(
+            "ALTER TABLE t_opt_missing SET (compress = 1)",
+            "42P01",
+            "t_opt_missing",
+        );
+        // Ownership is checked even when only our options are changed.
+        Spi::run(
+            "DO $$ BEGIN
+               IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 't_opt_role') THEN
+                 CREATE ROLE t_opt_role;
+               END IF;
+             END $$",
+        )
+        .unwrap();
+        install_sqlstate_of();
+        Spi::run("SET ROLE t_opt_role").unwrap();
+        let got = Spi::get_one::<String>(
+            "SELECT pg_temp.sqlstate_of('ALTER TABLE t_opt_a SET (compress = 1)')",
+        );
+        Spi::run("RESET ROLE").unwrap();
+        let got = got.unwrap();
+        let got = got.expect("non-owner must fail");
+        assert!(
+            got.starts_with("42501: ") && got.contains("must be owner"),
+            "{got}"
+        );
+        assert_eq!(levels("t_opt_a"), (3, 3, 3));
+    }
+
+    #[pg_test]
+    fn alter_non_orioledb_tables_refuses_compress() {
+        Spi::run("CREATE TABLE t_opt_ah (id int) USING heap").unwrap();
+        let msg = "option \"compress\" is only valid for tables using the orioledb access method";
+        expect_error_parts(
+            "ALTER TABLE t_opt_ah SET (compress = 1)",
+            "22023",
+            &[msg, "uses access method \"heap\""],
+        );
+        expect_error("ALTER TABLE t_opt_ah RESET (compress)", "22023", msg);
+        expect_error(
+            "ALTER TABLE t_opt_ah SET (fillfactor = 60, compress = 1)",
+            "22023",
+            msg,
+        );
+        Spi::run("ALTER TABLE t_opt_ah SET (fillfactor = 60)").unwrap();
+        assert_eq!(reloptions("t_opt_ah").as_deref(), Some("{fillfactor=60}"));
+    }
+
+    #[pg_test]
+    fn index_compress_option_is_refused() {
+        Spi::run("CREATE TABLE t_opt_i (id int) USING orioledb").unwrap();
+        Spi::run("CREATE TABLE t_opt_ih (id int)").unwrap();
+        expect_error_parts(
+            "CREATE INDEX ON t_opt_i (id) WITH (compress = 1)",
+            "0A000",
+            &[
+                "orioledb: indexes using access method \"btree\" are not compressed",
+                "HINT: ",
+                "ALTER TABLE t_opt_i SET (compress",
+            ],
+        );
+        expect_error(
+            "CREATE INDEX ON t_opt_ih USING hash (id) WITH (primary_compress = 1)",
+            "0A000",
+            "indexes using access method \"hash\" are not compressed",
+        );
+        expect_error(
+            "CREATE TABLE t_opt_pk (id int, PRIMARY KEY (id) WITH (toast_compress = 1)) USING orioledb",
+            "0A000",
+            "are not compressed",
+        );
+        Spi::run("CREATE INDEX t_opt_ih_idx ON t_opt_ih (id)").unwrap();
+        expect_error(
+            "ALTER INDEX t_opt_ih_idx SET (compress = 1)",
+            "0A000",
+            "are not compressed",
+        );
+        Spi::run("ALTER INDEX t_opt_ih_idx SET (fillfactor = 80)").unwrap();
+    }
+
+    #[pg_test]
+    fn heap_options_still_work_on_orioledb_tables() {
+        Spi::run(
+            "CREATE TABLE t_opt_ff (id int) USING orioledb WITH (fillfactor = 70, compress = 2)",
+        )
+        .unwrap();
+        assert_eq!(
+            reloptions("t_opt_ff").as_deref(),
+            Some("{fillfactor=70,compress=2,primary_compress=2,toast_compress=2}")
+        );
+        expect_error(
+            "CREATE TABLE t_opt_ff2 (id int) USING orioledb WITH (fillfactor = 5, compress = 2)",
+            "22023",
+            "fillfactor",
+        );
+        expect_error(
+            "CREATE TABLE t_opt_ff2 (id int) USING orioledb WITH (no_such_option = 1)",
+            "22023",
+            "unrecognized parameter \"no_such_option\"",
+        );
+    }
+
+    #[pg_test]
+    fn default_table_access_method_picks_up_options() {
+        Spi::run("SET default_table_access_method = orioledb").unwrap();
+        Spi::run("CREATE TABLE t_opt_d (id int) WITH (compress = 4, primary_compress = 8)")
+            .unwrap();
+        let am = Spi::get_one::<String>(
+            "SELECT a.amname::text FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+             WHERE c.oid = 't_opt_d'::regclass",
+        )
+        .unwrap();
+        assert_eq!(am.as_deref(), Some("orioledb"));
+        assert_eq!(levels("t_opt_d"), (4, 8, 4));
+        // CREATE TABLE AS (no rows: the engine cannot store them yet),
+        // materialized views and partitions.
+        Spi::run("CREATE TABLE t_opt_ctas WITH (compress = 6) AS SELECT 1 AS x WITH NO DATA")
+            .unwrap();
+        assert_eq!(levels("t_opt_ctas"), (6, 6, 6));
+        Spi::run("CREATE MATERIALIZED VIEW t_opt_mv WITH (toast_compress = 2) AS SELECT 1 AS x WITH NO DATA")
+            .unwrap();
+        assert_eq!(levels("t_opt_mv"), (-1, -1, 2));
+        Spi::run("ALTER MATERIALIZED VIEW t_opt_mv SET (compress = 1)").unwrap();
+        assert_eq!(levels("t_opt_mv"), (1, 1, 1));
+        Spi::run("CREATE TABLE t_opt_p (id int) PARTITION BY RANGE (id)").unwrap();
+        Spi::run("CREATE TABLE t_opt_p1 PARTITION OF t_opt_p FOR VALUES FROM (1) TO (10) WITH (compress = 7)")
+            .unwrap();
+        assert_eq!(levels("t_opt_p1"), (7, 7, 7));
+        Spi::run("CREATE TEMP TABLE t_opt_tmp (id int) WITH (compress = 3)").unwrap();
+        assert_eq!(levels("t_opt_tmp"), (3, 3, 3));
+        Spi::run("RESET default_table_access_method").unwrap();
     }
 
     #[pg_test]

@@ -52,4 +52,5 @@ pub extern "C-unwind" fn _PG_init() {
     PRELOADED.store(true, Ordering::Relaxed);
     crate::pg::guc::register();
     crate::pg::shmem::install_hooks();
+    crate::pg::options::install_hook();
 }

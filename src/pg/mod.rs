@@ -1,9 +1,10 @@
-//! PostgreSQL glue: module initialisation, GUCs and shared memory.
+//! PostgreSQL glue: module initialisation, GUCs, table options and shared memory.
 //!
 //! Everything that talks to `pg_sys` about server-wide state lives here; the
 //! engine (`orioledb_engine`) only ever sees the traits this layer implements.
 pub mod guc;
 pub mod init;
+pub mod options;
 pub mod shmem;
 
 pub use init::require_preloaded;
