@@ -619,6 +619,7 @@ impl Engine {
                 let slot = self.inner.slot_of(id)?;
                 self.inner.meta.file(slot).raise_id_limit(limit);
             }
+            Record::Truncate { .. } => self.truncate_tree_inner(id, false)?,
         }
         Ok(())
     }
@@ -746,6 +747,40 @@ impl Engine {
     pub fn tree(&self, id: impl Into<TreeId>) -> Result<Tree> {
         let slot = self.inner.slot_of(id.into())?;
         Ok(self.handle(slot, Arc::new(Bytewise), None))
+    }
+
+    /// Empties a tree in place (its id, file and row-id counter stay): every
+    /// page but the root goes on the free list and the root becomes an empty
+    /// leaf. Waits for a running checkpoint, like dropping. The caller keeps
+    /// other writers of this tree away meanwhile (PostgreSQL's TRUNCATE holds
+    /// an exclusive lock); readers just restart on the freed pages.
+    pub fn truncate_tree(&self, id: impl Into<TreeId>) -> Result<()> {
+        self.truncate_tree_inner(id.into(), true)
+    }
+
+    fn truncate_tree_inner(&self, id: TreeId, log: bool) -> Result<()> {
+        let inner = &*self.inner;
+        let meta = &inner.meta;
+        let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
+        let _b = Barrier::enter(&inner.pool);
+        let slot = inner.slot_of(id)?;
+        let t = self.handle(slot, Arc::new(Bytewise), None);
+        let _r = t.root_lock();
+        if log {
+            inner.log(&Record::Truncate { tree: id });
+        }
+        let root = t.root();
+        let npages = t.file().npages();
+        for p in (0..npages).filter(|&p| p != root && !t.is_free(p)) {
+            // A resident copy would otherwise be written back later.
+            let mut g = inner.pool.fetch_new(inner, t.num, p)?;
+            inner.free_page(slot, &mut g);
+        }
+        let mut g = t.fetch(root, LatchMode::Exclusive)?;
+        inner.before_modify(&mut g)?;
+        g.page_mut().init(0, None, None, NO_PAGE);
+        g.mark_dirty(inner.epoch());
+        Ok(())
     }
 
     /// Drops a tree. Its files disappear when the next checkpoint is durable

@@ -17,7 +17,7 @@
 //! harmless.
 //!
 //! ```text
-//! kind u8 (1 create, 2 drop, 3 put, 4 delete, 5 row-id limit) | db u32 | rel u32 |
+//! kind u8 (1 create, 2 drop, 3 put, 4 delete, 5 row-id limit, 6 truncate) | db u32 | rel u32 |
 //! compress i32 (create) | limit u64 (5) | klen u16 | key | vlen u32 | value (put) | crc32c u32
 //! ```
 
@@ -55,6 +55,10 @@ pub enum Record {
         tree: TreeId,
         key: Vec<u8>,
     },
+    /// The tree was emptied (row ids keep counting).
+    Truncate {
+        tree: TreeId,
+    },
     /// Row ids below `limit` may be in use from now on.
     IdLimit {
         tree: TreeId,
@@ -69,7 +73,8 @@ impl Record {
             | Record::Drop { tree }
             | Record::Put { tree, .. }
             | Record::Delete { tree, .. }
-            | Record::IdLimit { tree, .. } => *tree,
+            | Record::IdLimit { tree, .. }
+            | Record::Truncate { tree } => *tree,
         }
     }
 
@@ -81,13 +86,14 @@ impl Record {
             Record::Put { tree, .. } => (3, tree),
             Record::Delete { tree, .. } => (4, tree),
             Record::IdLimit { tree, .. } => (5, tree),
+            Record::Truncate { tree } => (6, tree),
         };
         b.push(kind);
         b.extend_from_slice(&tree.db.to_le_bytes());
         b.extend_from_slice(&tree.rel.to_le_bytes());
         match self {
             Record::Create { compress, .. } => b.extend_from_slice(&compress.to_le_bytes()),
-            Record::Drop { .. } => {}
+            Record::Drop { .. } | Record::Truncate { .. } => {}
             Record::IdLimit { limit, .. } => b.extend_from_slice(&limit.to_le_bytes()),
             Record::Put { key, value, .. } => {
                 b.extend_from_slice(&(key.len() as u16).to_le_bytes());
@@ -128,6 +134,7 @@ impl Record {
                 compress: i32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap()),
             },
             2 => Record::Drop { tree },
+            6 => Record::Truncate { tree },
             5 => Record::IdLimit {
                 tree,
                 limit: u64::from_le_bytes(take(&mut at, 8)?.try_into().unwrap()),
