@@ -704,7 +704,8 @@ unsafe extern "C-unwind" fn process_utility(
 }
 
 /// Shared part of CREATE TABLE and CREATE TABLE AS: `options` is the
-/// statement's option list, `set_options` stores the stripped one, `rv` the
+/// statement's option list, `options_of` finds that list's field in a
+/// statement (the original or its copy), `rv` the
 /// new relation's name.
 ///
 /// # Safety
@@ -715,7 +716,7 @@ unsafe fn create_relation(
     am: Option<String>,
     rv: *mut pg_sys::RangeVar,
     if_not_exists: bool,
-    set_options: impl Fn(*mut pg_sys::Node, *mut pg_sys::List),
+    options_of: impl Fn(*mut pg_sys::Node) -> *mut *mut pg_sys::List,
 ) {
     // SAFETY: valid nodes per the contract.
     unsafe {
@@ -745,7 +746,10 @@ unsafe fn create_relation(
         };
         if !ours.is_empty() {
             let stmt = call.stmt_mut();
-            set_options(stmt, without_ours(options));
+            // Strip from the tree that will run (the copy, if one was made),
+            // so it shares no nodes with a read-only original.
+            let field = options_of(stmt);
+            *field = without_ours(*field);
         }
         call.run();
         let relid = created_relid(rv);
@@ -775,7 +779,7 @@ unsafe fn create_table(call: &mut Call) {
             am,
             (*stmt).relation,
             (*stmt).if_not_exists,
-            |node, list| (*(node as *mut pg_sys::CreateStmt)).options = list,
+            |node| &raw mut (*(node as *mut pg_sys::CreateStmt)).options,
         );
     }
 }
@@ -798,7 +802,7 @@ unsafe fn create_table_as(call: &mut Call) {
             Some(new_relation_am((*into).accessMethod)),
             (*into).rel,
             (*stmt).if_not_exists,
-            |node, list| (*(*(node as *mut pg_sys::CreateTableAsStmt)).into).options = list,
+            |node| &raw mut (*(*(node as *mut pg_sys::CreateTableAsStmt)).into).options,
         );
     }
 }

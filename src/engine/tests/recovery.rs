@@ -144,8 +144,11 @@ fn concurrent_writers_and_checkpoints_recover() {
             })
             .collect();
         let ck = s.spawn(|| {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            // At least two checkpoints, however the threads are scheduled.
+            let mut n = 0;
+            while n < 2 || !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 e.checkpoint(0).unwrap();
+                n += 1;
             }
         });
         let ms = hs.into_iter().map(|h| h.join().unwrap()).collect();
