@@ -381,6 +381,12 @@ mod tests {
         }
     }
 
+    /// A random running transaction of `world`, if any.
+    fn pick_running(world: &Model, rnd: &mut impl FnMut(u64) -> u64) -> Option<Xid> {
+        let n = world.running.len() as u64;
+        (n > 0).then(|| *world.running.iter().nth(rnd(n) as usize).unwrap())
+    }
+
     fn model(next: Xid) -> Model {
         Model {
             snap_next: next,
@@ -523,11 +529,7 @@ mod tests {
                     }
                     1 | 2 => {
                         // A running transaction writes the key if it may.
-                        let Some(&x) = world
-                            .running
-                            .iter()
-                            .nth(rnd(world.running.len().max(1) as u64) as usize)
-                        else {
+                        let Some(x) = pick_running(&world, &mut rnd) else {
                             continue;
                         };
                         let mut me = world.clone();
@@ -558,11 +560,7 @@ mod tests {
                         }
                     }
                     3 | 4 => {
-                        let Some(&x) = world
-                            .running
-                            .iter()
-                            .nth(rnd(world.running.len().max(1) as u64) as usize)
-                        else {
+                        let Some(x) = pick_running(&world, &mut rnd) else {
                             continue;
                         };
                         world.running.remove(&x);
