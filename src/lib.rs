@@ -35,6 +35,59 @@ fn orioledb_pool_info() -> TableIterator<
     TableIterator::once((info.buffers as i64, info.bytes as i64, info.latches as i64))
 }
 
+/// Every engine tree of the current database: its relation file number,
+/// data file, pages (in the tree, in the shared pool, dirty there), bytes on
+/// disk and compression level. The `orioledb_trees` view adds the table.
+#[pg_extern]
+fn orioledb_tree_stats() -> TableIterator<
+    'static,
+    (
+        name!(relnode, pg_sys::Oid),
+        name!(file, String),
+        name!(pages, i64),
+        name!(resident_pages, i64),
+        name!(dirty_pages, i64),
+        name!(file_bytes, i64),
+        name!(compress, i32),
+    ),
+> {
+    pg::require_preloaded();
+    let engine = pg::engine::engine();
+    // SAFETY: plain read of the backend's database OID.
+    let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
+    let rows: Vec<_> = engine
+        .tree_ids()
+        .into_iter()
+        .filter(|t| t.db == db)
+        .filter_map(|t| {
+            let tree = engine.tree(t).ok()?;
+            let s = tree.stats();
+            Some((
+                pg_sys::Oid::from(t.rel),
+                format!("{}/{}/{}", pg::engine::DATA_DIR, t.db, t.rel),
+                s.pages as i64,
+                s.resident_pages as i64,
+                s.dirty_pages as i64,
+                s.file_bytes as i64,
+                tree.compress(),
+            ))
+        })
+        .collect();
+    TableIterator::new(rows)
+}
+
+pgrx::extension_sql!(
+    r#"
+CREATE VIEW orioledb_trees AS
+SELECT c.oid::regclass AS reloid, t.relnode, 'primary'::text AS tree, t.file,
+       t.pages, t.resident_pages, t.dirty_pages, t.file_bytes, t.compress
+FROM orioledb_tree_stats() t
+LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
+"#,
+    name = "orioledb_trees_view",
+    requires = [orioledb_tree_stats]
+);
+
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {
@@ -164,13 +217,12 @@ mod tests {
         let before = Spi::get_one::<i64>(node).unwrap();
         assert_eq!(sqlstate_of("TRUNCATE t_ddl"), None);
         assert_ne!(Spi::get_one::<i64>(node).unwrap(), before);
-        // In the creating (sub)transaction PostgreSQL truncates in place, which
-        // needs the engine.
-        expect_error(
-            "DO $$ BEGIN CREATE TABLE t_tr (id int) USING orioledb; TRUNCATE t_tr; END $$",
-            "0A000",
-            "orioledb: TRUNCATE of table \"t_tr\" in the transaction that created it",
-        );
+        // In the creating (sub)transaction PostgreSQL truncates in place: the
+        // engine empties the same tree.
+        Spi::run("DO $$ BEGIN CREATE TABLE t_tr (id int) USING orioledb; TRUNCATE t_tr; END $$")
+            .unwrap();
+        let trees = "SELECT count(*) FROM orioledb_trees WHERE reloid = 't_tr'::regclass";
+        assert_eq!(Spi::get_one::<i64>(trees).unwrap(), Some(1));
         Spi::run("DROP TABLE t_ddl").unwrap();
         let n =
             Spi::get_one::<i64>("SELECT count(*) FROM pg_class WHERE relname = 't_ddl'").unwrap();
@@ -621,8 +673,11 @@ mod tests {
         Spi::run("CREATE TABLE t_opt_p1 PARTITION OF t_opt_p FOR VALUES FROM (1) TO (10) WITH (compress = 7)")
             .unwrap();
         assert_eq!(levels("t_opt_p1"), (7, 7, 7));
-        Spi::run("CREATE TEMP TABLE t_opt_tmp (id int) WITH (compress = 3)").unwrap();
-        assert_eq!(levels("t_opt_tmp"), (3, 3, 3));
+        // Temporary orioledb tables are refused (not supported yet).
+        assert!(
+            sqlstate_of("CREATE TEMP TABLE t_opt_tmp (id int) WITH (compress = 3)")
+                .is_some_and(|e| e.starts_with("0A000"))
+        );
         Spi::run("RESET default_table_access_method").unwrap();
     }
 

@@ -12,12 +12,20 @@ fn create_extension_in_fresh_database() {
     let (env, _g) = require_server!();
     let mut c = fresh_db(&env, "itest_create_extension");
     // a second CREATE EXTENSION IF NOT EXISTS is a no-op, a plain one is an error
-    c.batch_execute("CREATE EXTENSION IF NOT EXISTS orioledb_rs").unwrap();
+    c.batch_execute("CREATE EXTENSION IF NOT EXISTS orioledb_rs")
+        .unwrap();
     expect_sqlstate(&mut c, "CREATE EXTENSION orioledb_rs", "42710"); // duplicate_object
     let rows = c
-        .query("SELECT extname, extversion FROM pg_extension WHERE extname = 'orioledb_rs'", &[])
+        .query(
+            "SELECT extname, extversion FROM pg_extension WHERE extname = 'orioledb_rs'",
+            &[],
+        )
         .unwrap();
-    assert_eq!(rows.len(), 1, "orioledb_rs should be listed once in pg_extension");
+    assert_eq!(
+        rows.len(),
+        1,
+        "orioledb_rs should be listed once in pg_extension"
+    );
     let version: String = rows[0].get(1);
     assert!(!version.is_empty(), "extension version is empty");
 }
@@ -27,11 +35,21 @@ fn access_method_is_registered() {
     let (env, _g) = require_server!();
     let mut c = fresh_db(&env, "itest_am");
     let rows = c
-        .query("SELECT amname, amtype::text FROM pg_am WHERE amname = 'orioledb'", &[])
+        .query(
+            "SELECT amname, amtype::text FROM pg_am WHERE amname = 'orioledb'",
+            &[],
+        )
         .unwrap();
-    assert_eq!(rows.len(), 1, "expected exactly one access method named orioledb");
+    assert_eq!(
+        rows.len(),
+        1,
+        "expected exactly one access method named orioledb"
+    );
     let amtype: String = rows[0].get(1);
-    assert_eq!(amtype, "t", "orioledb must be a table access method (amtype 't')");
+    assert_eq!(
+        amtype, "t",
+        "orioledb must be a table access method (amtype 't')"
+    );
 
     // The handler function belongs to the extension.
     let n: i64 = c
@@ -44,7 +62,10 @@ fn access_method_is_registered() {
         )
         .unwrap()
         .get(0);
-    assert_eq!(n, 1, "access method orioledb should be a member of extension orioledb_rs");
+    assert_eq!(
+        n, 1,
+        "access method orioledb should be a member of extension orioledb_rs"
+    );
 }
 
 #[test]
@@ -125,16 +146,27 @@ fn two_concurrent_sessions_see_the_access_method() {
                     .unwrap()
                     .get(0);
                 assert_eq!(n, 1, "session {i} does not see the orioledb access method");
-                let mb: String = tx.query_one("SHOW orioledb.main_buffers", &[]).unwrap().get(0);
+                let mb: String = tx
+                    .query_one("SHOW orioledb.main_buffers", &[])
+                    .unwrap()
+                    .get(0);
                 assert_eq!(mb, "128MB", "session {i}");
                 barrier.wait();
                 tx.commit().unwrap();
-                c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get::<_, i32>(0)
+                c.query_one("SELECT pg_backend_pid()", &[])
+                    .unwrap()
+                    .get::<_, i32>(0)
             })
         })
         .collect();
-    let pids: Vec<i32> = handles.into_iter().map(|h| h.join().expect("session thread panicked")).collect();
-    assert_ne!(pids[0], pids[1], "the two sessions must be different backends");
+    let pids: Vec<i32> = handles
+        .into_iter()
+        .map(|h| h.join().expect("session thread panicked"))
+        .collect();
+    assert_ne!(
+        pids[0], pids[1],
+        "the two sessions must be different backends"
+    );
 }
 
 #[test]
@@ -142,7 +174,12 @@ fn extension_survives_server_restart() {
     let (env, _g) = require_server_exclusive!();
     drop(fresh_db(&env, "itest_restart"));
     restart_server(&env);
-    let mut c = connect_retry(&env.host, env.port, "itest_restart", Duration::from_secs(30));
+    let mut c = connect_retry(
+        &env.host,
+        env.port,
+        "itest_restart",
+        Duration::from_secs(30),
+    );
     let n: i64 = c
         .query_one("SELECT count(*) FROM pg_am WHERE amname = 'orioledb'", &[])
         .unwrap()
@@ -150,7 +187,10 @@ fn extension_survives_server_restart() {
     assert_eq!(n, 1);
     assert_eq!(show(&mut c, "orioledb.main_buffers"), "128MB");
     let preload = show(&mut c, "shared_preload_libraries");
-    assert!(preload.contains("orioledb_rs"), "shared_preload_libraries = {preload:?}");
+    assert!(
+        preload.contains("orioledb_rs"),
+        "shared_preload_libraries = {preload:?}"
+    );
 }
 
 /// A cluster that does NOT preload the library: using the extension must raise a
@@ -161,12 +201,17 @@ fn without_shared_preload_libraries_the_extension_refuses() {
     let cluster = ScratchCluster::new(&env, "nopreload", &[]);
     let mut c = cluster.connect("postgres");
     let preload = show(&mut c, "shared_preload_libraries");
-    assert!(!preload.contains("orioledb_rs"), "scratch cluster must not preload: {preload:?}");
+    assert!(
+        !preload.contains("orioledb_rs"),
+        "scratch cluster must not preload: {preload:?}"
+    );
 
     let created = c.batch_execute("CREATE EXTENSION orioledb_rs");
     match created {
         Err(e) => {
-            let db = e.as_db_error().unwrap_or_else(|| panic!("CREATE EXTENSION: non-server error {e}"));
+            let db = e
+                .as_db_error()
+                .unwrap_or_else(|| panic!("CREATE EXTENSION: non-server error {e}"));
             assert!(
                 db.message().contains(NOT_PRELOADED_MSG),
                 "CREATE EXTENSION failed with an unexpected error: {}\nserver log:\n{}",

@@ -6,5 +6,6 @@
 //! read or write rows raises `feature_not_supported` (0A000).
 pub mod handler;
 pub mod routine;
+pub mod storage;
 
 pub use routine::ROUTINE;

@@ -413,28 +413,45 @@ unsafe extern "C-unwind" fn finish_bulk_insert(_rel: pg_sys::Relation, _options:
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_set_new_filenode(
-    _rel: pg_sys::Relation,
-    _newrnode: *const pg_sys::RelFileNode,
-    _persistence: std::ffi::c_char,
+    rel: pg_sys::Relation,
+    newrnode: *const pg_sys::RelFileNode,
+    persistence: std::ffi::c_char,
     freeze_xid: *mut pg_sys::TransactionId,
     minmulti: *mut pg_sys::MultiXactId,
 ) {
-    // Like heap: the new (empty) relation holds no xid older than RecentXmin
-    // and no multixact older than the oldest one still running. Honest values
-    // here let clog/multixact truncation proceed once rows exist.
-    // SAFETY: PostgreSQL passes valid out-pointers; RecentXmin is set because
-    // DDL runs inside a transaction with a snapshot.
+    // SAFETY: PostgreSQL passes an open relation and a valid file node.
     unsafe {
+        if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP {
+            unsupported_on(rel, "temporary {} (CREATE TEMP TABLE ... USING orioledb)");
+        }
+        if persistence as u8 == pg_sys::RELPERSISTENCE_UNLOGGED {
+            unsupported_on(
+                rel,
+                "unlogged {} (CREATE UNLOGGED TABLE ... USING orioledb)",
+            );
+        }
+        if (*newrnode).spcNode != pg_sys::DEFAULTTABLESPACE_OID {
+            unsupported_on(rel, "{} outside the default tablespace");
+        }
+        // Like heap: the new (empty) relation holds no xid older than
+        // RecentXmin and no multixact older than the oldest one still running.
+        // RecentXmin is set because DDL runs in a transaction with a snapshot.
         *freeze_xid = pg_sys::RecentXmin;
         *minmulti = pg_sys::GetOldestMultiXactId();
+        // The table body is an engine tree, not a file under base/.
+        crate::am::storage::new_relation_file(rel, newrnode);
     }
-    // No file under base/: see the module comment.
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Relation) {
+    // TRUNCATE in the transaction that created the table: empty it in place.
     // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "TRUNCATE of {} in the transaction that created it") }
+    let node = unsafe { (*rel).rd_node };
+    let engine = crate::pg::engine::engine();
+    engine
+        .truncate_tree(crate::pg::engine::tree_id(node.dbNode, node.relNode))
+        .unwrap_or_else(|e| crate::pg::engine::report(e));
 }
 
 #[pg_guard]

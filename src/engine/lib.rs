@@ -22,7 +22,7 @@ pub mod wal;
 
 pub use check::CheckReport;
 pub use cursor::{Cursor, Direction};
-pub use engine::{Engine, Tree, TreeOptions, TreeStats};
+pub use engine::{Engine, SharedMeta, Tree, TreeOptions, TreeStats};
 pub use error::{EngineError, Result};
 pub use id::TreeId;
 

@@ -53,4 +53,5 @@ pub extern "C-unwind" fn _PG_init() {
     crate::pg::guc::register();
     crate::pg::shmem::install_hooks();
     crate::pg::options::install_hook();
+    crate::am::storage::install();
 }

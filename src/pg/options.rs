@@ -159,6 +159,11 @@ impl Given {
     }
 }
 
+/// The levels a table created now without options would get.
+pub fn new_table_levels() -> Levels {
+    Levels::for_new_table(&Given::default())
+}
+
 /// Reads stored levels of `reloid` from `pg_class.reloptions`.
 ///
 /// Returns `(compress, primary_compress, toast_compress)`. A table created
@@ -297,6 +302,10 @@ unsafe fn write_levels(reloid: pg_sys::Oid, levels: Option<Levels>) {
         pg_sys::heap_freetuple(tup);
         pg_sys::table_close(rel, pg_sys::RowExclusiveLock as i32);
         pg_sys::CommandCounterIncrement();
+    }
+    if let Some(l) = levels {
+        // Pages of the primary tree written from now on use the new level.
+        crate::am::storage::set_tree_compression(reloid, l.primary);
     }
 }
 
@@ -681,6 +690,16 @@ unsafe extern "C-unwind" fn process_utility(
             pg_sys::NodeTag::T_CreateStmt => create_table(&mut call),
             pg_sys::NodeTag::T_CreateTableAsStmt => create_table_as(&mut call),
             pg_sys::NodeTag::T_AlterTableStmt => alter_table(&mut call),
+            pg_sys::NodeTag::T_CheckPointStmt => {
+                // PostgreSQL 15 has no checkpoint hook: CHECKPOINT also makes
+                // the engine's trees durable, and returns when they are.
+                call.run();
+                if crate::pg::init::is_preloaded() {
+                    crate::pg::engine::engine()
+                        .checkpoint(0)
+                        .unwrap_or_else(|e| crate::pg::engine::report(e));
+                }
+            }
             pg_sys::NodeTag::T_IndexStmt => {
                 let stmt = call.stmt() as *mut pg_sys::IndexStmt;
                 if let Some(&(_, _)) = ours_in((*stmt).options).first() {

@@ -49,9 +49,15 @@ pub struct TestEnv {
 
 /// The test server's settings, or `None` when the environment does not name one.
 pub fn env() -> Option<TestEnv> {
-    let host = std::env::var("ORIOLEDB_TEST_HOST").ok().filter(|s| !s.is_empty())?;
-    let port = std::env::var("ORIOLEDB_TEST_PORT").ok().filter(|s| !s.is_empty())?;
-    let port: u16 = port.parse().expect("ORIOLEDB_TEST_PORT must be a port number");
+    let host = std::env::var("ORIOLEDB_TEST_HOST")
+        .ok()
+        .filter(|s| !s.is_empty())?;
+    let port = std::env::var("ORIOLEDB_TEST_PORT")
+        .ok()
+        .filter(|s| !s.is_empty())?;
+    let port: u16 = port
+        .parse()
+        .expect("ORIOLEDB_TEST_PORT must be a port number");
     let var = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
     Some(TestEnv {
         host,
@@ -89,6 +95,7 @@ macro_rules! require_server {
 }
 
 /// Like [`require_server!`] but takes the exclusive lock (for restarts/crashes).
+#[allow(unused_macros)]
 macro_rules! require_server_exclusive {
     () => {
         match $crate::common::env() {
@@ -292,13 +299,20 @@ fn pgdata(env: &TestEnv) -> &Path {
 /// Hold [`exclusive`] while calling this.
 pub fn restart_server(env: &TestEnv) {
     let mut cmd = pg_command(env, "pg_ctl");
-    cmd.arg("-D").arg(pgdata(env)).args(["-w", "-t", "120", "-m", "fast"]);
+    cmd.arg("-D")
+        .arg(pgdata(env))
+        .args(["-w", "-t", "120", "-m", "fast"]);
     if let Some(log) = &env.log {
         cmd.arg("-l").arg(log);
     }
     cmd.arg("restart");
     run_checked(cmd, "pg_ctl restart");
-    drop(connect_retry(&env.host, env.port, "postgres", Duration::from_secs(60)));
+    drop(connect_retry(
+        &env.host,
+        env.port,
+        "postgres",
+        Duration::from_secs(60),
+    ));
 }
 
 /// PID of the postmaster (first line of postmaster.pid).
@@ -348,7 +362,12 @@ pub fn start_server(env: &TestEnv) {
         cmd.stdout(Stdio::null()).stderr(Stdio::null());
     }
     run_checked(cmd, "pg_ctl start");
-    drop(connect_retry(&env.host, env.port, "postgres", Duration::from_secs(60)));
+    drop(connect_retry(
+        &env.host,
+        env.port,
+        "postgres",
+        Duration::from_secs(60),
+    ));
 }
 
 // ------------------------------------------------------------------ extra clusters
@@ -366,7 +385,10 @@ impl ScratchCluster {
     /// `conf` lines are appended to postgresql.conf (e.g. shared_preload_libraries).
     pub fn new(base: &TestEnv, name: &str, conf: &[&str]) -> ScratchCluster {
         let scratch_root = base.scratch.clone().unwrap_or_else(|| {
-            let p = pgdata(base).parent().expect("PGDATA has a parent").join("scratch");
+            let p = pgdata(base)
+                .parent()
+                .expect("PGDATA has a parent")
+                .join("scratch");
             std::fs::create_dir_all(&p).expect("create scratch dir");
             chown_to(base, &p);
             p
@@ -381,10 +403,15 @@ impl ScratchCluster {
         let port = base.port.wrapping_add(100 + n);
 
         let mut initdb = pg_command(base, "initdb");
-        initdb
-            .arg("-D")
-            .arg(&pgdata)
-            .args(["-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C"]);
+        initdb.arg("-D").arg(&pgdata).args([
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "-E",
+            "UTF8",
+            "--locale=C",
+        ]);
         run_checked(initdb, "initdb (scratch cluster)");
 
         let mut text = format!(
@@ -428,7 +455,16 @@ impl ScratchCluster {
             .log
             .as_ref()
             .and_then(|l| std::fs::read_to_string(l).ok())
-            .map(|s| s.lines().rev().take(30).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"))
+            .map(|s| {
+                s.lines()
+                    .rev()
+                    .take(30)
+                    .collect::<Vec<_>>()
+                    .into_iter()
+                    .rev()
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
             .unwrap_or_default()
     }
 }

@@ -1,0 +1,238 @@
+//! The life of a table's engine trees, following PostgreSQL's transactions.
+//!
+//! A tree is created when PostgreSQL assigns the table a relation file
+//! (`relation_set_new_filenode`: CREATE TABLE, TRUNCATE, rewrites) and must
+//! disappear if that transaction rolls back; a tree whose table is dropped
+//! (or whose file is replaced) must disappear when that transaction commits
+//! and stay if it rolls back. PostgreSQL keeps the same kind of list for
+//! heap files (`catalog/storage.c`, private to the server), so we keep ours:
+//! entries are tagged with the subtransaction that made them, run or dropped
+//! when it aborts, and handed to the parent when it commits.
+
+use crate::pg::engine::{engine, report, tree_id};
+use orioledb_engine::{TreeId, TreeOptions};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+
+/// What to do with a tree at the end of the transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum When {
+    /// Drop it if the transaction (or the subtransaction) aborts.
+    DropAtAbort,
+    /// Drop it when the transaction commits.
+    DropAtCommit,
+}
+
+/// Invariant: only this backend's open transaction's entries; empty between
+/// transactions.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    tree: TreeId,
+    when: When,
+    subid: pg_sys::SubTransactionId,
+}
+
+thread_local! {
+    static PENDING: RefCell<Vec<Pending>> = const { RefCell::new(Vec::new()) };
+}
+
+fn remember(tree: TreeId, when: When) {
+    // SAFETY: plain read of the current subtransaction id.
+    let subid = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    PENDING.with(|p| p.borrow_mut().push(Pending { tree, when, subid }));
+}
+
+/// Drops trees at transaction end. Failures cannot be raised after commit,
+/// so they become WARNINGs (the tree then stays until removed by hand).
+fn drop_trees(trees: impl IntoIterator<Item = TreeId>) {
+    for t in trees {
+        if let Err(e) = engine().drop_tree(t) {
+            if !matches!(e, orioledb_engine::EngineError::NoSuchTree(_)) {
+                pgrx::warning!("orioledb: could not drop tree {t}: {e}");
+            }
+        }
+    }
+}
+
+/// Creates the primary tree of a relation getting the new file `rnode`
+/// and arranges for the old one (if the relation had a tree) to go at
+/// commit. Compression starts at the level a new table would get now; the
+/// options hook sets the stored level right after CREATE TABLE.
+///
+/// # Safety
+/// `rel` is an open relation, `rnode` a valid pointer.
+pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::RelFileNode) {
+    // SAFETY: per the contract.
+    let (old, new) = unsafe {
+        let old = (*rel).rd_node;
+        (old, *rnode)
+    };
+    let id = tree_id(new.dbNode, new.relNode);
+    let level = crate::pg::options::new_table_levels().primary;
+    let opts = TreeOptions {
+        compress: level,
+        ..Default::default()
+    };
+    engine().open_tree(id, opts).unwrap_or_else(|e| report(e));
+    remember(id, When::DropAtAbort);
+    if old.relNode != new.relNode && old.relNode != pg_sys::InvalidOid {
+        let old_id = tree_id(old.dbNode, old.relNode);
+        if engine().tree(old_id).is_ok() {
+            remember(old_id, When::DropAtCommit);
+        }
+    }
+}
+
+/// Sets the compression level of relation `reloid`'s primary tree (pages
+/// written from now on), if it is an orioledb table with a tree.
+pub fn set_tree_compression(reloid: pg_sys::Oid, level: i32) {
+    let Some((db, relnode)) = orioledb_relfile(reloid) else {
+        return;
+    };
+    if let Ok(t) = engine().tree(tree_id(db, relnode)) {
+        t.set_compress(level).unwrap_or_else(|e| report(e));
+    }
+}
+
+/// The OID of the `orioledb` access method, cached per process.
+fn am_oid() -> pg_sys::Oid {
+    thread_local! {
+        static OID: std::cell::Cell<pg_sys::Oid> = const { std::cell::Cell::new(pg_sys::InvalidOid) };
+    }
+    OID.with(|c| {
+        if c.get() == pg_sys::InvalidOid {
+            // SAFETY: catalog lookup by a static NUL-terminated name.
+            c.set(unsafe { pg_sys::get_table_am_oid(c"orioledb".as_ptr(), true) });
+        }
+        c.get()
+    })
+}
+
+/// (database, relfilenode) of `reloid` if it is a relation of our AM.
+fn orioledb_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
+    let am = am_oid();
+    if am == pg_sys::InvalidOid {
+        return None;
+    }
+    // SAFETY: syscache lookup; the tuple is released before returning and
+    // its fixed-size pg_class fields are read while it is held.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as i32, reloid.into());
+        if tup.is_null() {
+            return None;
+        }
+        let form = pg_sys::GETSTRUCT(tup) as *mut pg_sys::FormData_pg_class;
+        let found = ((*form).relam == am && (*form).relfilenode != pg_sys::InvalidOid)
+            .then(|| (pg_sys::MyDatabaseId, (*form).relfilenode));
+        pg_sys::ReleaseSysCache(tup);
+        found
+    }
+}
+
+static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
+
+/// Installs the transaction callbacks and the drop hook (from `_PG_init`).
+pub(crate) fn install() {
+    // SAFETY: _PG_init runs once, single-threaded, in the postmaster; the
+    // callbacks and hook are inherited by every backend.
+    unsafe {
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
+        PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
+        pg_sys::object_access_hook = Some(object_access);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn object_access(
+    access: pg_sys::ObjectAccessType::Type,
+    class_id: pg_sys::Oid,
+    object_id: pg_sys::Oid,
+    sub_id: std::ffi::c_int,
+    arg: *mut std::ffi::c_void,
+) {
+    // SAFETY: the saved hook was valid when installed and takes these arguments.
+    unsafe {
+        if let Some(prev) = PREV_OBJECT_ACCESS {
+            prev(access, class_id, object_id, sub_id, arg);
+        }
+    }
+    // DROP of a whole relation (not a column) of our AM: its catalog row
+    // still exists here (dependency.c calls the hook before deleting it).
+    if access == pg_sys::ObjectAccessType::OAT_DROP
+        && class_id == pg_sys::RelationRelationId
+        && sub_id == 0
+    {
+        if let Some((db, relnode)) = orioledb_relfile(object_id) {
+            let id = tree_id(db, relnode);
+            if engine().tree(id).is_ok() {
+                remember(id, When::DropAtCommit);
+            }
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn xact_callback(
+    event: pg_sys::XactEvent::Type,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::XactEvent::*;
+    match event {
+        XACT_EVENT_PRE_PREPARE if PENDING.with(|p| !p.borrow().is_empty()) => {
+            pgrx::ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                "orioledb: PREPARE TRANSACTION after creating or dropping orioledb tables is not supported yet"
+            );
+        }
+        XACT_EVENT_COMMIT
+        | XACT_EVENT_PARALLEL_COMMIT
+        | XACT_EVENT_ABORT
+        | XACT_EVENT_PARALLEL_ABORT => {
+            let commit = matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT);
+            let want = if commit {
+                When::DropAtCommit
+            } else {
+                When::DropAtAbort
+            };
+            let all = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+            if !all.is_empty() {
+                drop_trees(all.into_iter().filter(|e| e.when == want).map(|e| e.tree));
+            }
+        }
+        _ => {}
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn subxact_callback(
+    event: pg_sys::SubXactEvent::Type,
+    my_subid: pg_sys::SubTransactionId,
+    parent_subid: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    use pg_sys::SubXactEvent::*;
+    match event {
+        SUBXACT_EVENT_COMMIT_SUB => PENDING.with(|p| {
+            for e in p.borrow_mut().iter_mut().filter(|e| e.subid == my_subid) {
+                e.subid = parent_subid;
+            }
+        }),
+        SUBXACT_EVENT_ABORT_SUB => {
+            let mine: Vec<Pending> = PENDING.with(|p| {
+                let mut all = p.borrow_mut();
+                let (mine, rest) = all.drain(..).partition(|e| e.subid == my_subid);
+                *all = rest;
+                mine
+            });
+            drop_trees(
+                mine.into_iter()
+                    .filter(|e| e.when == When::DropAtAbort)
+                    .map(|e| e.tree),
+            );
+        }
+        _ => {}
+    }
+}

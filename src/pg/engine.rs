@@ -1,0 +1,89 @@
+//! This process's handle on the storage engine.
+//!
+//! The pool and the engine metadata live in shared memory (see `shmem`);
+//! each backend attaches on first use. The first process ever to attach
+//! loads the durable checkpoint from `$PGDATA/orioledb_data/`.
+
+use orioledb_engine::io::StdIo;
+use orioledb_engine::{Engine, EngineError, SharedMeta, TreeId};
+use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use std::sync::{Arc, OnceLock};
+
+/// The engine directory, relative to the data directory (PostgreSQL runs
+/// with the data directory as its working directory).
+pub const DATA_DIR: &str = "orioledb_data";
+
+/// Invariant: set once per process, after a successful attach.
+static ENGINE: OnceLock<Engine> = OnceLock::new();
+
+/// The engine, attached on first use. Raises an ERROR if the library was
+/// not preloaded or the engine directory cannot be opened.
+pub fn engine() -> &'static Engine {
+    if let Some(e) = ENGINE.get() {
+        return e;
+    }
+    crate::pg::require_preloaded();
+    let pool = crate::pg::shmem::attach_pool()
+        .unwrap_or_else(|| pgrx::error!("orioledb_rs: the shared page pool was not created"));
+    let (base, nchunks) = crate::pg::shmem::meta_region()
+        .unwrap_or_else(|| pgrx::error!("orioledb_rs: the engine metadata region was not created"));
+    let latches = crate::pg::shmem::PgLatches::meta()
+        .unwrap_or_else(|| pgrx::error!("orioledb_rs: the engine latches were not created"));
+    let region = SharedMeta {
+        base,
+        max_trees: crate::pg::shmem::MAX_TREES,
+        nchunks,
+        latches: Arc::new(latches),
+    };
+    // SAFETY: `base` is the metadata region formatted at shmem startup for
+    // MAX_TREES/nchunks, mapped for the life of the process, and every
+    // process uses the same LWLock tranche for it.
+    let attached =
+        unsafe { Engine::attach_shared(DATA_DIR, pool, region, Arc::new(StdIo::new()), None) };
+    let engine = attached.unwrap_or_else(|e| report(e));
+    let first = ENGINE.set(engine).is_ok();
+    if first {
+        // SAFETY: registering an exit callback with a plain function pointer.
+        unsafe {
+            pg_sys::before_shmem_exit(Some(release_pins_at_exit), pg_sys::Datum::from(0usize))
+        };
+    }
+    ENGINE.get().expect("just set")
+}
+
+/// A process that exits while Rust frames still hold page guards (FATAL,
+/// `proc_exit`) never drops them: give their pins back.
+#[pg_guard]
+unsafe extern "C-unwind" fn release_pins_at_exit(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    if let Some(e) = ENGINE.get() {
+        // SAFETY: at process exit no guard of this process will be used again.
+        unsafe { e.pool().release_local_pins() };
+    }
+}
+
+/// The tree of relation file `relnode` in database `db`.
+pub fn tree_id(db: pg_sys::Oid, relnode: pg_sys::Oid) -> TreeId {
+    TreeId::new(db.to_u32(), relnode.to_u32())
+}
+
+/// Raises an engine failure as an ERROR with a fitting SQLSTATE.
+pub fn report(e: EngineError) -> ! {
+    let code = match &e {
+        EngineError::Corrupt { .. } | EngineError::Damaged { .. } => {
+            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED
+        }
+        EngineError::Io { .. } => PgSqlErrorCode::ERRCODE_IO_ERROR,
+        EngineError::PoolExhausted(_)
+        | EngineError::MetadataFull(_)
+        | EngineError::TooManyTrees(_) => PgSqlErrorCode::ERRCODE_INSUFFICIENT_RESOURCES,
+        EngineError::KeyTooLarge { .. } | EngineError::ItemTooLarge { .. } => {
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED
+        }
+        EngineError::BadCompression(_) => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+        _ => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+    };
+    ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs").report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}

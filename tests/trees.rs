@@ -1,0 +1,195 @@
+//! Integration tests: a table's engine tree follows its transactions, is
+//! shared by all sessions, and its files appear after CHECKPOINT.
+
+#[macro_use]
+mod common;
+
+use common::*;
+
+fn relnode(c: &mut postgres::Client, table: &str) -> u32 {
+    let oid: postgres::types::Oid = c
+        .query_one(
+            "SELECT relfilenode FROM pg_class WHERE relname = $1",
+            &[&table],
+        )
+        .unwrap()
+        .get(0);
+    oid
+}
+
+fn tree_listed(c: &mut postgres::Client, relnode: u32) -> bool {
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM orioledb_trees WHERE relnode = $1",
+            &[&relnode],
+        )
+        .unwrap()
+        .get(0);
+    n == 1
+}
+
+#[test]
+fn trees_follow_create_drop_commit_and_rollback() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_trees_xact");
+    c.batch_execute("CREATE TABLE t1 (id int, v text) USING orioledb WITH (compress = 3)")
+        .unwrap();
+    let n1 = relnode(&mut c, "t1");
+    let row = c
+        .query_one(
+            "SELECT reloid::text, compress, tree FROM orioledb_trees WHERE relnode = $1",
+            &[&n1],
+        )
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "t1");
+    assert_eq!(
+        row.get::<_, i32>(1),
+        3,
+        "the tree takes the table's compress level"
+    );
+    assert_eq!(row.get::<_, String>(2), "primary");
+    c.batch_execute("ALTER TABLE t1 SET (primary_compress = 7)")
+        .unwrap();
+    let level: i32 = c
+        .query_one(
+            "SELECT compress FROM orioledb_trees WHERE relnode = $1",
+            &[&n1],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(level, 7, "ALTER TABLE SET reaches the tree");
+
+    // CREATE rolled back: no tree left.
+    c.batch_execute("BEGIN; CREATE TABLE t2 (id int) USING orioledb")
+        .unwrap();
+    let n2 = relnode(&mut c, "t2");
+    assert!(tree_listed(&mut c, n2));
+    c.batch_execute("ROLLBACK").unwrap();
+    assert!(
+        !tree_listed(&mut c, n2),
+        "a rolled-back CREATE TABLE must not leave a tree"
+    );
+
+    // DROP rolled back keeps the tree; DROP committed removes it.
+    c.batch_execute("BEGIN; DROP TABLE t1; ROLLBACK").unwrap();
+    assert!(
+        tree_listed(&mut c, n1),
+        "a rolled-back DROP TABLE must keep the tree"
+    );
+    c.batch_execute("DROP TABLE t1").unwrap();
+    assert!(
+        !tree_listed(&mut c, n1),
+        "a committed DROP TABLE removes the tree"
+    );
+
+    // Savepoints: the inner CREATE goes with ROLLBACK TO, the outer stays.
+    c.batch_execute("BEGIN; CREATE TABLE t3 (id int) USING orioledb; SAVEPOINT s; CREATE TABLE t4 (id int) USING orioledb")
+        .unwrap();
+    let (n3, n4) = (relnode(&mut c, "t3"), relnode(&mut c, "t4"));
+    c.batch_execute(
+        "ROLLBACK TO SAVEPOINT s; SAVEPOINT s2; DROP TABLE t3; RELEASE SAVEPOINT s2; COMMIT",
+    )
+    .unwrap();
+    assert!(
+        !tree_listed(&mut c, n4),
+        "ROLLBACK TO SAVEPOINT removes the inner table's tree"
+    );
+    assert!(
+        !tree_listed(&mut c, n3),
+        "a DROP in a released savepoint commits with the transaction"
+    );
+
+    // TRUNCATE gives the table a new file and tree; the old one goes at commit.
+    c.batch_execute("CREATE TABLE t5 (id int) USING orioledb")
+        .unwrap();
+    let old = relnode(&mut c, "t5");
+    c.batch_execute("TRUNCATE t5").unwrap();
+    let new = relnode(&mut c, "t5");
+    assert_ne!(old, new);
+    assert!(tree_listed(&mut c, new) && !tree_listed(&mut c, old));
+    // TRUNCATE in the creating transaction empties in place.
+    c.batch_execute("BEGIN; CREATE TABLE t6 (id int) USING orioledb; TRUNCATE t6; COMMIT")
+        .unwrap();
+    let n6 = relnode(&mut c, "t6");
+    assert!(tree_listed(&mut c, n6));
+}
+
+#[test]
+fn unsupported_table_kinds_are_refused() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_trees_kinds");
+    expect_sqlstate(
+        &mut c,
+        "CREATE TEMP TABLE tt (id int) USING orioledb",
+        "0A000",
+    );
+    expect_sqlstate(
+        &mut c,
+        "CREATE UNLOGGED TABLE tu (id int) USING orioledb",
+        "0A000",
+    );
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM orioledb_trees", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "refused tables leave no tree");
+}
+
+#[test]
+fn trees_are_shared_by_sessions_and_written_by_checkpoint() {
+    let (env, _g) = require_server!();
+    let mut a = fresh_db(&env, "itest_trees_shared");
+    let mut b = connect(&env, "itest_trees_shared");
+    a.batch_execute("CREATE TABLE s1 (id int) USING orioledb WITH (compress = 1)")
+        .unwrap();
+    let n = relnode(&mut a, "s1");
+    assert!(
+        tree_listed(&mut b, n),
+        "another backend must see the tree (shared metadata)"
+    );
+    a.batch_execute("CHECKPOINT").unwrap();
+    let dboid: postgres::types::Oid = a
+        .query_one(
+            "SELECT oid FROM pg_database WHERE datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let dir = env
+        .pgdata
+        .as_ref()
+        .expect("ORIOLEDB_TEST_PGDATA")
+        .join("orioledb_data");
+    assert!(
+        dir.join("control").exists(),
+        "CHECKPOINT writes orioledb_data/control"
+    );
+    let data = dir.join(dboid.to_string()).join(n.to_string());
+    assert!(
+        data.exists(),
+        "the tree's data file is named by the relfilenode: {}",
+        data.display()
+    );
+    let maps: Vec<String> = std::fs::read_dir(dir.join(dboid.to_string()))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|f| f.starts_with(&format!("{n}-")) && f.ends_with(".map"))
+        .collect();
+    assert_eq!(
+        maps.len(),
+        1,
+        "one map file per tree after a checkpoint: {maps:?}"
+    );
+    let bytes: i64 = b
+        .query_one(
+            "SELECT file_bytes FROM orioledb_trees WHERE relnode = $1",
+            &[&n],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        bytes as u64,
+        std::fs::metadata(&data).unwrap().len(),
+        "file_bytes is the data file's size"
+    );
+}
