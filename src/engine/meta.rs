@@ -542,49 +542,66 @@ impl FileGuard<'_> {
         self.s().end_units
     }
 
-    /// First fit from the lowest possibly-free unit; grows the file if needed.
+    /// First fit from the lowest possibly-free unit; grows the file if
+    /// needed (a free run reaching the end of the file is extended). Scans
+    /// the bitmap a word at a time: runs of used and free units are skipped
+    /// with bit counts, not unit by unit.
     pub fn space_alloc(&self, len: u16) -> Result<Extent> {
         let end = self.s().end_units;
-        let mut start = self.s().free_hint.min(end);
-        let mut run = 0u32;
-        let mut u = start;
-        let mut first_free = None;
-        while u < end {
-            if u.is_multiple_of(64) && run == 0 && u + 64 <= end {
-                if let Some(w) = self.bit_word(u, false)? {
-                    // SAFETY: pointer into our latched chunk.
-                    if unsafe { w.read() } == u64::MAX {
-                        u += 64;
-                        start = u;
-                        continue;
+        let hint = self.s().free_hint.min(end);
+        let want = len as u32;
+        let (mut run_start, mut run) = (hint, 0u32);
+        let mut first_free: Option<u32> = None;
+        let mut found = None;
+        'scan: for wi in hint / 64..end.div_ceil(64) {
+            let base = wi * 64;
+            // SAFETY: pointer into a chunk of our latched bitmap.
+            let mut w = self
+                .bit_word(base, false)?
+                .map_or(0, |p| unsafe { p.read() });
+            if base < hint {
+                // Below the hint everything is in use (the hint's invariant).
+                w |= (1u64 << (hint - base)) - 1;
+            }
+            let mut bit = 0u32;
+            while bit < 64 {
+                let rest = w >> bit;
+                let zeros = if rest == 0 {
+                    64 - bit
+                } else {
+                    rest.trailing_zeros()
+                };
+                if zeros > 0 {
+                    if run == 0 {
+                        run_start = base + bit;
+                    }
+                    first_free.get_or_insert(base + bit);
+                    run += zeros;
+                    if run >= want {
+                        found = Some(run_start);
+                        break 'scan;
+                    }
+                    bit += zeros;
+                    if bit >= 64 {
+                        break;
                     }
                 }
-            }
-            if self.is_used(u) {
+                // A used unit at `bit`: skip the used run.
+                bit += (!(w >> bit)).trailing_zeros();
                 run = 0;
-                start = u + 1;
-            } else {
-                first_free.get_or_insert(u);
-                run += 1;
-                if run == len as u32 {
-                    break;
-                }
             }
-            u += 1;
         }
-        if let Some(f) = first_free {
-            self.s().free_hint = f;
-        } else {
-            self.s().free_hint = end;
-        }
-        let e = if run == len as u32 {
-            Extent { off: start, len }
-        } else {
-            // Reuse a free tail run and extend the file past it.
-            let off = if run > 0 { start } else { end };
-            self.s().end_units = off + len as u32;
-            Extent { off, len }
+        let off = match found {
+            Some(off) => off,
+            // A free run up to the end of the file is extended, else append.
+            None if run > 0 => run_start,
+            None => end,
         };
+        let e = Extent { off, len };
+        if e.end() > end {
+            self.s().end_units = e.end();
+        }
+        self.s().free_hint = first_free.unwrap_or(end).min(end);
         self.set_used(e, true)?;
         if self.s().free_hint == e.off {
             self.s().free_hint = e.end();
@@ -869,6 +886,55 @@ mod tests {
         // A run that reaches the end is extended rather than skipped.
         let d = f.space_alloc(17).unwrap();
         assert_eq!((d.off, f.end_units()), (5, 22));
+    }
+
+    /// The word-wise first fit against a unit-by-unit model, with random
+    /// allocations and releases (including runs across words and chunks).
+    #[test]
+    fn space_alloc_matches_a_simple_first_fit() {
+        let m = Meta::private(1, 64);
+        let f = m.file(0);
+        f.reset();
+        let mut used: Vec<bool> = Vec::new();
+        let mut live: Vec<Extent> = Vec::new();
+        let mut seed = 7u64;
+        let mut rnd = |n: u64| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        for step in 0..20_000 {
+            if live.is_empty() || rnd(5) < 3 {
+                let len = 1 + rnd(17) as u16;
+                // Model: first run of `len` free units, extending past the end.
+                let mut off = 0usize;
+                loop {
+                    if (off..off + len as usize).all(|u| !used.get(u).copied().unwrap_or(false)) {
+                        break;
+                    }
+                    off += 1;
+                }
+                let e = f.space_alloc(len).unwrap();
+                assert_eq!(e.off as usize, off, "step {step}: first fit of {len}");
+                if used.len() < off + len as usize {
+                    used.resize(off + len as usize, false);
+                }
+                used[off..off + len as usize].fill(true);
+                live.push(e);
+            } else {
+                let e = live.swap_remove(rnd(live.len() as u64) as usize);
+                f.space_release(e);
+                used[e.off as usize..e.end() as usize].fill(false);
+            }
+            if rnd(200) == 0 {
+                let trimmed = f.space_trim();
+                while used.last() == Some(&false) {
+                    used.pop();
+                }
+                assert_eq!(f.end_units() as usize, used.len(), "trim {trimmed:?}");
+            }
+        }
     }
 
     #[test]
