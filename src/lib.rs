@@ -88,6 +88,99 @@ LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
     requires = [orioledb_tree_stats]
 );
 
+/// Bytes of relation `rel`'s engine trees on disk (today its primary tree's
+/// data file); ERROR if `rel` is not an orioledb table.
+#[pg_extern]
+fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
+    pg::require_preloaded();
+    let Some((db, relnode)) = am::storage::orioledb_relfile(rel) else {
+        // SAFETY: name lookup for the message; NULL (no such relation) is handled.
+        let name = unsafe {
+            let n = pg_sys::get_rel_name(rel);
+            if n.is_null() {
+                format!("with OID {}", rel.to_u32())
+            } else {
+                format!("\"{}\"", std::ffi::CStr::from_ptr(n).to_string_lossy())
+            }
+        };
+        pgrx::ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            format!("relation {name} is not an orioledb table")
+        );
+    };
+    let engine = pg::engine::engine();
+    match engine.tree(pg::engine::tree_id(db, relnode)) {
+        Ok(t) => t.stats().file_bytes as i64,
+        Err(_) => 0,
+    }
+}
+
+/// The compression levels stored for table `rel` (see the table options).
+#[pg_extern]
+fn orioledb_table_compression(
+    rel: pg_sys::Oid,
+) -> TableIterator<'static, (name!(compress, i32), name!(primary_compress, i32), name!(toast_compress, i32))> {
+    pg::require_preloaded();
+    let (c, p, t) = pg::options::table_compression(rel);
+    TableIterator::once((c, p, t))
+}
+
+pgrx::extension_sql!(
+    r#"
+CREATE FUNCTION orioledb_relation_size(rel oid) RETURNS bigint
+LANGUAGE sql STRICT STABLE AS $$
+    SELECT orioledb_tree_bytes(rel)
+         + coalesce((SELECT sum(pg_relation_size(i.indexrelid))
+                     FROM pg_index i WHERE i.indrelid = rel), 0)::bigint
+$$;
+COMMENT ON FUNCTION orioledb_relation_size(oid) IS
+  'Bytes an orioledb table occupies on disk: its engine trees plus its indexes';
+
+CREATE FUNCTION orioledb_table_description(rel oid) RETURNS text
+LANGUAGE sql STRICT STABLE AS $$
+WITH lv AS (SELECT * FROM orioledb_table_compression(rel)),
+cols AS (
+    SELECT a.attnum,
+           CASE WHEN a.attisdropped THEN '' ELSE a.attname::text END AS col,
+           CASE WHEN a.attisdropped THEN '' ELSE format_type(a.atttypid, a.atttypmod) END AS typ,
+           coalesce(co.collname::text, '(null)') AS coll,
+           (NOT a.attnotnull)::text AS nul,
+           a.attisdropped::text AS dropped,
+           CASE a.attcompression WHEN 'p' THEN 'pglz' WHEN 'l' THEN 'lz4' ELSE '' END AS comp
+    FROM pg_attribute a
+    LEFT JOIN pg_collation co ON co.oid = a.attcollation
+    WHERE a.attrelid = rel AND a.attnum > 0
+),
+w AS (
+    SELECT greatest(6, max(length(col))) AS c, greatest(4, max(length(typ))) AS t,
+           greatest(9, max(length(coll))) AS l, 8 AS n, 7 AS d,
+           greatest(11, max(length(comp))) AS p
+    FROM cols
+)
+SELECT format('Compress = %s, Primary compress = %s, TOAST compress = %s',
+              lv.compress, lv.primary_compress, lv.toast_compress)
+       || E'\n' || format(' %s | %s | %s | %s | %s | %s ',
+              lpad('Column', w.c), lpad('Type', w.t), lpad('Collation', w.l),
+              lpad('Nullable', w.n), lpad('Dropped', w.d), lpad('Compression', w.p))
+       || coalesce(E'\n' || (SELECT string_agg(format(' %s | %s | %s | %s | %s | %s ',
+              lpad(col, w.c), lpad(typ, w.t), lpad(coll, w.l), lpad(nul, w.n),
+              lpad(dropped, w.d), lpad(comp, w.p)), E'\n' ORDER BY attnum) FROM cols), '')
+FROM lv, w
+$$;
+
+CREATE VIEW orioledb_table AS
+SELECT d.oid AS datoid, c.oid AS reloid, c.relfilenode AS relnode,
+       orioledb_table_description(c.oid) AS description
+FROM pg_class c
+JOIN pg_am am ON am.oid = c.relam AND am.amname = 'orioledb'
+CROSS JOIN (SELECT oid FROM pg_database WHERE datname = current_database()) d
+WHERE c.relkind IN ('r', 'm');
+"#,
+    name = "orioledb_table_view",
+    requires = [orioledb_tree_bytes, orioledb_table_compression]
+);
+
 #[cfg(any(test, feature = "pg_test"))]
 #[pg_schema]
 mod tests {

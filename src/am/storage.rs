@@ -110,7 +110,7 @@ fn am_oid() -> pg_sys::Oid {
 }
 
 /// (database, relfilenode) of `reloid` if it is a relation of our AM.
-fn orioledb_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
+pub fn orioledb_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
     let am = am_oid();
     if am == pg_sys::InvalidOid {
         return None;
