@@ -45,8 +45,26 @@ fi
 
 PSQL=("$PG_BINDIR/psql" -X -h "$SOCK" -p "$ORIOLEDB_PORT" -U postgres -d postgres -v ON_ERROR_STOP=1)
 
+# There are no upgrade scripts while the version stays 0.1.0: when the
+# installed extension SQL changed since this cluster created the extension
+# (its checksum is kept as the extension's comment), recreate the extension.
+# That only works while no table uses the access method; otherwise say so.
+EXT_SQL="$("$PG_CONFIG" --sharedir)/extension/orioledb_rs--$(sed -n 's/^version = "\(.*\)"/\1/p' "$PROJECT_DIR/Cargo.toml" | head -n1).sql"
+SQL_SUM="sql $(md5sum "$EXT_SQL" | cut -c1-32)"
+HAVE="$("${PSQL[@]}" -Atq -c "SELECT coalesce(obj_description(oid, 'pg_extension'), 'none') FROM pg_extension WHERE extname = 'orioledb_rs'")"
+STALE=no
+if [ -n "$HAVE" ] && [ "$HAVE" != "$SQL_SUM" ]; then
+    say "the extension's SQL changed: recreate the extension"
+    if ! "${PSQL[@]}" -q -c "DROP EXTENSION orioledb_rs" 2>/dev/null; then
+        STALE=yes
+        warn "orioledb tables exist, so the extension cannot be recreated; new SQL objects are missing (drop those tables, or scripts/stop.sh --clean to start over)"
+    fi
+fi
 say "CREATE EXTENSION IF NOT EXISTS orioledb_rs"
 "${PSQL[@]}" -q -c "CREATE EXTENSION IF NOT EXISTS orioledb_rs"
+if [ "$STALE" = no ]; then
+    "${PSQL[@]}" -q -c "COMMENT ON EXTENSION orioledb_rs IS '$SQL_SUM'"
+fi
 
 say "run sql/demo.sql"
 "${PSQL[@]}" -e -f "$PROJECT_DIR/sql/demo.sql"

@@ -6,10 +6,9 @@
 -- statements, and a DROP of whatever it created, so the file can be re-run).
 -- A statement that is *expected* to fail for now goes between
 -- \set ON_ERROR_STOP 0 / \set ON_ERROR_STOP 1 with a comment saying why.
--- The next sections to add follow the seed walkthrough (scenario tbl1):
--- 100 rows of 3000 random bytes, CHECKPOINT, orioledb_relation_size(),
--- the files under $PGDATA/orioledb_data/<database oid>/, and compression
--- (WITH (compress = 1), orioledb_table).
+-- Still to add from the seed walkthrough (scenario tbl1) once rows are stored:
+-- 100 rows of 3000 random bytes, the toast tree, and the sizes for compress
+-- -1, 1 and 20.
 
 \pset footer off
 
@@ -61,7 +60,20 @@ SELECT count(*) FROM tbl1;
 \set VERBOSITY default
 \set ON_ERROR_STOP 1
 
-DROP TABLE tbl1;
+\echo
+\echo '== 5. Each table is a tree in the engine; CHECKPOINT writes its files'
+-- tbl3 = tbl1 WITH (compress = 1): the levels are stored in reloptions.
+DROP TABLE IF EXISTS tbl3;
+CREATE TABLE tbl3 (id int, c1 int, ts timestamp, lob bytea) USING orioledb WITH (compress = 1);
+CHECKPOINT;
+-- Files: orioledb_data/<database oid>/<relfilenode> (+ <relfilenode>-<checkpoint>.map)
+SELECT reloid, tree, file, pages, file_bytes, compress FROM orioledb_trees ORDER BY reloid::text;
+SELECT orioledb_relation_size('tbl1'::regclass) AS tbl1_bytes,
+       orioledb_relation_size('tbl3'::regclass) AS tbl3_bytes,
+       pg_relation_size('tbl3') AS pg_relation_size;   -- stock PostgreSQL sees no file under base/
+SELECT * FROM orioledb_table WHERE reloid = 'tbl3'::regclass;
+
+DROP TABLE tbl1, tbl3;
 
 \echo
 \echo '== done'

@@ -205,16 +205,36 @@ fn relation_size_and_table_view() {
     .unwrap();
     let n = relnode(&mut c, "tbl3");
     let dboid: postgres::types::Oid = c
-        .query_one("SELECT oid FROM pg_database WHERE datname = current_database()", &[])
+        .query_one(
+            "SELECT oid FROM pg_database WHERE datname = current_database()",
+            &[],
+        )
         .unwrap()
         .get(0);
-    let file = env.pgdata.as_ref().unwrap().join("orioledb_data").join(dboid.to_string()).join(n.to_string());
-    let size: i64 = c.query_one("SELECT orioledb_relation_size('tbl3'::regclass)", &[]).unwrap().get(0);
-    assert_eq!(size as u64, std::fs::metadata(&file).unwrap().len(), "after CHECKPOINT: the sum of the files");
+    let file = env
+        .pgdata
+        .as_ref()
+        .unwrap()
+        .join("orioledb_data")
+        .join(dboid.to_string())
+        .join(n.to_string());
+    let size: i64 = c
+        .query_one("SELECT orioledb_relation_size('tbl3'::regclass)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        size as u64,
+        std::fs::metadata(&file).unwrap().len(),
+        "after CHECKPOINT: the sum of the files"
+    );
     assert!(size > 0);
     // Not an orioledb table: an error naming it.
     c.batch_execute("CREATE TABLE heap1 (id int)").unwrap();
-    let e = expect_sqlstate(&mut c, "SELECT orioledb_relation_size('heap1'::regclass)", "42809");
+    let e = expect_sqlstate(
+        &mut c,
+        "SELECT orioledb_relation_size('heap1'::regclass)",
+        "42809",
+    );
     assert!(e.message().contains("\"heap1\""), "{}", e.message());
 
     let row = c
@@ -224,16 +244,55 @@ fn relation_size_and_table_view() {
     assert_eq!(row.get::<_, postgres::types::Oid>(1), n);
     let desc: String = row.get(2);
     let lines: Vec<&str> = desc.lines().collect();
-    assert_eq!(lines[0], "Compress = 1, Primary compress = 1, TOAST compress = 1", "{desc}");
-    let cells = |l: &str| l.split('|').map(|s| s.trim().to_string()).collect::<Vec<_>>();
-    assert_eq!(cells(lines[1]), ["Column", "Type", "Collation", "Nullable", "Dropped", "Compression"]);
-    assert_eq!(cells(lines[2]), ["id", "integer", "(null)", "false", "false", ""]);
-    assert_eq!(cells(lines[4]), ["ts", "timestamp without time zone", "(null)", "true", "false", ""]);
+    assert_eq!(
+        lines[0], "Compress = 1, Primary compress = 1, TOAST compress = 1",
+        "{desc}"
+    );
+    let cells = |l: &str| {
+        l.split('|')
+            .map(|s| s.trim().to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        cells(lines[1]),
+        [
+            "Column",
+            "Type",
+            "Collation",
+            "Nullable",
+            "Dropped",
+            "Compression"
+        ]
+    );
+    assert_eq!(
+        cells(lines[2]),
+        ["id", "integer", "(null)", "false", "false", ""]
+    );
+    assert_eq!(
+        cells(lines[4]),
+        [
+            "ts",
+            "timestamp without time zone",
+            "(null)",
+            "true",
+            "false",
+            ""
+        ]
+    );
     assert_eq!(cells(lines[6]), ["t", "text", "C", "true", "false", ""]);
     assert_eq!(lines.len(), 7, "{desc}");
     // Columns line up: every line of the table has its bars at the same places.
     let bars = |l: &str| l.match_indices('|').map(|(i, _)| i).collect::<Vec<_>>();
-    assert!(lines[1..].iter().all(|l| bars(l) == bars(lines[1])), "{desc}");
-    let heap_rows: i64 = c.query_one("SELECT count(*) FROM orioledb_table WHERE reloid = 'heap1'::regclass", &[]).unwrap().get(0);
+    assert!(
+        lines[1..].iter().all(|l| bars(l) == bars(lines[1])),
+        "{desc}"
+    );
+    let heap_rows: i64 = c
+        .query_one(
+            "SELECT count(*) FROM orioledb_table WHERE reloid = 'heap1'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
     assert_eq!(heap_rows, 0);
 }

@@ -74,11 +74,18 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
         compress: level,
         ..Default::default()
     };
-    engine().open_tree(id, opts).unwrap_or_else(|e| report(e));
+    let engine = engine();
+    if engine.tree(id).is_ok() {
+        // PostgreSQL picks relation file numbers without looking at our
+        // files, so it can hand out one whose tree a crash left behind (its
+        // table dropped after the last engine checkpoint): start it empty.
+        engine.truncate_tree(id).unwrap_or_else(|e| report(e));
+    }
+    engine.open_tree(id, opts).unwrap_or_else(|e| report(e));
     remember(id, When::DropAtAbort);
     if old.relNode != new.relNode && old.relNode != pg_sys::InvalidOid {
         let old_id = tree_id(old.dbNode, old.relNode);
-        if engine().tree(old_id).is_ok() {
+        if engine.tree(old_id).is_ok() {
             remember(old_id, When::DropAtCommit);
         }
     }
