@@ -120,7 +120,14 @@ fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
 #[pg_extern]
 fn orioledb_table_compression(
     rel: pg_sys::Oid,
-) -> TableIterator<'static, (name!(compress, i32), name!(primary_compress, i32), name!(toast_compress, i32))> {
+) -> TableIterator<
+    'static,
+    (
+        name!(compress, i32),
+        name!(primary_compress, i32),
+        name!(toast_compress, i32),
+    ),
+> {
     pg::require_preloaded();
     let (c, p, t) = pg::options::table_compression(rel);
     TableIterator::once((c, p, t))
