@@ -29,6 +29,9 @@ static DEFAULT_PRIMARY_COMPRESS: GucSetting<i32> = GucSetting::<i32>::new(COMPRE
 /// Default for `toast_compress`; always within -1..=22.
 static DEFAULT_TOAST_COMPRESS: GucSetting<i32> = GucSetting::<i32>::new(COMPRESS_OFF);
 
+/// Seconds between the checkpointer's engine checkpoints (1 s .. 1 day).
+static CHECKPOINT_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(300);
+
 /// Defines all `orioledb.*` GUCs and reserves the prefix.
 ///
 /// Must be called once, from `_PG_init` during preload.
@@ -77,6 +80,17 @@ pub(crate) fn register() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_int_guc(
+        c"orioledb.checkpoint_timeout",
+        c"Time between automatic checkpoints of the orioledb engine.",
+        c"The orioledb checkpointer writes every modified page of orioledb tables \
+          to their data files this often (and at shutdown). CHECKPOINT also runs one.",
+        &CHECKPOINT_TIMEOUT,
+        1,
+        86400,
+        GucContext::Sighup,
+        GucFlags::UNIT_S,
+    );
     // SAFETY: called from _PG_init in the postmaster's main thread with a
     // NUL-terminated static string; PostgreSQL keeps its own copy.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"orioledb".as_ptr()) };
@@ -101,4 +115,9 @@ pub fn default_primary_compress() -> i32 {
 /// `orioledb.default_toast_compress`: -1 = off, 0 = zstd default, 1..=22 = level.
 pub fn default_toast_compress() -> i32 {
     DEFAULT_TOAST_COMPRESS.get()
+}
+
+/// `orioledb.checkpoint_timeout`.
+pub fn checkpoint_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(CHECKPOINT_TIMEOUT.get().max(1) as u64)
 }

@@ -54,4 +54,5 @@ pub extern "C-unwind" fn _PG_init() {
     crate::pg::shmem::install_hooks();
     crate::pg::options::install_hook();
     crate::am::storage::install();
+    crate::pg::checkpointer::register();
 }

@@ -2,6 +2,7 @@
 //!
 //! Everything that talks to `pg_sys` about server-wide state lives here; the
 //! engine (`orioledb_engine`) only ever sees the traits this layer implements.
+pub mod checkpointer;
 pub mod engine;
 pub mod guc;
 pub mod init;
