@@ -102,18 +102,12 @@ pub fn set_tree_compression(reloid: pg_sys::Oid, level: i32) {
     }
 }
 
-/// The OID of the `orioledb` access method, cached per process.
+/// The OID of the `orioledb` access method in this database (InvalidOid if
+/// the extension is not installed). Not cached: the extension may be dropped
+/// and created again, and the lookup is one syscache probe.
 fn am_oid() -> pg_sys::Oid {
-    thread_local! {
-        static OID: std::cell::Cell<pg_sys::Oid> = const { std::cell::Cell::new(pg_sys::InvalidOid) };
-    }
-    OID.with(|c| {
-        if c.get() == pg_sys::InvalidOid {
-            // SAFETY: catalog lookup by a static NUL-terminated name.
-            c.set(unsafe { pg_sys::get_table_am_oid(c"orioledb".as_ptr(), true) });
-        }
-        c.get()
-    })
+    // SAFETY: catalog lookup by a static NUL-terminated name.
+    unsafe { pg_sys::get_table_am_oid(c"orioledb".as_ptr(), true) }
 }
 
 /// (database, relfilenode) of `reloid` if it is a relation of our AM.
