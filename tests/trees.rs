@@ -299,10 +299,18 @@ fn relation_size_and_table_view() {
 
 fn has_map(env: &TestEnv, c: &mut postgres::Client, relnode: u32) -> bool {
     let dboid: postgres::types::Oid = c
-        .query_one("SELECT oid FROM pg_database WHERE datname = current_database()", &[])
+        .query_one(
+            "SELECT oid FROM pg_database WHERE datname = current_database()",
+            &[],
+        )
         .unwrap()
         .get(0);
-    let dir = env.pgdata.as_ref().unwrap().join("orioledb_data").join(dboid.to_string());
+    let dir = env
+        .pgdata
+        .as_ref()
+        .unwrap()
+        .join("orioledb_data")
+        .join(dboid.to_string());
     std::fs::read_dir(&dir).is_ok_and(|d| {
         d.flatten().any(|e| {
             let f = e.file_name().to_string_lossy().into_owned();
@@ -319,24 +327,80 @@ fn checkpointer_runs_on_schedule_and_at_shutdown() {
     let mut c = fresh_db(&env, "itest_checkpointer");
     // (The worker has no database connection, so pg_stat_activity does not
     // list it; its effect is what is checked.)
-    c.batch_execute("ALTER SYSTEM SET orioledb.checkpoint_timeout = '1s'").unwrap();
+    c.batch_execute("ALTER SYSTEM SET orioledb.checkpoint_timeout = '1s'")
+        .unwrap();
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
-    c.batch_execute("CREATE TABLE k1 (id int) USING orioledb").unwrap();
+    c.batch_execute("CREATE TABLE k1 (id int) USING orioledb")
+        .unwrap();
     let n1 = relnode(&mut c, "k1");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while !has_map(&env, &mut c, n1) {
-        assert!(std::time::Instant::now() < deadline, "no engine checkpoint within 20 s at a 1 s timeout");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no engine checkpoint within 20 s at a 1 s timeout"
+        );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    c.batch_execute("ALTER SYSTEM RESET orioledb.checkpoint_timeout").unwrap();
+    c.batch_execute("ALTER SYSTEM RESET orioledb.checkpoint_timeout")
+        .unwrap();
     c.batch_execute("SELECT pg_reload_conf()").unwrap();
     // Created and dropped after the last checkpoint: a clean restart keeps
     // the one and forgets the other, without any CHECKPOINT command.
-    c.batch_execute("CREATE TABLE k2 (id int) USING orioledb; DROP TABLE k1").unwrap();
+    c.batch_execute("CREATE TABLE k2 (id int) USING orioledb; DROP TABLE k1")
+        .unwrap();
     let n2 = relnode(&mut c, "k2");
     drop(c);
     restart_server(&env);
     let mut c = connect(&env, "itest_checkpointer");
-    assert!(tree_listed(&mut c, n2), "a table created before a clean shutdown keeps its tree");
-    assert!(!tree_listed(&mut c, n1), "a table dropped before a clean shutdown stays gone");
+    assert!(
+        tree_listed(&mut c, n2),
+        "a table created before a clean shutdown keeps its tree"
+    );
+    assert!(
+        !tree_listed(&mut c, n1),
+        "a table dropped before a clean shutdown stays gone"
+    );
+}
+
+/// DROP DATABASE takes the database's trees along (files go at the next
+/// checkpoint); a database with orioledb tables cannot be a template.
+#[test]
+fn databases_with_orioledb_tables() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_trees_db");
+    c.batch_execute("CREATE TABLE d1 (id int) USING orioledb; CHECKPOINT")
+        .unwrap();
+    let dboid: postgres::types::Oid = c
+        .query_one(
+            "SELECT oid FROM pg_database WHERE datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let dir = env
+        .pgdata
+        .as_ref()
+        .unwrap()
+        .join("orioledb_data")
+        .join(dboid.to_string());
+    let files = |d: &std::path::Path| std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
+    assert!(files(&dir) >= 2, "data file and map after CHECKPOINT");
+    let mut admin = connect(&env, "postgres");
+    let e = expect_sqlstate(
+        &mut admin,
+        "CREATE DATABASE itest_trees_db_copy TEMPLATE itest_trees_db",
+        "0A000",
+    );
+    assert!(e.message().contains("itest_trees_db"), "{}", e.message());
+    drop(c);
+    admin
+        .batch_execute("DROP DATABASE itest_trees_db WITH (FORCE)")
+        .unwrap();
+    admin.batch_execute("CHECKPOINT").unwrap();
+    assert_eq!(
+        files(&dir),
+        0,
+        "the dropped database's trees are removed: {}",
+        dir.display()
+    );
 }

@@ -237,3 +237,17 @@ unsafe extern "C-unwind" fn subxact_callback(
         _ => {}
     }
 }
+
+/// Whether database `db` has engine trees (its orioledb tables' storage).
+pub fn database_has_trees(db: pg_sys::Oid) -> bool {
+    let db = db.to_u32();
+    engine().tree_ids().iter().any(|t| t.db == db)
+}
+
+/// After DROP DATABASE: its trees go too (their files at the next engine
+/// checkpoint). DROP DATABASE runs outside any transaction block, so this is
+/// final.
+pub fn drop_database_trees(db: pg_sys::Oid) {
+    let db = db.to_u32();
+    drop_trees(engine().tree_ids().into_iter().filter(|t| t.db == db));
+}

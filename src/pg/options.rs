@@ -690,6 +690,37 @@ unsafe extern "C-unwind" fn process_utility(
             pg_sys::NodeTag::T_CreateStmt => create_table(&mut call),
             pg_sys::NodeTag::T_CreateTableAsStmt => create_table_as(&mut call),
             pg_sys::NodeTag::T_AlterTableStmt => alter_table(&mut call),
+            pg_sys::NodeTag::T_CreatedbStmt if crate::pg::init::is_preloaded() => {
+                // CREATE DATABASE copies base/ only: a template's orioledb
+                // tables would arrive without their trees.
+                let stmt = call.stmt() as *mut pg_sys::CreatedbStmt;
+                let mut template = "template1".to_string();
+                for d in cells((*stmt).options) {
+                    let def = d as *mut pg_sys::DefElem;
+                    if text_of((*def).defname) == "template" {
+                        template = text_of(pg_sys::defGetString(def));
+                    }
+                }
+                let name = std::ffi::CString::new(template.clone()).unwrap_or_default();
+                let oid = pg_sys::get_database_oid(name.as_ptr(), true);
+                if oid != pg_sys::InvalidOid && crate::am::storage::database_has_trees(oid) {
+                    pgrx::ereport!(
+                        ERROR,
+                        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                        format!("orioledb: cannot use database \"{template}\" as a template: it has orioledb tables"),
+                        "Copying orioledb tables with CREATE DATABASE is not supported yet."
+                    );
+                }
+                call.run()
+            }
+            pg_sys::NodeTag::T_DropdbStmt if crate::pg::init::is_preloaded() => {
+                let stmt = call.stmt() as *mut pg_sys::DropdbStmt;
+                let oid = pg_sys::get_database_oid((*stmt).dbname, true);
+                call.run();
+                if oid != pg_sys::InvalidOid {
+                    crate::am::storage::drop_database_trees(oid);
+                }
+            }
             pg_sys::NodeTag::T_CheckPointStmt => {
                 // PostgreSQL 15 has no checkpoint hook: CHECKPOINT also makes
                 // the engine's trees durable, and returns when they are.
