@@ -6,7 +6,9 @@
 //! shutdown the postmaster stops background workers before its own shutdown
 //! checkpoint, and this worker's last checkpoint makes every tree durable.
 
-use pgrx::bgworkers::{BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags};
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::time::{Duration, Instant};
@@ -37,7 +39,9 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
     let mut last = Instant::now();
     loop {
         let due = last + crate::pg::guc::checkpoint_timeout();
-        let wait = due.saturating_duration_since(Instant::now()).max(Duration::from_millis(10));
+        let wait = due
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(10));
         let alive = BackgroundWorker::wait_latch(Some(wait));
         if BackgroundWorker::sighup_received() {
             // SAFETY: the documented way for a background worker to reload
