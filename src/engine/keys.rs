@@ -1,0 +1,273 @@
+//! Order-preserving encodings of primary-key values: for these types the
+//! byte order of the encoding (memcmp, then length) is exactly PostgreSQL's
+//! btree order, so a tree keyed by them needs no comparator callback.
+//!
+//! - integers (int2/int4/int8, date, timestamp(tz), oid): big-endian with the
+//!   sign bit flipped (oid is unsigned: plain big-endian);
+//! - bool: one byte, false < true;
+//! - uuid: the 16 bytes (`uuid_cmp` is memcmp);
+//! - bytea and text under the "C" collation: the bytes with 0x00 escaped as
+//!   0x00 0xFF, terminated by 0x00 0x00 — self-delimiting, so a shorter
+//!   value sorts before its extensions and composite keys concatenate;
+//! - the version suffix (plan-rows.md §1): a 6-byte TID, bitwise inverted,
+//!   so the versions of one key sit together, newest first.
+//!
+//! Types whose order is not bytewise (text under other collations, numeric,
+//! floats) are compared through the btree operator class instead.
+
+use std::cmp::Ordering;
+
+/// One key column's value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KeyPart<'a> {
+    Bool(bool),
+    Int2(i16),
+    Int4(i32),
+    Int8(i64),
+    Oid(u32),
+    Uuid([u8; 16]),
+    /// bytea, or text/varchar under the "C" collation.
+    Bytes(&'a [u8]),
+}
+
+impl KeyPart<'_> {
+    /// PostgreSQL's btree order for two values of the same type.
+    pub fn pg_cmp(&self, other: &KeyPart) -> Option<Ordering> {
+        use KeyPart::*;
+        Some(match (self, other) {
+            (Bool(a), Bool(b)) => a.cmp(b),
+            (Int2(a), Int2(b)) => a.cmp(b),
+            (Int4(a), Int4(b)) => a.cmp(b),
+            (Int8(a), Int8(b)) => a.cmp(b),
+            (Oid(a), Oid(b)) => a.cmp(b),
+            (Uuid(a), Uuid(b)) => a.cmp(b),
+            (Bytes(a), Bytes(b)) => a.cmp(b),
+            _ => return None,
+        })
+    }
+}
+
+/// Appends the encoding of `part` to `out`.
+pub fn encode_part(part: &KeyPart, out: &mut Vec<u8>) {
+    match part {
+        KeyPart::Bool(b) => out.push(*b as u8),
+        KeyPart::Int2(v) => out.extend_from_slice(&((*v as u16) ^ 0x8000).to_be_bytes()),
+        KeyPart::Int4(v) => out.extend_from_slice(&((*v as u32) ^ 0x8000_0000).to_be_bytes()),
+        KeyPart::Int8(v) => out.extend_from_slice(&((*v as u64) ^ (1 << 63)).to_be_bytes()),
+        KeyPart::Oid(v) => out.extend_from_slice(&v.to_be_bytes()),
+        KeyPart::Uuid(u) => out.extend_from_slice(u),
+        KeyPart::Bytes(b) => {
+            for &c in b.iter() {
+                out.push(c);
+                if c == 0 {
+                    out.push(0xFF);
+                }
+            }
+            out.extend_from_slice(&[0, 0]);
+        }
+    }
+}
+
+/// Encodes a composite key (columns in index order).
+pub fn encode_key(parts: &[KeyPart]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in parts {
+        encode_part(p, &mut out);
+    }
+    out
+}
+
+/// The type of a key column, for decoding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyType {
+    Bool,
+    Int2,
+    Int4,
+    Int8,
+    Oid,
+    Uuid,
+    Bytes,
+}
+
+/// A decoded column value (owned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeyValue {
+    Bool(bool),
+    Int2(i16),
+    Int4(i32),
+    Int8(i64),
+    Oid(u32),
+    Uuid([u8; 16]),
+    Bytes(Vec<u8>),
+}
+
+/// Decodes a composite key of the given column types; None if the bytes
+/// are not such an encoding (or have bytes left over).
+pub fn decode_key(mut b: &[u8], types: &[KeyType]) -> Option<Vec<KeyValue>> {
+    let mut out = Vec::with_capacity(types.len());
+    let take = |n: usize, b: &mut &[u8]| -> Option<Vec<u8>> {
+        let (h, t) = (b.get(..n)?, b.get(n..)?);
+        let v = h.to_vec();
+        *b = t;
+        Some(v)
+    };
+    for t in types {
+        out.push(match t {
+            KeyType::Bool => match take(1, &mut b)?[0] {
+                0 => KeyValue::Bool(false),
+                1 => KeyValue::Bool(true),
+                _ => return None,
+            },
+            KeyType::Int2 => KeyValue::Int2(
+                (u16::from_be_bytes(take(2, &mut b)?.try_into().ok()?) ^ 0x8000) as i16,
+            ),
+            KeyType::Int4 => KeyValue::Int4(
+                (u32::from_be_bytes(take(4, &mut b)?.try_into().ok()?) ^ 0x8000_0000) as i32,
+            ),
+            KeyType::Int8 => KeyValue::Int8(
+                (u64::from_be_bytes(take(8, &mut b)?.try_into().ok()?) ^ (1 << 63)) as i64,
+            ),
+            KeyType::Oid => KeyValue::Oid(u32::from_be_bytes(take(4, &mut b)?.try_into().ok()?)),
+            KeyType::Uuid => KeyValue::Uuid(take(16, &mut b)?.try_into().ok()?),
+            KeyType::Bytes => {
+                let mut v = Vec::new();
+                loop {
+                    let c = *b.first()?;
+                    b = &b[1..];
+                    if c != 0 {
+                        v.push(c);
+                        continue;
+                    }
+                    match *b.first()? {
+                        0 => {
+                            b = &b[1..];
+                            break;
+                        }
+                        0xFF => {
+                            v.push(0);
+                            b = &b[1..];
+                        }
+                        _ => return None,
+                    }
+                }
+                KeyValue::Bytes(v)
+            }
+        });
+    }
+    b.is_empty().then_some(out)
+}
+
+/// Length of the version suffix.
+pub const SUFFIX: usize = 6;
+
+/// Appends the version suffix for `tid` (48 bits): inverted, so that a
+/// key's versions sort newest (highest TID) first.
+pub fn push_version_suffix(key: &mut Vec<u8>, tid: u64) {
+    debug_assert!(tid < 1 << 48);
+    key.extend_from_slice(&(!tid & ((1 << 48) - 1)).to_be_bytes()[2..]);
+}
+
+/// The TID in a key's version suffix.
+pub fn version_suffix(key: &[u8]) -> Option<u64> {
+    let s = key.len().checked_sub(SUFFIX)?;
+    let mut b = [0u8; 8];
+    b[2..].copy_from_slice(&key[s..]);
+    Some(!u64::from_be_bytes(b) & ((1 << 48) - 1))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn part() -> impl Strategy<Value = (u8, i64, Vec<u8>)> {
+        (
+            0u8..7,
+            any::<i64>(),
+            proptest::collection::vec(prop_oneof![Just(0u8), Just(0xFFu8), any::<u8>()], 0..6),
+        )
+    }
+
+    fn make<'a>(kind: u8, n: i64, bytes: &'a [u8]) -> KeyPart<'a> {
+        match kind {
+            0 => KeyPart::Bool(n & 1 == 1),
+            1 => KeyPart::Int2(n as i16),
+            2 => KeyPart::Int4(n as i32),
+            3 => KeyPart::Int8(n),
+            4 => KeyPart::Oid(n as u32),
+            5 => {
+                let mut u = [0u8; 16];
+                u[..8].copy_from_slice(&n.to_be_bytes());
+                u[8..8 + bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+                KeyPart::Uuid(u)
+            }
+            _ => KeyPart::Bytes(bytes),
+        }
+    }
+
+    fn kind_type(kind: u8) -> KeyType {
+        [
+            KeyType::Bool,
+            KeyType::Int2,
+            KeyType::Int4,
+            KeyType::Int8,
+            KeyType::Oid,
+            KeyType::Uuid,
+            KeyType::Bytes,
+        ][kind as usize]
+    }
+
+    proptest! {
+        /// For two-column keys of the same types, the encodings compare
+        /// exactly as the values do column by column, and decode back.
+        #[test]
+        fn byte_order_is_value_order(a in part(), b in part(), c in part(), d in part()) {
+            let (k1, k2) = (a.0, b.0);
+            let x = [make(k1, a.1, &a.2), make(k2, b.1, &b.2)];
+            let y = [make(k1, c.1, &c.2), make(k2, d.1, &d.2)];
+            let want = x[0].pg_cmp(&y[0]).unwrap().then(x[1].pg_cmp(&y[1]).unwrap());
+            let (ex, ey) = (encode_key(&x), encode_key(&y));
+            prop_assert_eq!(ex.cmp(&ey), want);
+            let types = [kind_type(k1), kind_type(k2)];
+            prop_assert!(decode_key(&ex, &types).is_some());
+            prop_assert_eq!(decode_key(&ex, &types).map(|v| encode_key(&v.iter().map(|v| match v {
+                KeyValue::Bool(b) => KeyPart::Bool(*b),
+                KeyValue::Int2(v) => KeyPart::Int2(*v),
+                KeyValue::Int4(v) => KeyPart::Int4(*v),
+                KeyValue::Int8(v) => KeyPart::Int8(*v),
+                KeyValue::Oid(v) => KeyPart::Oid(*v),
+                KeyValue::Uuid(u) => KeyPart::Uuid(*u),
+                KeyValue::Bytes(b) => KeyPart::Bytes(b),
+            }).collect::<Vec<_>>())), Some(ex.clone()));
+        }
+
+        /// Versions of one key are adjacent and newest first, before any
+        /// larger key.
+        #[test]
+        fn version_suffix_orders_newest_first(k in proptest::collection::vec(any::<u8>(), 0..5), t1 in 0u64..1 << 48, t2 in 0u64..1 << 48) {
+            let mut a = encode_key(&[KeyPart::Bytes(&k)]);
+            let mut b = a.clone();
+            push_version_suffix(&mut a, t1);
+            push_version_suffix(&mut b, t2);
+            prop_assert_eq!(a.cmp(&b), t2.cmp(&t1));
+            prop_assert_eq!(version_suffix(&a), Some(t1));
+            let mut next = k.clone();
+            next.push(0);
+            let mut c = encode_key(&[KeyPart::Bytes(&next)]);
+            push_version_suffix(&mut c, 0);
+            prop_assert!(a < c);
+        }
+    }
+
+    #[test]
+    fn malformed_encodings_do_not_decode() {
+        assert_eq!(decode_key(&[0, 1], &[KeyType::Bytes]), None);
+        assert_eq!(decode_key(&[2], &[KeyType::Bool]), None);
+        assert_eq!(
+            decode_key(&[0, 0, 0], &[KeyType::Int2]),
+            None,
+            "bytes left over"
+        );
+        assert_eq!(decode_key(&[b'a', 0, 0x10], &[KeyType::Bytes]), None);
+    }
+}
