@@ -116,6 +116,44 @@ fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
     }
 }
 
+/// Verifies table `rel`'s primary tree (key order, high keys and right links,
+/// every page reachable exactly once, every stored page image's checksum)
+/// and returns a summary; a violation is an ERROR (XX001) naming it. Meant
+/// for tests and diagnosis: run it while nothing writes to the table.
+#[pg_extern]
+fn orioledb_check(rel: pg_sys::Oid) -> String {
+    pg::require_preloaded();
+    let Some((db, relnode)) = am::storage::orioledb_relfile(rel) else {
+        pgrx::ereport!(
+            ERROR,
+            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
+            format!(
+                "relation with OID {} is not an orioledb table",
+                rel.to_u32()
+            )
+        );
+    };
+    let tree = pg::engine::engine()
+        .tree(pg::engine::tree_id(db, relnode))
+        .unwrap_or_else(|e| pg::engine::report(e));
+    match tree.check() {
+        Ok(r) => format!(
+            "ok: {} levels, {} pages, {} keys",
+            r.levels, r.pages, r.keys
+        ),
+        Err(v) => {
+            pgrx::ereport!(
+                ERROR,
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!(
+                    "orioledb: tree of relation {} is damaged: {v}",
+                    rel.to_u32()
+                )
+            );
+        }
+    }
+}
+
 /// The compression levels stored for table `rel` (see the table options).
 #[pg_extern]
 fn orioledb_table_compression(
@@ -323,6 +361,12 @@ mod tests {
             .unwrap();
         let trees = "SELECT count(*) FROM orioledb_trees WHERE reloid = 't_tr'::regclass";
         assert_eq!(Spi::get_one::<i64>(trees).unwrap(), Some(1));
+        let check = Spi::get_one::<String>("SELECT orioledb_check('t_tr'::regclass)").unwrap();
+        assert_eq!(check.as_deref(), Some("ok: 1 levels, 1 pages, 0 keys"));
+        assert_eq!(
+            sqlstate_of("SELECT orioledb_check('pg_class'::regclass)").map(|e| e[..5].to_string()),
+            Some("42809".into())
+        );
         Spi::run("DROP TABLE t_ddl").unwrap();
         let n =
             Spi::get_one::<i64>("SELECT count(*) FROM pg_class WHERE relname = 't_ddl'").unwrap();
