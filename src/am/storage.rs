@@ -69,7 +69,16 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
         (old, *rnode)
     };
     let id = tree_id(new.dbNode, new.relNode);
-    let level = crate::pg::options::new_table_levels().primary;
+    // A relation getting a new file (TRUNCATE, rewrite) keeps its stored
+    // level; a brand-new one starts at the defaults, and the options hook
+    // applies the CREATE statement's own options right after.
+    let replacing = old.relNode != new.relNode && old.relNode != pg_sys::InvalidOid;
+    let level = if replacing {
+        // SAFETY: `rel` is an open relation (contract).
+        crate::pg::options::stored_levels(unsafe { (*rel).rd_id }).primary
+    } else {
+        crate::pg::options::new_table_levels().primary
+    };
     let opts = TreeOptions {
         compress: level,
         ..Default::default()
@@ -83,7 +92,7 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     }
     engine.open_tree(id, opts).unwrap_or_else(|e| report(e));
     remember(id, When::DropAtAbort);
-    if old.relNode != new.relNode && old.relNode != pg_sys::InvalidOid {
+    if replacing {
         let old_id = tree_id(old.dbNode, old.relNode);
         if engine.tree(old_id).is_ok() {
             remember(old_id, When::DropAtCommit);
