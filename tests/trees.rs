@@ -148,29 +148,18 @@ fn trees_are_shared_by_sessions_and_written_by_checkpoint() {
         "another backend must see the tree (shared metadata)"
     );
     a.batch_execute("CHECKPOINT").unwrap();
-    let dboid: postgres::types::Oid = a
-        .query_one(
-            "SELECT oid FROM pg_database WHERE datname = current_database()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let dir = env
-        .pgdata
-        .as_ref()
-        .expect("ORIOLEDB_TEST_PGDATA")
-        .join("orioledb_data");
+    let (_, db_dir) = engine_db_dir(&env, &mut a);
     assert!(
-        dir.join("control").exists(),
+        db_dir.parent().unwrap().join("control").exists(),
         "CHECKPOINT writes orioledb_data/control"
     );
-    let data = dir.join(dboid.to_string()).join(n.to_string());
+    let data = db_dir.join(n.to_string());
     assert!(
         data.exists(),
         "the tree's data file is named by the relfilenode: {}",
         data.display()
     );
-    let maps: Vec<String> = std::fs::read_dir(dir.join(dboid.to_string()))
+    let maps: Vec<String> = std::fs::read_dir(&db_dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .filter(|f| f.starts_with(&format!("{n}-")) && f.ends_with(".map"))
@@ -204,20 +193,8 @@ fn relation_size_and_table_view() {
     )
     .unwrap();
     let n = relnode(&mut c, "tbl3");
-    let dboid: postgres::types::Oid = c
-        .query_one(
-            "SELECT oid FROM pg_database WHERE datname = current_database()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let file = env
-        .pgdata
-        .as_ref()
-        .unwrap()
-        .join("orioledb_data")
-        .join(dboid.to_string())
-        .join(n.to_string());
+    let (dboid, db_dir) = engine_db_dir(&env, &mut c);
+    let file = db_dir.join(n.to_string());
     let size: i64 = c
         .query_one("SELECT orioledb_relation_size('tbl3'::regclass)", &[])
         .unwrap()
@@ -298,19 +275,7 @@ fn relation_size_and_table_view() {
 }
 
 fn has_map(env: &TestEnv, c: &mut postgres::Client, relnode: u32) -> bool {
-    let dboid: postgres::types::Oid = c
-        .query_one(
-            "SELECT oid FROM pg_database WHERE datname = current_database()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let dir = env
-        .pgdata
-        .as_ref()
-        .unwrap()
-        .join("orioledb_data")
-        .join(dboid.to_string());
+    let (_, dir) = engine_db_dir(env, c);
     std::fs::read_dir(&dir).is_ok_and(|d| {
         d.flatten().any(|e| {
             let f = e.file_name().to_string_lossy().into_owned();
@@ -370,19 +335,7 @@ fn databases_with_orioledb_tables() {
     let mut c = fresh_db(&env, "itest_trees_db");
     c.batch_execute("CREATE TABLE d1 (id int) USING orioledb; CHECKPOINT")
         .unwrap();
-    let dboid: postgres::types::Oid = c
-        .query_one(
-            "SELECT oid FROM pg_database WHERE datname = current_database()",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    let dir = env
-        .pgdata
-        .as_ref()
-        .unwrap()
-        .join("orioledb_data")
-        .join(dboid.to_string());
+    let (_, dir) = engine_db_dir(&env, &mut c);
     let files = |d: &std::path::Path| std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
     assert!(files(&dir) >= 2, "data file and map after CHECKPOINT");
     let mut admin = connect(&env, "postgres");
@@ -483,4 +436,23 @@ fn concurrent_table_lifecycles_across_backends() {
         .unwrap()
         .get(0);
     assert_eq!(bad, 0);
+}
+
+/// The current database's OID and its engine directory
+/// (`$PGDATA/orioledb_data/<database oid>`).
+fn engine_db_dir(env: &TestEnv, c: &mut postgres::Client) -> (u32, std::path::PathBuf) {
+    let dboid: postgres::types::Oid = c
+        .query_one(
+            "SELECT oid FROM pg_database WHERE datname = current_database()",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let dir = env
+        .pgdata
+        .as_ref()
+        .expect("ORIOLEDB_TEST_PGDATA")
+        .join("orioledb_data")
+        .join(dboid.to_string());
+    (dboid, dir)
 }
