@@ -456,3 +456,100 @@ fn engine_db_dir(env: &TestEnv, c: &mut postgres::Client) -> (u32, std::path::Pa
         .join(dboid.to_string());
     (dboid, dir)
 }
+
+/// The compression options survive pg_dump and restore (they are ordinary
+/// reloptions in the dump, and restoring goes through the options hook).
+#[test]
+fn compression_options_survive_dump_and_restore() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_dump_src");
+    c.batch_execute(
+        "CREATE TABLE dumped (id int, v text) USING orioledb WITH (compress = 4, toast_compress = 9, fillfactor = 80)",
+    )
+    .unwrap();
+    let out = pg_command(&env, "pg_dump")
+        .args([
+            "--schema-only",
+            "-h",
+            &env.host,
+            "-p",
+            &env.port.to_string(),
+            "-U",
+            "postgres",
+            "itest_dump_src",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "pg_dump: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dump = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        dump.contains("compress='4'") || dump.contains("compress=4"),
+        "{dump}"
+    );
+    let mut d = fresh_db(&env, "itest_dump_dst");
+    // The dump creates the extension itself; restore into a database with it.
+    d.batch_execute("DROP EXTENSION orioledb_rs").unwrap();
+    drop(d);
+    // The dump holds psql meta-commands (\restrict): restore it with psql.
+    let mut psql = pg_command(&env, "psql")
+        .args([
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            &env.host,
+            "-p",
+            &env.port.to_string(),
+        ])
+        .args(["-U", "postgres", "-d", "itest_dump_dst", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    psql.stdin
+        .take()
+        .unwrap()
+        .write_all(dump.as_bytes())
+        .unwrap();
+    let res = psql.wait_with_output().unwrap();
+    assert!(
+        res.status.success(),
+        "restore: {}",
+        String::from_utf8_lossy(&res.stderr)
+    );
+    let mut d = connect(&env, "itest_dump_dst");
+    let levels = d
+        .query_one(
+            "SELECT * FROM orioledb_table_compression('dumped'::regclass)",
+            &[],
+        )
+        .unwrap();
+    assert_eq!(
+        (
+            levels.get::<_, i32>(0),
+            levels.get::<_, i32>(1),
+            levels.get::<_, i32>(2)
+        ),
+        (4, 4, 9)
+    );
+    let am: String = d
+        .query_one("SELECT a.amname::text FROM pg_class c JOIN pg_am a ON a.oid = c.relam WHERE c.relname = 'dumped'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(am, "orioledb");
+    let tree: i32 = d
+        .query_one(
+            "SELECT compress FROM orioledb_trees WHERE reloid = 'dumped'::regclass",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(tree, 4, "the restored table's tree uses the restored level");
+}
