@@ -92,6 +92,15 @@ LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
 /// data file); ERROR if `rel` is not an orioledb table.
 #[pg_extern]
 fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
+    match orioledb_tree_of(rel) {
+        Ok(t) => t.stats().file_bytes as i64,
+        Err(_) => 0,
+    }
+}
+
+/// The primary tree of orioledb table `rel` (Err if the table has none in
+/// the engine); an ERROR (42809) naming `rel` if it is not an orioledb table.
+fn orioledb_tree_of(rel: pg_sys::Oid) -> orioledb_engine::Result<orioledb_engine::Tree> {
     pg::require_preloaded();
     let Some((db, relnode)) = am::storage::orioledb_relfile(rel) else {
         // SAFETY: name lookup for the message; NULL (no such relation) is handled.
@@ -109,11 +118,7 @@ fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
             format!("relation {name} is not an orioledb table")
         );
     };
-    let engine = pg::engine::engine();
-    match engine.tree(pg::engine::tree_id(db, relnode)) {
-        Ok(t) => t.stats().file_bytes as i64,
-        Err(_) => 0,
-    }
+    pg::engine::engine().tree(pg::engine::tree_id(db, relnode))
 }
 
 /// Verifies table `rel`'s primary tree (key order, high keys and right links,
@@ -122,20 +127,7 @@ fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
 /// for tests and diagnosis: run it while nothing writes to the table.
 #[pg_extern]
 fn orioledb_check(rel: pg_sys::Oid) -> String {
-    pg::require_preloaded();
-    let Some((db, relnode)) = am::storage::orioledb_relfile(rel) else {
-        pgrx::ereport!(
-            ERROR,
-            PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-            format!(
-                "relation with OID {} is not an orioledb table",
-                rel.to_u32()
-            )
-        );
-    };
-    let tree = pg::engine::engine()
-        .tree(pg::engine::tree_id(db, relnode))
-        .unwrap_or_else(|e| pg::engine::report(e));
+    let tree = orioledb_tree_of(rel).unwrap_or_else(|e| pg::engine::report(e));
     match tree.check() {
         Ok(r) => format!(
             "ok: {} levels, {} pages, {} keys",

@@ -72,16 +72,13 @@ pub fn env() -> Option<TestEnv> {
     })
 }
 
-/// Start of every test: the server settings plus a shared lock, or return early
-/// (the test passes) with a SKIP message when no server is configured.
-///
-/// ```ignore
-/// let (env, _guard) = require_server!();
-/// ```
-macro_rules! require_server {
-    () => {
+/// The server settings plus the lock taken by `$lock` (`shared` or
+/// `exclusive`), or return early (the test passes) with a SKIP message when no
+/// server is configured.
+macro_rules! require_server_locked {
+    ($lock:ident) => {
         match $crate::common::env() {
-            Some(e) => (e, $crate::common::shared()),
+            Some(e) => (e, $crate::common::$lock()),
             None => {
                 eprintln!(
                     "SKIP {}: ORIOLEDB_TEST_HOST/ORIOLEDB_TEST_PORT not set \
@@ -94,21 +91,23 @@ macro_rules! require_server {
     };
 }
 
+/// Start of every test: the server settings plus a shared lock, or return early
+/// (the test passes) with a SKIP message when no server is configured.
+///
+/// ```ignore
+/// let (env, _guard) = require_server!();
+/// ```
+macro_rules! require_server {
+    () => {
+        require_server_locked!(shared)
+    };
+}
+
 /// Like [`require_server!`] but takes the exclusive lock (for restarts/crashes).
 #[allow(unused_macros)]
 macro_rules! require_server_exclusive {
     () => {
-        match $crate::common::env() {
-            Some(e) => (e, $crate::common::exclusive()),
-            None => {
-                eprintln!(
-                    "SKIP {}: ORIOLEDB_TEST_HOST/ORIOLEDB_TEST_PORT not set \
-                     (run scripts/test.sh, which starts a test server)",
-                    module_path!()
-                );
-                return;
-            }
-        }
+        require_server_locked!(exclusive)
     };
 }
 
