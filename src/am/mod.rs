@@ -5,7 +5,11 @@
 //! can be created, analysed, truncated and dropped, and everything that would
 //! read or write rows raises `feature_not_supported` (0A000).
 pub mod handler;
+pub mod modify;
+pub mod planner;
 pub mod routine;
+pub mod rows;
+pub mod scan;
 pub mod storage;
 
 pub use routine::ROUTINE;

@@ -1,13 +1,11 @@
 //! The `TableAmRoutine` of the `orioledb` access method.
 //!
 //! Every callback is filled: PostgreSQL calls them without NULL checks, so a
-//! missing one is a backend crash. Until the engine is wired in:
-//!
-//! * DDL works: `CREATE TABLE ... USING orioledb`, `DROP TABLE`, `TRUNCATE`
-//!   (which only assigns a new relfilenode), `ANALYZE` and `VACUUM` (tables
-//!   are necessarily empty, so there is nothing to sample or clean).
-//! * Anything that reads or writes rows raises
-//!   `orioledb: <operation> is not supported yet` with SQLSTATE 0A000.
+//! missing one is a backend crash. Rows are read in `scan`, written in
+//! `modify` (format and visibility in `rows`); what is not supported yet
+//! (parallel scans, TID range, bitmap and sample scans, CLUSTER, moving
+//! tablespaces, CREATE INDEX CONCURRENTLY) raises
+//! `orioledb: <operation> is not supported yet` with SQLSTATE 0A000.
 //!
 //! No storage is created under `base/`: engine files will live in
 //! `orioledb_data/`, and PostgreSQL tolerates a missing main fork when it
@@ -24,8 +22,11 @@ use std::ffi::{c_int, CStr};
 
 /// The callback table returned by `orioledb_tableam_handler`.
 ///
-/// Invariant: every callback is `Some` (checked by a test), and the value is
-/// never modified, so handing out `*const` pointers to it is sound.
+/// Invariant: every callback is `Some` (checked by a test) except the
+/// optional ones PostgreSQL checks for NULL: with the TID-range and bitmap
+/// callbacks absent the planner never builds those plans (`plancat.c`,
+/// `tableam.h`). The value is never modified, so handing out `*const`
+/// pointers to it is sound.
 pub static ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
     type_: pg_sys::NodeTag::T_TableAmRoutine,
     slot_callbacks: Some(slot_callbacks),
@@ -33,8 +34,8 @@ pub static ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
     scan_end: Some(scan_end),
     scan_rescan: Some(scan_rescan),
     scan_getnextslot: Some(scan_getnextslot),
-    scan_set_tidrange: Some(scan_set_tidrange),
-    scan_getnextslot_tidrange: Some(scan_getnextslot_tidrange),
+    scan_set_tidrange: None,
+    scan_getnextslot_tidrange: None,
     parallelscan_estimate: Some(parallelscan_estimate),
     parallelscan_initialize: Some(parallelscan_initialize),
     parallelscan_reinitialize: Some(parallelscan_reinitialize),
@@ -69,8 +70,8 @@ pub static ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
     relation_toast_am: Some(relation_toast_am),
     relation_fetch_toast_slice: Some(relation_fetch_toast_slice),
     relation_estimate_size: Some(relation_estimate_size),
-    scan_bitmap_next_block: Some(scan_bitmap_next_block),
-    scan_bitmap_next_tuple: Some(scan_bitmap_next_tuple),
+    scan_bitmap_next_block: None,
+    scan_bitmap_next_tuple: None,
     scan_sample_next_block: Some(scan_sample_next_block),
     scan_sample_next_tuple: Some(scan_sample_next_tuple),
 };
@@ -107,8 +108,7 @@ unsafe fn unsupported_on(rel: pg_sys::Relation, what: &str) -> ! {
 unsafe extern "C-unwind" fn slot_callbacks(
     _rel: pg_sys::Relation,
 ) -> *const pg_sys::TupleTableSlotOps {
-    // Virtual slots until rows carry system columns (xmin, ...) of their own.
-    &raw const pg_sys::TTSOpsVirtual
+    &raw const pg_sys::TTSOpsHeapTuple
 }
 
 // ---------------------------------------------------------------------------
@@ -124,28 +124,14 @@ unsafe extern "C-unwind" fn scan_begin(
     pscan: pg_sys::ParallelTableScanDesc,
     flags: u32,
 ) -> pg_sys::TableScanDesc {
-    if flags & pg_sys::ScanOptions::SO_TYPE_ANALYZE == 0 {
-        // SAFETY: PostgreSQL passes an open relation.
-        unsafe { unsupported_on(rel, "scanning {}") }
-    }
-    // SAFETY: palloc0 returns zeroed memory of the requested size in the
-    // current memory context or ERRORs; all fields are plain data.
-    unsafe {
-        let scan = pg_sys::palloc0(size_of::<pg_sys::TableScanDescData>()) as pg_sys::TableScanDesc;
-        (*scan).rs_rd = rel;
-        (*scan).rs_snapshot = snapshot;
-        (*scan).rs_nkeys = nkeys;
-        (*scan).rs_key = key;
-        (*scan).rs_flags = flags;
-        (*scan).rs_parallel = pscan;
-        scan
-    }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::scan_begin(rel, snapshot, nkeys, key, pscan, flags) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_end(scan: pg_sys::TableScanDesc) {
-    // SAFETY: only scan_begin creates scans, with palloc0.
-    unsafe { pg_sys::pfree(scan.cast()) }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::scan_end(scan) }
 }
 
 #[pg_guard]
@@ -157,38 +143,18 @@ unsafe extern "C-unwind" fn scan_rescan(
     _allow_sync: bool,
     _allow_pagemode: bool,
 ) {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "rescanning {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::scan_rescan(scan) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_getnextslot(
     scan: pg_sys::TableScanDesc,
-    _direction: pg_sys::ScanDirection::Type,
-    _slot: *mut pg_sys::TupleTableSlot,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "scanning {}") }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn scan_set_tidrange(
-    scan: pg_sys::TableScanDesc,
-    _mintid: pg_sys::ItemPointer,
-    _maxtid: pg_sys::ItemPointer,
-) {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "TID range scans of {}") }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn scan_getnextslot_tidrange(
-    scan: pg_sys::TableScanDesc,
-    _direction: pg_sys::ScanDirection::Type,
-    _slot: *mut pg_sys::TupleTableSlot,
-) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "TID range scans of {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::scan_getnextslot(scan, direction, slot) }
 }
 
 // ---------------------------------------------------------------------------
@@ -225,31 +191,32 @@ unsafe extern "C-unwind" fn parallelscan_reinitialize(
 unsafe extern "C-unwind" fn index_fetch_begin(
     rel: pg_sys::Relation,
 ) -> *mut pg_sys::IndexFetchTableData {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "index scans of {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::index_fetch_begin(rel) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn index_fetch_reset(_data: *mut pg_sys::IndexFetchTableData) {
-    // Unreachable while index_fetch_begin refuses; no relation to name here.
-    unsupported("index scans of orioledb tables".into());
+    // No state is kept between fetches.
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn index_fetch_end(_data: *mut pg_sys::IndexFetchTableData) {
-    unsupported("index scans of orioledb tables".into());
+unsafe extern "C-unwind" fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::index_fetch_end(data) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn index_fetch_tuple(
-    _scan: *mut pg_sys::IndexFetchTableData,
-    _tid: pg_sys::ItemPointer,
-    _snapshot: pg_sys::Snapshot,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _call_again: *mut bool,
-    _all_dead: *mut bool,
+    scan: *mut pg_sys::IndexFetchTableData,
+    tid: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    call_again: *mut bool,
+    all_dead: *mut bool,
 ) -> bool {
-    unsupported("index scans of orioledb tables".into());
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::index_fetch_tuple(scan, tid, snapshot, slot, call_again, all_dead) }
 }
 
 // ---------------------------------------------------------------------------
@@ -258,49 +225,49 @@ unsafe extern "C-unwind" fn index_fetch_tuple(
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_fetch_row_version(
     rel: pg_sys::Relation,
-    _tid: pg_sys::ItemPointer,
-    _snapshot: pg_sys::Snapshot,
-    _slot: *mut pg_sys::TupleTableSlot,
+    tid: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "fetching rows of {} by TID") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::tuple_fetch_row_version(rel, tid, snapshot, slot) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_tid_valid(
-    scan: pg_sys::TableScanDesc,
-    _tid: pg_sys::ItemPointer,
+    _scan: pg_sys::TableScanDesc,
+    tid: pg_sys::ItemPointer,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "TID scans of {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::tuple_tid_valid(tid) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_get_latest_tid(
     scan: pg_sys::TableScanDesc,
-    _tid: pg_sys::ItemPointer,
+    tid: pg_sys::ItemPointer,
 ) {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "following update chains of {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::tuple_get_latest_tid(scan, tid) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_satisfies_snapshot(
     rel: pg_sys::Relation,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    snapshot: pg_sys::Snapshot,
 ) -> bool {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "visibility checks on {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::tuple_satisfies_snapshot(rel, slot, snapshot) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn index_delete_tuples(
     rel: pg_sys::Relation,
-    _delstate: *mut pg_sys::TM_IndexDeleteOp,
+    delstate: *mut pg_sys::TM_IndexDeleteOp,
 ) -> pg_sys::TransactionId {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "index entry deletion for {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::index_delete_tuples(rel, delstate) }
 }
 
 // ---------------------------------------------------------------------------
@@ -309,98 +276,114 @@ unsafe extern "C-unwind" fn index_delete_tuples(
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_insert(
     rel: pg_sys::Relation,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _cid: pg_sys::CommandId,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
     _options: c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "inserting into {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::modify::insert(rel, slot, cid, None) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_insert_speculative(
     rel: pg_sys::Relation,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _cid: pg_sys::CommandId,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
     _options: c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
-    _spec_token: u32,
+    spec_token: u32,
 ) {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "INSERT ... ON CONFLICT into {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::modify::insert(rel, slot, cid, Some(spec_token)) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_complete_speculative(
     rel: pg_sys::Relation,
-    _slot: *mut pg_sys::TupleTableSlot,
+    slot: *mut pg_sys::TupleTableSlot,
     _spec_token: u32,
-    _succeeded: bool,
+    succeeded: bool,
 ) {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "INSERT ... ON CONFLICT into {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::modify::complete_speculative(rel, slot, succeeded) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn multi_insert(
     rel: pg_sys::Relation,
-    _slots: *mut *mut pg_sys::TupleTableSlot,
-    _nslots: c_int,
-    _cid: pg_sys::CommandId,
+    slots: *mut *mut pg_sys::TupleTableSlot,
+    nslots: c_int,
+    cid: pg_sys::CommandId,
     _options: c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "inserting into {}") }
+    // SAFETY: PostgreSQL passes nslots valid slots.
+    unsafe {
+        for i in 0..nslots as usize {
+            crate::am::modify::insert(rel, *slots.add(i), cid, None);
+        }
+    }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_delete(
     rel: pg_sys::Relation,
-    _tid: pg_sys::ItemPointer,
-    _cid: pg_sys::CommandId,
+    tid: pg_sys::ItemPointer,
+    cid: pg_sys::CommandId,
     _snapshot: pg_sys::Snapshot,
-    _crosscheck: pg_sys::Snapshot,
-    _wait: bool,
-    _tmfd: *mut pg_sys::TM_FailureData,
-    _changing_part: bool,
+    crosscheck: pg_sys::Snapshot,
+    wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    changing_part: bool,
 ) -> pg_sys::TM_Result::Type {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "deleting from {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::modify::delete(rel, tid, cid, crosscheck, wait, tmfd, changing_part) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_update(
     rel: pg_sys::Relation,
-    _otid: pg_sys::ItemPointer,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _cid: pg_sys::CommandId,
+    otid: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
     _snapshot: pg_sys::Snapshot,
-    _crosscheck: pg_sys::Snapshot,
-    _wait: bool,
-    _tmfd: *mut pg_sys::TM_FailureData,
-    _lockmode: *mut pg_sys::LockTupleMode::Type,
-    _update_indexes: *mut bool,
+    crosscheck: pg_sys::Snapshot,
+    wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    lockmode: *mut pg_sys::LockTupleMode::Type,
+    update_indexes: *mut bool,
 ) -> pg_sys::TM_Result::Type {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "updating {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe {
+        crate::am::modify::update(
+            rel,
+            otid,
+            slot,
+            cid,
+            crosscheck,
+            wait,
+            tmfd,
+            lockmode,
+            update_indexes,
+        )
+    }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_lock(
     rel: pg_sys::Relation,
-    _tid: pg_sys::ItemPointer,
+    tid: pg_sys::ItemPointer,
     _snapshot: pg_sys::Snapshot,
-    _slot: *mut pg_sys::TupleTableSlot,
-    _cid: pg_sys::CommandId,
-    _mode: pg_sys::LockTupleMode::Type,
-    _wait_policy: pg_sys::LockWaitPolicy::Type,
-    _flags: u8,
-    _tmfd: *mut pg_sys::TM_FailureData,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    mode: pg_sys::LockTupleMode::Type,
+    wait_policy: pg_sys::LockWaitPolicy::Type,
+    flags: u8,
+    tmfd: *mut pg_sys::TM_FailureData,
 ) -> pg_sys::TM_Result::Type {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "locking rows of {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::modify::lock(rel, tid, slot, cid, mode, wait_policy, flags, tmfd) }
 }
 
 #[pg_guard]
@@ -519,19 +502,29 @@ unsafe extern "C-unwind" fn scan_analyze_next_tuple(
 #[pg_guard]
 unsafe extern "C-unwind" fn index_build_range_scan(
     table_rel: pg_sys::Relation,
-    _index_rel: pg_sys::Relation,
-    _index_info: *mut pg_sys::IndexInfo,
+    index_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
     _allow_sync: bool,
     _anyvisible: bool,
     _progress: bool,
-    _start_blockno: pg_sys::BlockNumber,
-    _numblocks: pg_sys::BlockNumber,
-    _callback: pg_sys::IndexBuildCallback,
-    _callback_state: *mut std::ffi::c_void,
+    start_blockno: pg_sys::BlockNumber,
+    numblocks: pg_sys::BlockNumber,
+    callback: pg_sys::IndexBuildCallback,
+    callback_state: *mut std::ffi::c_void,
     _scan: pg_sys::TableScanDesc,
 ) -> f64 {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(table_rel, "building indexes on {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe {
+        crate::am::scan::index_build_range_scan(
+            table_rel,
+            index_rel,
+            index_info,
+            start_blockno,
+            numblocks,
+            callback,
+            callback_state,
+        )
+    }
 }
 
 #[pg_guard]
@@ -586,43 +579,31 @@ unsafe extern "C-unwind" fn relation_fetch_toast_slice(
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_estimate_size(
-    _rel: pg_sys::Relation,
-    _attr_widths: *mut i32,
+    rel: pg_sys::Relation,
+    attr_widths: *mut i32,
     pages: *mut pg_sys::BlockNumber,
     tuples: *mut f64,
     allvisfrac: *mut f64,
 ) {
-    // The planner must be able to plan statements (which then fail at
-    // execution with a clear error); an empty table is the truth today.
-    // SAFETY: the planner passes valid out-pointers.
+    // Pages are the primary tree's; rows are estimated from the average row
+    // width, as heap does for never-analysed tables (ANALYZE cannot sample
+    // rows yet: relation_size is 0).
+    // SAFETY: the planner passes an open relation and valid out-pointers.
     unsafe {
-        *pages = 0;
-        *tuples = 0.0;
+        let tree = crate::am::rows::tree_of(rel);
+        let npages = tree.stats().pages.saturating_sub(1);
+        let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1) as f64;
+        // Per row: tuple data, 32-byte version header, 8-byte key, 4-byte
+        // slot entry and item lengths; pages are ~70% full on average.
+        let per_page = (8192.0 * 0.7 / (width + 24.0 + 32.0 + 8.0 + 8.0)).max(1.0);
+        *pages = npages as pg_sys::BlockNumber;
+        *tuples = (npages as f64 * per_page).round();
         *allvisfrac = 0.0;
     }
 }
 
 // ---------------------------------------------------------------------------
 // Bitmap and sample scans
-
-#[pg_guard]
-unsafe extern "C-unwind" fn scan_bitmap_next_block(
-    scan: pg_sys::TableScanDesc,
-    _tbmres: *mut pg_sys::TBMIterateResult,
-) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "bitmap scans of {}") }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
-    scan: pg_sys::TableScanDesc,
-    _tbmres: *mut pg_sys::TBMIterateResult,
-    _slot: *mut pg_sys::TupleTableSlot,
-) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "bitmap scans of {}") }
-}
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_sample_next_block(
@@ -650,5 +631,15 @@ pub fn all_callbacks_set() -> bool {
     // only Option<fn> fields, each one word with None == 0. Reading it as
     // words is reading initialised plain data.
     let words: &[usize; WORDS] = unsafe { &*(&raw const ROUTINE).cast::<[usize; WORDS]>() };
-    words[1..].iter().all(|&w| w != 0)
+    const OPTIONAL: [usize; 4] = [
+        std::mem::offset_of!(pg_sys::TableAmRoutine, scan_set_tidrange),
+        std::mem::offset_of!(pg_sys::TableAmRoutine, scan_getnextslot_tidrange),
+        std::mem::offset_of!(pg_sys::TableAmRoutine, scan_bitmap_next_block),
+        std::mem::offset_of!(pg_sys::TableAmRoutine, scan_bitmap_next_tuple),
+    ];
+    words
+        .iter()
+        .enumerate()
+        .skip(1)
+        .all(|(i, &w)| w != 0 || OPTIONAL.contains(&(i * size_of::<usize>())))
 }

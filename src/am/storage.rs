@@ -151,6 +151,7 @@ pub(crate) fn install() {
         pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
         PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
         pg_sys::object_access_hook = Some(object_access);
+        crate::am::planner::install();
     }
 }
 
@@ -201,6 +202,7 @@ unsafe extern "C-unwind" fn xact_callback(
         | XACT_EVENT_PARALLEL_COMMIT
         | XACT_EVENT_ABORT
         | XACT_EVENT_PARALLEL_ABORT => {
+            crate::am::rows::forget_trees();
             let commit = matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT);
             let want = if commit {
                 When::DropAtCommit

@@ -395,6 +395,51 @@ impl Tree {
         Ok(out)
     }
 
+    /// Runs the tree's pruner over the whole leaf that covers `key` (or the
+    /// first leaf if `key` is None) and merges it with its right sibling if
+    /// it became underfull. Returns the leaf's high key (where the next
+    /// leaf starts), None at the right end: callers sweep a tree leaf by
+    /// leaf this way so that versions nobody modifies again still go away.
+    pub fn prune_leaf_at(&self, key: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        let _b = Barrier::enter(&self.inner.pool);
+        let epoch = self.inner.epoch();
+        let mut path = Vec::new();
+        let target = key.map_or(Target::First, Target::Key);
+        let mut g = self.descend(target, 0, LatchMode::Exclusive, &mut path)?;
+        let high = g.page().high().map(<[u8]>::to_vec);
+        let Some(pruner) = self.pruner.clone() else {
+            return Ok(high);
+        };
+        let mut drop_at = Vec::new();
+        let mut replace = Vec::new();
+        for (i, (k, v)) in g.page().items().enumerate() {
+            match pruner.prune(k, v) {
+                Prune::Keep => {}
+                Prune::Remove => drop_at.push(i),
+                Prune::Replace(nv) if nv.len() == v.len() => replace.push((i, nv)),
+                Prune::Replace(_) => {}
+            }
+        }
+        if drop_at.is_empty() && replace.is_empty() {
+            return Ok(high);
+        }
+        self.inner.before_modify(&mut g)?;
+        for (i, nv) in replace {
+            g.page_mut().replace_value(i, &nv);
+        }
+        for &i in drop_at.iter().rev() {
+            g.page_mut().remove_at(i);
+        }
+        g.mark_dirty(epoch);
+        let underfull = g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
+        let leaf = g.page;
+        drop(g);
+        if let (true, Some(&parent)) = (underfull, path.last()) {
+            self.try_merge(parent, leaf, epoch)?;
+        }
+        Ok(high)
+    }
+
     /// Before a leaf splits, lets the tree's pruner drop or shrink items that
     /// nobody needs any more (dead row versions), sparing the split. The
     /// key being written is left alone. Returns whether anything changed.

@@ -743,6 +743,16 @@ impl Engine {
         }
     }
 
+    /// A handle with the default comparator and `pruner`.
+    pub fn tree_pruned(
+        &self,
+        id: impl Into<TreeId>,
+        pruner: Arc<dyn crate::btree::Pruner>,
+    ) -> Result<Tree> {
+        let slot = self.inner.slot_of(id.into())?;
+        Ok(self.handle(slot, Arc::new(Bytewise), Some(pruner)))
+    }
+
     /// A handle with the default comparator.
     pub fn tree(&self, id: impl Into<TreeId>) -> Result<Tree> {
         let slot = self.inner.slot_of(id.into())?;

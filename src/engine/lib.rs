@@ -16,9 +16,9 @@ pub mod io;
 pub mod keys;
 pub mod latch;
 pub mod meta;
-pub mod mvcc;
 pub mod page;
 pub mod store;
+pub mod version;
 pub mod wal;
 
 pub use check::CheckReport;

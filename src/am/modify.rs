@@ -1,0 +1,515 @@
+//! Writing rows: insert, delete, update and row locks with heap's
+//! semantics (`heapam.c:heap_insert/heap_delete/heap_update/
+//! heap_lock_tuple`), on versions that each have their own row id.
+//!
+//! Every change of an existing version is decided under its leaf's latch
+//! ([`Tree::modify`]): the closure only looks at transaction state and
+//! returns what to do. Waiting for another transaction (a heavyweight
+//! lock) always happens after the latch is released, then we look again.
+
+use crate::am::rows::{
+    self, decode, from_item_pointer, get_version, raise, store_version, to_item_pointer, tree_of,
+    PgXacts,
+};
+use orioledb_engine::btree::Change;
+use orioledb_engine::version::{self, bits, tid, Header, Hints, LockMode, UpdateCheck, Xid};
+use orioledb_engine::Tree;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+fn current_xid() -> Xid {
+    // SAFETY: assigns an xid if needed (ERRORs in read-only contexts).
+    unsafe { pg_sys::GetCurrentTransactionId() }.into_inner()
+}
+
+/// Inserts the slot's row as a new version; sets the slot's TID.
+///
+/// # Safety
+/// Valid relation and slot of its row type.
+pub unsafe fn insert(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    spec_token: Option<u32>,
+) {
+    // SAFETY: caller guarantees valid pointers.
+    unsafe {
+        if pg_sys::IsInParallelMode() {
+            raise(
+                PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
+                "cannot insert tuples in a parallel worker".into(),
+            );
+        }
+        let tree = tree_of(rel);
+        let xid = current_xid();
+        let id = alloc_id(rel, &tree);
+        let mut h = Header::new(xid, cid, id);
+        if let Some(token) = spec_token {
+            h.flags = version::SPECULATIVE;
+            h.spec = token;
+        }
+        let v = rows::form_version(rel, slot, h);
+        let fresh = tree
+            .insert(&tid::key(id), &v)
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        if !fresh {
+            raise(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!(
+                    "orioledb: row id {id} of table \"{}\" is already in use",
+                    rows::rel_name(rel)
+                ),
+            );
+        }
+        (*slot).tts_tableOid = (*rel).rd_id;
+        to_item_pointer(id, &mut (*slot).tts_tid);
+        pg_sys::pgstat_count_heap_insert(rel, 1);
+    }
+}
+
+unsafe fn alloc_id(rel: pg_sys::Relation, tree: &Tree) -> u64 {
+    let id = tree
+        .alloc_ids(1)
+        .unwrap_or_else(|e| crate::pg::engine::report(e));
+    if id >= tid::LIMIT {
+        raise(
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            // SAFETY: caller passes an open relation.
+            format!("orioledb: table \"{}\" ran out of row ids", unsafe {
+                rows::rel_name(rel)
+            }),
+        );
+    }
+    id
+}
+
+/// Confirms (`succeeded`) or withdraws a speculative insertion.
+pub unsafe fn complete_speculative(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    succeeded: bool,
+) {
+    // SAFETY: the slot holds the row we inserted, with its TID.
+    unsafe {
+        let Some(id) = from_item_pointer(&(*slot).tts_tid) else {
+            return;
+        };
+        let tree = tree_of(rel);
+        tree.modify(&tid::key(id), |cur| {
+            let Some(v) = cur else {
+                return (Change::Keep, ());
+            };
+            if !succeeded {
+                // Nobody may ever see it: the inserter was speculative.
+                return (Change::Delete, ());
+            }
+            let mut h = Header::decode(v).expect("our own version");
+            h.flags &= !version::SPECULATIVE;
+            h.spec = 0;
+            let mut nv = v.to_vec();
+            h.encode_into(&mut nv);
+            (Change::Put(nv), ())
+        })
+        .unwrap_or_else(|e| crate::pg::engine::report(e));
+    }
+}
+
+/// What the decision under the latch came to.
+enum Decision {
+    Done,
+    Wait(Xid),
+    Fail(UpdateCheck, Header),
+    Missing,
+}
+
+/// What to do with the version once it may be changed.
+#[derive(Clone, Copy)]
+enum Action {
+    Delete { moved: bool },
+    Update { successor: u64 },
+    Lock(LockMode),
+}
+
+/// Decides and applies one change of version `id` under its leaf latch.
+fn decide_and_apply(
+    tree: &Tree,
+    id: u64,
+    cid: u32,
+    xid: Xid,
+    crosscheck: pg_sys::Snapshot,
+    action: Action,
+) -> Decision {
+    tree.modify(&tid::key(id), |cur| {
+        let Some(v) = cur else {
+            return (Change::Keep, Decision::Missing);
+        };
+        let Some(mut h) = Header::decode(v) else {
+            return (Change::Keep, Decision::Missing);
+        };
+        let mut hints = Hints::default();
+        let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
+        let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
+        let ok = match chk {
+            UpdateCheck::Ok => true,
+            // Our own row lock: we may go on (and replace or upgrade it).
+            UpdateCheck::BeingModified(x) if mine(x) && h.lock_only() => true,
+            UpdateCheck::BeingModified(x) => return (Change::Keep, Decision::Wait(x)),
+            other => return (Change::Keep, Decision::Fail(other, h)),
+        };
+        debug_assert!(ok);
+        h.infomask |= hints.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
+        if !crosscheck.is_null() {
+            let snap = rows::PgSnapshot(crosscheck);
+            if !version::visible_mvcc(&h, &PgXacts, &snap, &mut Hints::default()) {
+                return (Change::Keep, Decision::Fail(UpdateCheck::Updated, h));
+            }
+        }
+        match action {
+            Action::Delete { moved } => {
+                h.set_deleter(xid, cid, if moved { rows::MOVED } else { id }, true)
+            }
+            Action::Update { successor } => h.set_deleter(xid, cid, successor, false),
+            Action::Lock(mode) => {
+                let held = !h.xmax_invalid() && h.lock_only() && mine(h.xmax);
+                if held && h.xmax_mode() >= mode {
+                    return (Change::Keep, Decision::Done);
+                }
+                h.set_lock(xid, cid, mode);
+            }
+        }
+        let mut nv = v.to_vec();
+        h.encode_into(&mut nv);
+        (Change::Put(nv), Decision::Done)
+    })
+    .unwrap_or_else(|e| crate::pg::engine::report(e))
+}
+
+/// Fills `tmfd` for a failed change (heap's conventions).
+unsafe fn fill_tmfd(tmfd: *mut pg_sys::TM_FailureData, h: &Header, id: u64, chk: UpdateCheck) {
+    // SAFETY: the executor passes a valid failure struct.
+    unsafe {
+        let succ = if h.xmax_invalid() || h.lock_only() {
+            id
+        } else {
+            h.ctid
+        };
+        to_item_pointer(succ, &mut (*tmfd).ctid);
+        (*tmfd).xmax = h.xmax.into();
+        (*tmfd).cmax = if chk == UpdateCheck::SelfModified {
+            h.cmax
+        } else {
+            pg_sys::InvalidCommandId
+        };
+        (*tmfd).traversed = false;
+    }
+}
+
+fn tm_result(chk: UpdateCheck) -> pg_sys::TM_Result::Type {
+    match chk {
+        UpdateCheck::Ok => pg_sys::TM_Result::TM_Ok,
+        UpdateCheck::Invisible => pg_sys::TM_Result::TM_Invisible,
+        UpdateCheck::SelfModified => pg_sys::TM_Result::TM_SelfModified,
+        UpdateCheck::Updated => pg_sys::TM_Result::TM_Updated,
+        UpdateCheck::Deleted => pg_sys::TM_Result::TM_Deleted,
+        UpdateCheck::BeingModified(_) => pg_sys::TM_Result::TM_BeingModified,
+    }
+}
+
+/// Shared loop of delete and update: decide, wait for the holder, repeat.
+unsafe fn change_with_wait(
+    rel: pg_sys::Relation,
+    tidp: pg_sys::ItemPointer,
+    cid: u32,
+    crosscheck: pg_sys::Snapshot,
+    wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    action: Action,
+    what: &str,
+) -> pg_sys::TM_Result::Type {
+    // SAFETY: caller passes valid pointers.
+    unsafe {
+        let tree = tree_of(rel);
+        let Some(id) = from_item_pointer(&*tidp) else {
+            raise(
+                PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                format!("orioledb: invalid TID in {what}"),
+            );
+        };
+        let xid = current_xid();
+        let oper = if matches!(action, Action::Delete { .. }) {
+            pg_sys::XLTW_Oper::XLTW_Delete
+        } else {
+            pg_sys::XLTW_Oper::XLTW_Update
+        };
+        loop {
+            match decide_and_apply(&tree, id, cid, xid, crosscheck, action) {
+                Decision::Done => {
+                    rows::sweep_step(&tree);
+                    return pg_sys::TM_Result::TM_Ok;
+                }
+                Decision::Missing => {
+                    // Pruned: it was dead to every snapshot, so deleted.
+                    to_item_pointer(id, &mut (*tmfd).ctid);
+                    (*tmfd).xmax = pg_sys::InvalidTransactionId;
+                    (*tmfd).cmax = pg_sys::InvalidCommandId;
+                    (*tmfd).traversed = false;
+                    return pg_sys::TM_Result::TM_Deleted;
+                }
+                Decision::Wait(x) => {
+                    if !wait {
+                        let v = get_version(&tree, id).unwrap_or_default();
+                        if let Some(h) = Header::decode(&v) {
+                            fill_tmfd(tmfd, &h, id, UpdateCheck::BeingModified(x));
+                        }
+                        return pg_sys::TM_Result::TM_BeingModified;
+                    }
+                    let mut t = *tidp;
+                    pg_sys::XactLockTableWait(x.into(), rel, &mut t, oper);
+                }
+                Decision::Fail(UpdateCheck::Invisible, _) => raise(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    format!("attempted to {what} invisible tuple"),
+                ),
+                Decision::Fail(chk, h) => {
+                    fill_tmfd(tmfd, &h, id, chk);
+                    return tm_result(chk);
+                }
+            }
+        }
+    }
+}
+
+pub unsafe fn delete(
+    rel: pg_sys::Relation,
+    tidp: pg_sys::ItemPointer,
+    cid: pg_sys::CommandId,
+    crosscheck: pg_sys::Snapshot,
+    wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    changing_part: bool,
+) -> pg_sys::TM_Result::Type {
+    // SAFETY: caller passes valid pointers.
+    let r = unsafe {
+        change_with_wait(
+            rel,
+            tidp,
+            cid,
+            crosscheck,
+            wait,
+            tmfd,
+            Action::Delete {
+                moved: changing_part,
+            },
+            "delete",
+        )
+    };
+    if r == pg_sys::TM_Result::TM_Ok {
+        // SAFETY: valid relation.
+        unsafe { pg_sys::pgstat_count_heap_delete(rel) };
+    }
+    r
+}
+
+pub unsafe fn update(
+    rel: pg_sys::Relation,
+    otid: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    crosscheck: pg_sys::Snapshot,
+    wait: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    lockmode: *mut pg_sys::LockTupleMode::Type,
+    update_indexes: *mut bool,
+) -> pg_sys::TM_Result::Type {
+    // SAFETY: caller passes valid pointers.
+    unsafe {
+        let tree = tree_of(rel);
+        let xid = current_xid();
+        let new_id = alloc_id(rel, &tree);
+        let mut h = Header::new(xid, cid, new_id);
+        h.infomask |= bits::UPDATED;
+        // Formed (and any ERROR raised) before the old version is touched.
+        let v = rows::form_version(rel, slot, h);
+        *lockmode = pg_sys::LockTupleMode::LockTupleNoKeyExclusive;
+        *update_indexes = true;
+        let r = change_with_wait(
+            rel,
+            otid,
+            cid,
+            crosscheck,
+            wait,
+            tmfd,
+            Action::Update { successor: new_id },
+            "update",
+        );
+        if r != pg_sys::TM_Result::TM_Ok {
+            return r;
+        }
+        tree.insert(&tid::key(new_id), &v)
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        (*slot).tts_tableOid = (*rel).rd_id;
+        to_item_pointer(new_id, &mut (*slot).tts_tid);
+        pg_sys::pgstat_count_heap_update(rel, false);
+        r
+    }
+}
+
+/// Locks a row (`heapam_tuple_lock`): waits per `wait_policy`, and with
+/// `TUPLE_LOCK_FLAG_FIND_LAST_VERSION` follows updates to the newest
+/// version, writing its TID back to `*tidp`.
+pub unsafe fn lock(
+    rel: pg_sys::Relation,
+    tidp: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    mode: pg_sys::LockTupleMode::Type,
+    wait_policy: pg_sys::LockWaitPolicy::Type,
+    flags: u8,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> pg_sys::TM_Result::Type {
+    // SAFETY: caller passes valid pointers.
+    unsafe {
+        let tree = tree_of(rel);
+        let xid = current_xid();
+        let mode = LockMode::from_u32(mode);
+        let find_last = flags & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8 != 0;
+        (*tmfd).traversed = false;
+        let Some(mut id) = from_item_pointer(&*tidp) else {
+            return pg_sys::TM_Result::TM_Deleted;
+        };
+        loop {
+            match decide_and_apply(
+                &tree,
+                id,
+                cid,
+                xid,
+                std::ptr::null_mut(),
+                Action::Lock(mode),
+            ) {
+                Decision::Done => {
+                    let v = get_version(&tree, id).expect("locked version exists");
+                    store_version(rel, slot, id, &v);
+                    to_item_pointer(id, &mut *tidp);
+                    return pg_sys::TM_Result::TM_Ok;
+                }
+                Decision::Missing => return pg_sys::TM_Result::TM_Deleted,
+                Decision::Wait(x) => {
+                    if !wait_for(rel, x, id, wait_policy) {
+                        let v = get_version(&tree, id).unwrap_or_default();
+                        if let Some(h) = Header::decode(&v) {
+                            fill_tmfd(tmfd, &h, id, UpdateCheck::BeingModified(x));
+                        }
+                        return pg_sys::TM_Result::TM_WouldBlock;
+                    }
+                }
+                Decision::Fail(UpdateCheck::Invisible, _) => raise(
+                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+                    "attempted to lock invisible tuple".into(),
+                ),
+                Decision::Fail(UpdateCheck::Updated, h) if find_last => {
+                    (*tmfd).traversed = true;
+                    match follow_update(rel, &tree, h, cid, wait_policy, tmfd) {
+                        Ok(next) => id = next,
+                        Err(r) => return r,
+                    }
+                }
+                Decision::Fail(chk, h) => {
+                    let traversed = (*tmfd).traversed;
+                    fill_tmfd(tmfd, &h, id, chk);
+                    (*tmfd).traversed = traversed;
+                    return tm_result(chk);
+                }
+            }
+        }
+    }
+}
+
+/// Waits for `xid` per the lock wait policy; false = would block (SKIP LOCKED).
+unsafe fn wait_for(
+    rel: pg_sys::Relation,
+    xid: Xid,
+    id: u64,
+    policy: pg_sys::LockWaitPolicy::Type,
+) -> bool {
+    // SAFETY: valid relation; lock waits may ERROR (deadlock, cancel).
+    unsafe {
+        match policy {
+            pg_sys::LockWaitPolicy::LockWaitSkip => {
+                pg_sys::ConditionalXactLockTableWait(xid.into())
+            }
+            pg_sys::LockWaitPolicy::LockWaitError => {
+                if !pg_sys::ConditionalXactLockTableWait(xid.into()) {
+                    raise(
+                        PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+                        format!(
+                            "could not obtain lock on row in relation \"{}\"",
+                            rows::rel_name(rel)
+                        ),
+                    );
+                }
+                true
+            }
+            _ => {
+                let mut t = pg_sys::ItemPointerData::default();
+                to_item_pointer(id, &mut t);
+                pg_sys::XactLockTableWait(xid.into(), rel, &mut t, pg_sys::XLTW_Oper::XLTW_Lock);
+                true
+            }
+        }
+    }
+}
+
+/// From version `h` (updated by a committed transaction), walks the update
+/// chain to the newest version that still exists for a dirty snapshot;
+/// returns its row id, or the TM result the caller must report.
+unsafe fn follow_update(
+    rel: pg_sys::Relation,
+    tree: &Tree,
+    mut h: Header,
+    cid: u32,
+    wait_policy: pg_sys::LockWaitPolicy::Type,
+    tmfd: *mut pg_sys::TM_FailureData,
+) -> Result<u64, pg_sys::TM_Result::Type> {
+    // SAFETY: caller passes valid pointers.
+    unsafe {
+        loop {
+            if h.ctid == rows::MOVED {
+                raise(
+                    PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
+                    "tuple to be locked was already moved to another partition due to concurrent update".into(),
+                );
+            }
+            let prior = h.xmax;
+            let next = h.ctid;
+            let Some(v) = get_version(tree, next) else {
+                return Err(pg_sys::TM_Result::TM_Deleted);
+            };
+            let nh = decode(rel, next, &v);
+            if nh.xmin != prior {
+                return Err(pg_sys::TM_Result::TM_Deleted);
+            }
+            let mut info = version::DirtyInfo::default();
+            let visible = version::visible_dirty(&nh, &PgXacts, &mut info, &mut Hints::default());
+            if info.xmin != 0 {
+                // Its inserter is still running: wait, then look again.
+                if !wait_for(rel, info.xmin, next, wait_policy) {
+                    return Err(pg_sys::TM_Result::TM_WouldBlock);
+                }
+                continue;
+            }
+            if visible {
+                if version::Xacts::is_current(&PgXacts, nh.xmin) && nh.cmin >= cid {
+                    to_item_pointer(next, &mut (*tmfd).ctid);
+                    (*tmfd).xmax = prior.into();
+                    (*tmfd).cmax = nh.cmin;
+                    return Err(pg_sys::TM_Result::TM_SelfModified);
+                }
+                return Ok(next);
+            }
+            if nh.xmax_invalid() || nh.lock_only() || nh.ctid == next {
+                return Err(pg_sys::TM_Result::TM_Deleted);
+            }
+            h = nh;
+        }
+    }
+}

@@ -1,0 +1,395 @@
+//! Row versions on the PostgreSQL side: turning a slot into a version
+//! (`orioledb_engine::version` format), a version back into a `HeapTuple`
+//! in a slot, visibility under every snapshot type, TIDs, and this
+//! backend's handles on tables' trees (with their pruner).
+
+use orioledb_engine::btree::{Prune, Pruner};
+use orioledb_engine::version::{self, bits, tid, DirtyInfo, Header, Hints, VacuumState, Xid};
+use orioledb_engine::{Tree, TreeId};
+use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::sync::Arc;
+
+/// Transaction state from clog and the proc array.
+pub struct PgXacts;
+
+impl version::Xacts for PgXacts {
+    fn is_current(&self, xid: Xid) -> bool {
+        // SAFETY: plain lookups of transaction state.
+        unsafe { pg_sys::TransactionIdIsCurrentTransactionId(xid.into()) }
+    }
+    fn in_progress(&self, xid: Xid) -> bool {
+        // SAFETY: as above.
+        unsafe { pg_sys::TransactionIdIsInProgress(xid.into()) }
+    }
+    fn did_commit(&self, xid: Xid) -> bool {
+        // SAFETY: as above.
+        unsafe { pg_sys::TransactionIdDidCommit(xid.into()) }
+    }
+}
+
+/// An MVCC snapshot. Invariant: the pointer is a live MVCC snapshot.
+pub struct PgSnapshot(pub pg_sys::Snapshot);
+
+impl version::Snapshot for PgSnapshot {
+    fn in_snapshot(&self, xid: Xid) -> bool {
+        // SAFETY: self.0 is a live MVCC snapshot (type invariant).
+        unsafe { pg_sys::XidInMVCCSnapshot(xid.into(), self.0) }
+    }
+    fn curcid(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { (*self.0).curcid }
+    }
+}
+
+/// Raises an ERROR with `code`.
+pub fn raise(code: PgSqlErrorCode, msg: String) -> ! {
+    ErrorReport::new(code, msg, "orioledb_rs").report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
+/// The relation's name, read leniently (never fails).
+///
+/// # Safety
+/// `rel` must be a valid, open relation.
+pub unsafe fn rel_name(rel: pg_sys::Relation) -> String {
+    // SAFETY: an open relation has its pg_class row; relname is NUL-terminated.
+    unsafe { CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether `xid` committed long enough ago that no snapshot of `rel`'s
+/// database can see what it deleted.
+pub struct Horizon(*mut pg_sys::GlobalVisState);
+
+impl Horizon {
+    /// # Safety
+    /// `rel` must be a valid, open relation.
+    pub unsafe fn of(rel: pg_sys::Relation) -> Horizon {
+        // SAFETY: GlobalVisTestFor only reads the relation's kind.
+        Horizon(unsafe { pg_sys::GlobalVisTestFor(rel) })
+    }
+
+    pub fn removable(&self, xid: Xid) -> bool {
+        // SAFETY: the state is one of the proc array's static ones.
+        unsafe { pg_sys::GlobalVisTestIsRemovableXid(self.0, xid.into()) }
+    }
+}
+
+/// Drops versions no snapshot can see (aborted inserts, deletes that
+/// committed before every running snapshot). Runs under a leaf latch: only
+/// clog/proc-array lookups, which never wait for a heavyweight lock.
+struct VersionPruner;
+
+impl Pruner for VersionPruner {
+    fn prune(&self, _key: &[u8], value: &[u8]) -> Prune {
+        let Some(h) = Header::decode(value) else {
+            return Prune::Keep;
+        };
+        // The shared-catalog-free horizon: trees hold user tables only.
+        // SAFETY: a NULL relation asks for the horizon of all databases'
+        // data, which is never later than the per-database one.
+        let vis = unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) };
+        let removable = |x: Xid| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vis, x.into()) };
+        let mut hints = Hints::default();
+        match version::vacuum_state(&h, &PgXacts, &removable, &mut hints) {
+            VacuumState::Dead => Prune::Remove,
+            _ if hints.0 & (bits::XMIN_INVALID | bits::XMAX_INVALID) != 0 => {
+                // Remember aborted deleters/lockers (always safe to store).
+                let mut h2 = h;
+                h2.infomask |= hints.0 & bits::XMAX_INVALID;
+                let mut v = value.to_vec();
+                h2.encode_into(&mut v);
+                Prune::Replace(v)
+            }
+            _ => Prune::Keep,
+        }
+    }
+}
+
+thread_local! {
+    /// This backend's tree handles, by tree id. Cleared at transaction end:
+    /// within a transaction a relation in use is locked, so its tree cannot
+    /// be dropped under the handle.
+    static TREES: RefCell<HashMap<TreeId, Tree>> = RefCell::new(HashMap::new());
+    /// Per tree: where the background sweep of dead versions continues.
+    static SWEEP: RefCell<HashMap<TreeId, (u32, Option<Vec<u8>>)>> = RefCell::new(HashMap::new());
+}
+
+/// Forgets cached tree handles (transaction end).
+pub fn forget_trees() {
+    TREES.with(|t| t.borrow_mut().clear());
+}
+
+/// The primary tree of `rel`.
+///
+/// # Safety
+/// `rel` must be a valid, open orioledb relation.
+pub unsafe fn tree_of(rel: pg_sys::Relation) -> Tree {
+    // SAFETY: an open relation has a valid rd_node.
+    let node = unsafe { (*rel).rd_node };
+    let id = crate::pg::engine::tree_id(node.dbNode, node.relNode);
+    if let Some(t) = TREES.with(|t| t.borrow().get(&id).cloned()) {
+        return t;
+    }
+    let t = crate::pg::engine::engine()
+        .tree_pruned(id, Arc::new(VersionPruner))
+        .unwrap_or_else(|e| crate::pg::engine::report(e));
+    TREES.with(|m| m.borrow_mut().insert(id, t.clone()));
+    t
+}
+
+/// After every few modifications of a tree, prunes one more leaf of it,
+/// walking the whole tree over time: versions that are never touched again
+/// (their row was updated elsewhere) still go away without VACUUM.
+pub fn sweep_step(tree: &Tree) {
+    const EVERY: u32 = 4;
+    let id = tree.id();
+    let pos = SWEEP.with(|s| {
+        let mut s = s.borrow_mut();
+        let e = s.entry(id).or_insert((0, None));
+        e.0 += 1;
+        (e.0 % EVERY == 0).then(|| e.1.clone())
+    });
+    let Some(pos) = pos else { return };
+    let next = tree
+        .prune_leaf_at(pos.as_deref())
+        .unwrap_or_else(|e| crate::pg::engine::report(e));
+    SWEEP.with(|s| {
+        if let Some(e) = s.borrow_mut().get_mut(&id) {
+            e.1 = next;
+        }
+    });
+}
+
+/// Row id → ItemPointer.
+pub fn to_item_pointer(id: u64, out: &mut pg_sys::ItemPointerData) {
+    let (block, offset) = if id == MOVED {
+        (pg_sys::InvalidBlockNumber, 0xFFFD)
+    } else {
+        tid::to_pointer(id)
+    };
+    out.ip_blkid.bi_hi = (block >> 16) as u16;
+    out.ip_blkid.bi_lo = block as u16;
+    out.ip_posid = offset;
+}
+
+/// ItemPointer → row id; None if it names no possible row.
+pub fn from_item_pointer(p: &pg_sys::ItemPointerData) -> Option<u64> {
+    let block = ((p.ip_blkid.bi_hi as u32) << 16) | p.ip_blkid.bi_lo as u32;
+    if block == pg_sys::InvalidBlockNumber {
+        return None;
+    }
+    tid::from_pointer(block, p.ip_posid)
+}
+
+/// `ctid` of a version moved to another partition by an UPDATE
+/// (heap's MovedPartitions marker).
+pub const MOVED: u64 = (1 << 48) - 1;
+
+/// Reads the version with row id `id`.
+pub fn get_version(tree: &Tree, id: u64) -> Option<Vec<u8>> {
+    tree.get(&tid::key(id))
+        .unwrap_or_else(|e| crate::pg::engine::report(e))
+}
+
+/// Whether version `h` is visible under `snapshot` (any type); a dirty
+/// snapshot learns the running transactions, as heap's does.
+///
+/// # Safety
+/// `snapshot` must be a valid snapshot; `rel` a valid open relation.
+pub unsafe fn satisfies(h: &Header, snapshot: pg_sys::Snapshot, rel: pg_sys::Relation) -> bool {
+    let mut hints = Hints::default();
+    // SAFETY: caller guarantees a valid snapshot.
+    let kind = unsafe { (*snapshot).snapshot_type };
+    match kind {
+        pg_sys::SnapshotType::SNAPSHOT_MVCC => {
+            version::visible_mvcc(h, &PgXacts, &PgSnapshot(snapshot), &mut hints)
+        }
+        pg_sys::SnapshotType::SNAPSHOT_SELF => version::visible_self(h, &PgXacts, &mut hints),
+        pg_sys::SnapshotType::SNAPSHOT_ANY => true,
+        pg_sys::SnapshotType::SNAPSHOT_DIRTY => {
+            let mut info = DirtyInfo::default();
+            let v = version::visible_dirty(h, &PgXacts, &mut info, &mut hints);
+            // SAFETY: a dirty snapshot is caller-owned and writable.
+            unsafe {
+                (*snapshot).xmin = info.xmin.into();
+                (*snapshot).xmax = info.xmax.into();
+                (*snapshot).speculativeToken = info.spec;
+            }
+            v
+        }
+        pg_sys::SnapshotType::SNAPSHOT_NON_VACUUMABLE => {
+            // SAFETY: a non-vacuumable snapshot carries its vistest.
+            let vis = unsafe { (*snapshot).vistest };
+            let removable = |x: Xid| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vis, x.into()) };
+            version::vacuum_state(h, &PgXacts, &removable, &mut hints) != VacuumState::Dead
+        }
+        _ => {
+            // SAFETY: caller guarantees an open relation.
+            let name = unsafe { rel_name(rel) };
+            raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("orioledb: snapshot type {kind} on table \"{name}\" is not supported"),
+            )
+        }
+    }
+}
+
+/// Whether the version can be seen by nobody any more.
+///
+/// # Safety
+/// `rel` must be a valid open relation.
+pub unsafe fn surely_dead(h: &Header, rel: pg_sys::Relation) -> bool {
+    // SAFETY: caller guarantees an open relation.
+    let horizon = unsafe { Horizon::of(rel) };
+    let removable = |x: Xid| horizon.removable(x);
+    version::vacuum_state(h, &PgXacts, &removable, &mut Hints::default()) == VacuumState::Dead
+}
+
+/// Largest item value: the engine's item limit minus the 8-byte key.
+pub const MAX_VALUE: usize = orioledb_engine::page::MAX_ITEM - 8;
+
+/// Encodes the slot's row as a version: `hdr` supplies the transaction
+/// fields, the tuple's data bits are added. External (toasted elsewhere)
+/// values are fetched and stored inline, so a version never points into
+/// another relation's toast table.
+///
+/// # Safety
+/// `rel` must be a valid open relation, `slot` a valid slot of its row type.
+pub unsafe fn form_version(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    mut hdr: Header,
+) -> Vec<u8> {
+    // SAFETY: caller guarantees valid pointers; the slot's values arrays
+    // have natts entries after slot_getallattrs.
+    unsafe {
+        pg_sys::slot_getallattrs(slot);
+        let desc = (*rel).rd_att;
+        let natts = (*desc).natts as usize;
+        let values = std::slice::from_raw_parts_mut((*slot).tts_values, natts);
+        let isnull = std::slice::from_raw_parts_mut((*slot).tts_isnull, natts);
+        let mut vals: Vec<pg_sys::Datum> = values.to_vec();
+        let attrs = (*desc).attrs.as_slice(natts);
+        for i in 0..natts {
+            if isnull[i] || attrs[i].attlen != -1 || attrs[i].attisdropped {
+                continue;
+            }
+            let p = vals[i].cast_mut_ptr::<u8>();
+            // VARATT_IS_EXTERNAL: a 1-byte header of exactly 0x01.
+            if *p == 0x01 {
+                vals[i] = pg_sys::Datum::from(pg_sys::detoast_external_attr(p.cast()));
+            }
+        }
+        let tup = pg_sys::heap_form_tuple(desc, vals.as_mut_ptr(), isnull.as_mut_ptr());
+        let len = (*tup).t_len as usize;
+        let data = (*tup).t_data;
+        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), len);
+        hdr.hoff = (*data).t_hoff;
+        hdr.infomask = (hdr.infomask & !bits::DATA_MASK) | ((*data).t_infomask & bits::DATA_MASK);
+        hdr.infomask2 =
+            (hdr.infomask2 & !bits::NATTS_MASK) | ((*data).t_infomask2 & bits::NATTS_MASK);
+        let v = hdr.with_tail(&bytes[version::HEAP_FIXED..]);
+        pg_sys::heap_freetuple(tup);
+        if v.len() > MAX_VALUE {
+            raise(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "row is too big: size {}, maximum size {} (table \"{}\")",
+                    v.len() - version::HEADER + version::HEAP_FIXED,
+                    MAX_VALUE - version::HEADER + version::HEAP_FIXED,
+                    rel_name(rel)
+                ),
+            );
+        }
+        v
+    }
+}
+
+/// Builds a `HeapTuple` from version bytes, allocated in `cxt`.
+///
+/// # Safety
+/// `value` must be a version that `Header::decode` accepts.
+pub unsafe fn build_tuple(
+    value: &[u8],
+    id: u64,
+    relid: pg_sys::Oid,
+    cxt: pg_sys::MemoryContext,
+) -> pg_sys::HeapTuple {
+    let h = Header::decode(value).expect("caller decoded it");
+    let tail = &value[version::HEADER..];
+    let len = version::HEAP_FIXED + tail.len();
+    let hts = size_of::<pg_sys::HeapTupleData>().next_multiple_of(8);
+    // SAFETY: the allocation holds the HeapTupleData and the tuple; every
+    // byte of the tuple header is written below, the tail copied.
+    unsafe {
+        let mem = pg_sys::MemoryContextAllocZero(cxt, hts + len).cast::<u8>();
+        let tup = mem.cast::<pg_sys::HeapTupleData>();
+        let data = mem.add(hts).cast::<pg_sys::HeapTupleHeaderData>();
+        (*tup).t_len = len as u32;
+        to_item_pointer(id, &mut (*tup).t_self);
+        (*tup).t_tableOid = relid;
+        (*tup).t_data = data;
+        (*data).t_choice.t_heap.t_xmin = h.xmin.into();
+        (*data).t_choice.t_heap.t_xmax = h.xmax.into();
+        // Heap keeps one command id: cmax once deleted, else cmin.
+        let cid = if h.xmax_invalid() || h.lock_only() {
+            h.cmin
+        } else {
+            h.cmax
+        };
+        (*data).t_choice.t_heap.t_field3.t_cid = cid;
+        to_item_pointer(h.ctid, &mut (*data).t_ctid);
+        (*data).t_infomask = h.infomask;
+        (*data).t_infomask2 = h.infomask2;
+        (*data).t_hoff = h.hoff;
+        std::ptr::copy_nonoverlapping(
+            tail.as_ptr(),
+            mem.add(hts + version::HEAP_FIXED),
+            tail.len(),
+        );
+        tup
+    }
+}
+
+/// Puts version `value` (row id `id`) of `rel` into `slot`.
+///
+/// # Safety
+/// `slot` must be a valid slot of `rel`'s row type; `value` decodable.
+pub unsafe fn store_version(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    id: u64,
+    value: &[u8],
+) {
+    // SAFETY: caller guarantees valid pointers; the tuple lives in the
+    // slot's memory context and the slot frees it when cleared.
+    unsafe {
+        let relid = (*rel).rd_id;
+        let tup = build_tuple(value, id, relid, (*slot).tts_mcxt);
+        pg_sys::ExecForceStoreHeapTuple(tup, slot, true);
+        (*slot).tts_tableOid = relid;
+        to_item_pointer(id, &mut (*slot).tts_tid);
+    }
+}
+
+/// Decodes a version or raises a corruption error naming the table.
+///
+/// # Safety
+/// `rel` must be a valid open relation.
+pub unsafe fn decode(rel: pg_sys::Relation, id: u64, value: &[u8]) -> Header {
+    Header::decode(value).unwrap_or_else(|| {
+        // SAFETY: caller guarantees an open relation.
+        let name = unsafe { rel_name(rel) };
+        raise(
+            PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            format!("orioledb: malformed row version {id} in table \"{name}\""),
+        )
+    })
+}

@@ -1,0 +1,398 @@
+//! Reading rows: sequential scans, fetches by TID (index scans, TID scans,
+//! re-fetches by the executor), update-chain following, and index builds.
+
+use crate::am::rows::{
+    self, decode, from_item_pointer, get_version, satisfies, store_version, tree_of,
+};
+use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
+use orioledb_engine::{Cursor, Direction, Tree};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgMemoryContexts;
+use std::ffi::c_int;
+use std::ops::Bound;
+
+/// Rust-side state of a scan. Invariant: `last` is the key of the last
+/// row returned (visible or not), so a direction change resumes next to it.
+struct ScanState {
+    tree: Tree,
+    cursor: Option<Cursor>,
+    dir: Direction,
+    last: Option<Vec<u8>>,
+}
+
+/// The scan descriptor: PostgreSQL's part first, then ours.
+#[repr(C)]
+struct OScan {
+    base: pg_sys::TableScanDescData,
+    /// Allocated in the scan's memory context, dropped with it.
+    state: *mut ScanState,
+}
+
+pub unsafe fn scan_begin(
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    nkeys: c_int,
+    key: *mut pg_sys::ScanKeyData,
+    pscan: pg_sys::ParallelTableScanDesc,
+    flags: u32,
+) -> pg_sys::TableScanDesc {
+    if nkeys > 0 {
+        // Only catalog scans pass scan keys, and catalogs are heap.
+        // SAFETY: PostgreSQL passes an open relation.
+        let name = unsafe { rows::rel_name(rel) };
+        rows::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("orioledb: scan keys on table \"{name}\" are not supported"),
+        );
+    }
+    // SAFETY: palloc0 returns zeroed memory of the requested size or ERRORs;
+    // the state is owned by the current memory context (dropped with it).
+    unsafe {
+        let tree = tree_of(rel);
+        let state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(ScanState {
+            tree,
+            cursor: None,
+            dir: Direction::Forward,
+            last: None,
+        });
+        let scan = pg_sys::palloc0(size_of::<OScan>()) as *mut OScan;
+        (*scan).base.rs_rd = rel;
+        (*scan).base.rs_snapshot = snapshot;
+        (*scan).base.rs_nkeys = nkeys;
+        (*scan).base.rs_key = key;
+        (*scan).base.rs_flags = flags;
+        (*scan).base.rs_parallel = pscan;
+        (*scan).state = state;
+        scan.cast()
+    }
+}
+
+pub unsafe fn scan_end(scan: pg_sys::TableScanDesc) {
+    // SAFETY: only scan_begin creates scans.
+    unsafe {
+        let s = scan.cast::<OScan>();
+        (*(*s).state).cursor = None;
+        if (*scan).rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
+            pg_sys::UnregisterSnapshot((*scan).rs_snapshot);
+        }
+        pg_sys::pfree(scan.cast());
+    }
+}
+
+pub unsafe fn scan_rescan(scan: pg_sys::TableScanDesc) {
+    // SAFETY: only scan_begin creates scans.
+    unsafe {
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        st.cursor = None;
+        st.last = None;
+    }
+}
+
+pub unsafe fn scan_getnextslot(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: only scan_begin creates scans; the relation and snapshot stay
+    // valid for the scan's life.
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snapshot = (*scan).rs_snapshot;
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        let dir = if direction == pg_sys::ScanDirection::BackwardScanDirection {
+            Direction::Backward
+        } else {
+            Direction::Forward
+        };
+        if st.cursor.is_none() || st.dir != dir {
+            let from = st.last.clone();
+            st.cursor = Some(match (dir, from) {
+                (Direction::Forward, Some(k)) => {
+                    st.tree.range(Bound::Excluded(k), Bound::Unbounded, dir)
+                }
+                (Direction::Backward, Some(k)) => {
+                    st.tree.range(Bound::Unbounded, Bound::Excluded(k), dir)
+                }
+                (_, None) => st.tree.range(Bound::Unbounded, Bound::Unbounded, dir),
+            });
+            st.dir = dir;
+        }
+        let cursor = st.cursor.as_mut().expect("just set");
+        for item in cursor.by_ref() {
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = tid::from_key(&k).unwrap_or(0);
+            let h = decode(rel, id, &v);
+            st.last = Some(k);
+            if satisfies(&h, snapshot, rel) {
+                store_version(rel, slot, id, &v);
+                return true;
+            }
+        }
+        pg_sys::ExecClearTuple(slot);
+        false
+    }
+}
+
+/// Index fetch state: PostgreSQL's part first.
+#[repr(C)]
+struct OFetch {
+    base: pg_sys::IndexFetchTableData,
+}
+
+pub unsafe fn index_fetch_begin(rel: pg_sys::Relation) -> *mut pg_sys::IndexFetchTableData {
+    // SAFETY: zeroed plain data.
+    unsafe {
+        let f = pg_sys::palloc0(size_of::<OFetch>()) as *mut OFetch;
+        (*f).base.rel = rel;
+        f.cast()
+    }
+}
+
+pub unsafe fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
+    // SAFETY: created by index_fetch_begin.
+    unsafe { pg_sys::pfree(data.cast()) }
+}
+
+/// Fetches the version an index entry points at. Every version has its
+/// own index entries (no HOT chains), so there is never a second member to
+/// return (`call_again` stays false); an entry whose version is gone or
+/// dead to everyone reports `all_dead`, letting the index forget it.
+pub unsafe fn index_fetch_tuple(
+    data: *mut pg_sys::IndexFetchTableData,
+    tidp: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+    call_again: *mut bool,
+    all_dead: *mut bool,
+) -> bool {
+    // SAFETY: PostgreSQL passes the state it began and valid pointers.
+    unsafe {
+        let rel = (*data).rel;
+        *call_again = false;
+        if !all_dead.is_null() {
+            *all_dead = false;
+        }
+        let Some(id) = from_item_pointer(&*tidp) else {
+            return false;
+        };
+        let tree = tree_of(rel);
+        let Some(v) = get_version(&tree, id) else {
+            if !all_dead.is_null() {
+                *all_dead = true;
+            }
+            return false;
+        };
+        let h = decode(rel, id, &v);
+        if satisfies(&h, snapshot, rel) {
+            store_version(rel, slot, id, &v);
+            return true;
+        }
+        if !all_dead.is_null() && rows::surely_dead(&h, rel) {
+            *all_dead = true;
+        }
+        false
+    }
+}
+
+pub unsafe fn tuple_fetch_row_version(
+    rel: pg_sys::Relation,
+    tidp: pg_sys::ItemPointer,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: PostgreSQL passes valid pointers.
+    unsafe {
+        let Some(id) = from_item_pointer(&*tidp) else {
+            return false;
+        };
+        let Some(v) = get_version(&tree_of(rel), id) else {
+            return false;
+        };
+        let h = decode(rel, id, &v);
+        if satisfies(&h, snapshot, rel) {
+            store_version(rel, slot, id, &v);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+pub unsafe fn tuple_tid_valid(tidp: pg_sys::ItemPointer) -> bool {
+    // SAFETY: PostgreSQL passes a valid pointer.
+    from_item_pointer(unsafe { &*tidp }).is_some()
+}
+
+/// Follows the update chain from `*tidp` and leaves there the newest
+/// version visible to the scan's snapshot (`heap_get_latest_tid`).
+pub unsafe fn tuple_get_latest_tid(scan: pg_sys::TableScanDesc, tidp: pg_sys::ItemPointer) {
+    // SAFETY: PostgreSQL passes its scan and a valid pointer.
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snapshot = (*scan).rs_snapshot;
+        let tree = tree_of(rel);
+        let Some(mut id) = from_item_pointer(&*tidp) else {
+            return;
+        };
+        let mut prior: Option<Xid> = None;
+        loop {
+            let Some(v) = get_version(&tree, id) else {
+                return;
+            };
+            let h = decode(rel, id, &v);
+            if prior.is_some_and(|p| p != h.xmin) {
+                return;
+            }
+            if satisfies(&h, snapshot, rel) {
+                rows::to_item_pointer(id, &mut *tidp);
+            }
+            if h.xmax_invalid() || h.lock_only() || h.ctid == id || h.ctid == rows::MOVED {
+                return;
+            }
+            prior = Some(h.xmax);
+            id = h.ctid;
+        }
+    }
+}
+
+pub unsafe fn tuple_satisfies_snapshot(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    snapshot: pg_sys::Snapshot,
+) -> bool {
+    // SAFETY: the slot holds a row of rel with its tts_tid set.
+    unsafe {
+        let Some(id) = from_item_pointer(&(*slot).tts_tid) else {
+            return false;
+        };
+        let Some(v) = get_version(&tree_of(rel), id) else {
+            return false;
+        };
+        satisfies(&decode(rel, id, &v), snapshot, rel)
+    }
+}
+
+/// Tells the index which of its entries point at versions nobody can see.
+pub unsafe fn index_delete_tuples(
+    rel: pg_sys::Relation,
+    delstate: *mut pg_sys::TM_IndexDeleteOp,
+) -> pg_sys::TransactionId {
+    // SAFETY: PostgreSQL passes ndeltids entries in deltids and status.
+    unsafe {
+        let d = &mut *delstate;
+        let tree = tree_of(rel);
+        let deltids = std::slice::from_raw_parts_mut(d.deltids, d.ndeltids as usize);
+        for del in deltids.iter() {
+            let status = &mut *d.status.add(del.id as usize);
+            let dead = match from_item_pointer(&del.tid) {
+                None => true,
+                Some(id) => match get_version(&tree, id) {
+                    None => true,
+                    Some(v) => rows::surely_dead(&decode(rel, id, &v), rel),
+                },
+            };
+            status.knowndeletable = dead;
+        }
+        pg_sys::InvalidTransactionId
+    }
+}
+
+/// Scans every version for an index build (`heapam_index_build_range_scan`
+/// without HOT): each version that some snapshot may still see gets its
+/// own entry; `tupleIsAlive` tells unique checks which ones count.
+pub unsafe fn index_build_range_scan(
+    table_rel: pg_sys::Relation,
+    index_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+    start_blockno: pg_sys::BlockNumber,
+    numblocks: pg_sys::BlockNumber,
+    callback: pg_sys::IndexBuildCallback,
+    callback_state: *mut std::ffi::c_void,
+) -> f64 {
+    // SAFETY: PostgreSQL passes open relations and a valid IndexInfo; the
+    // executor state and slot are created and released here.
+    unsafe {
+        let tree = tree_of(table_rel);
+        let estate = pg_sys::CreateExecutorState();
+        let econtext = pg_sys::MakePerTupleExprContext(estate);
+        let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
+        (*econtext).ecxt_scantuple = slot;
+        let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+        let oldest = pg_sys::GetOldestNonRemovableTransactionId(table_rel);
+        let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest);
+        let (lo, hi) = if numblocks == pg_sys::InvalidBlockNumber {
+            (Bound::Unbounded, Bound::Unbounded)
+        } else {
+            let first = start_blockno as u64 * tid::PER_BLOCK;
+            let end = (start_blockno as u64 + numblocks as u64) * tid::PER_BLOCK;
+            (
+                Bound::Included(tid::key(first).to_vec()),
+                Bound::Excluded(tid::key(end).to_vec()),
+            )
+        };
+        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
+        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
+        let mut live = 0.0;
+        let cb = callback.expect("index build callback");
+        for item in tree.range(lo, hi, Direction::Forward) {
+            pgrx::check_for_interrupts!();
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = tid::from_key(&k).unwrap_or(0);
+            let h: Header = decode(table_rel, id, &v);
+            let state =
+                version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
+            let alive = match state {
+                VacuumState::Dead => continue,
+                VacuumState::Live | VacuumState::InsertInProgress => true,
+                VacuumState::RecentlyDead | VacuumState::DeleteInProgress => false,
+            };
+            if alive {
+                live += 1.0;
+            }
+            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
+            store_version(table_rel, slot, id, &v);
+            if !predicate.is_null() && !exec_qual(predicate, econtext) {
+                continue;
+            }
+            pg_sys::FormIndexDatum(
+                index_info,
+                slot,
+                estate,
+                values.as_mut_ptr(),
+                isnull.as_mut_ptr(),
+            );
+            let mut t = (*slot).tts_tid;
+            cb(
+                index_rel,
+                &mut t,
+                values.as_mut_ptr(),
+                isnull.as_mut_ptr(),
+                alive,
+                callback_state,
+            );
+        }
+        pg_sys::ExecDropSingleTupleTableSlot(slot);
+        pg_sys::FreeExecutorState(estate);
+        (*index_info).ii_ExpressionsState = std::ptr::null_mut();
+        (*index_info).ii_PredicateState = std::ptr::null_mut();
+        live
+    }
+}
+
+/// `ExecQual` (a static inline in PostgreSQL): NULL counts as false.
+///
+/// # Safety
+/// `state` must be a qual prepared with `ExecPrepareQual`.
+unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprContext) -> bool {
+    // SAFETY: evalfunc is set by ExecPrepareQual; evaluation runs in the
+    // per-tuple memory context, as ExecEvalExprSwitchContext does.
+    unsafe {
+        let old = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+        let mut null = false;
+        let f = (*state).evalfunc.expect("prepared qual");
+        let d = f(state, econtext, &mut null);
+        pg_sys::MemoryContextSwitchTo(old);
+        !null && d.value() != 0
+    }
+}

@@ -1,0 +1,606 @@
+//! Row versions: one tree item per version, keyed by the version's own row
+//! id (its TID), and their visibility under PostgreSQL's transaction rules.
+//!
+//! The value of an item is a 32-byte header followed by the tail of a heap
+//! tuple (null bitmap, padding and data exactly as `heap_fill_tuple` lays
+//! them out after the 23 fixed header bytes), so the server rebuilds a real
+//! `HeapTuple` with one copy and PostgreSQL deforms it with its own code.
+//!
+//! ```text
+//! 0  xmin u32 | 4 xmax u32 | 8 cmin u32 | 12 cmax u32
+//! 16 infomask u16 | 18 infomask2 u16     (heap's bit values, see `bits`)
+//! 20 ctid u48   successor's row id after an UPDATE, else the own row id
+//! 26 hoff u8 | 27 flags u8 (SPECULATIVE) | 28 speculative token u32
+//! 32 tuple tail (t_bits onwards)
+//! ```
+//! `cmin` and `cmax` are stored separately, so no combo command ids exist.
+//!
+//! The rules are heap's (`heapam_visibility.c`), over a [`Xacts`] oracle
+//! the server implements with clog/procarray calls and tests with a model.
+//! Row locks are only ever single-transaction here: an `xmax` is one
+//! transaction id, never a MultiXactId (a second locker waits).
+
+/// Transaction id (32-bit, as in PostgreSQL). 0 = invalid.
+pub type Xid = u32;
+/// Command id within a transaction.
+pub type Cid = u32;
+pub const INVALID_XID: Xid = 0;
+/// Size of the version header in front of the tuple tail.
+pub const HEADER: usize = 32;
+/// Bytes of a heap tuple header before `t_bits` (`offsetof(t_bits)`).
+pub const HEAP_FIXED: usize = 23;
+
+/// `t_infomask` / `t_infomask2` bits, with heap's values (htup_details.h),
+/// so the rebuilt tuple's system columns read exactly like heap's.
+pub mod bits {
+    pub const HASNULL: u16 = 0x0001;
+    pub const HASVARWIDTH: u16 = 0x0002;
+    pub const HASEXTERNAL: u16 = 0x0004;
+    pub const XMAX_KEYSHR_LOCK: u16 = 0x0010;
+    pub const XMAX_EXCL_LOCK: u16 = 0x0040;
+    pub const XMAX_LOCK_ONLY: u16 = 0x0080;
+    pub const XMAX_SHR_LOCK: u16 = XMAX_EXCL_LOCK | XMAX_KEYSHR_LOCK;
+    pub const XMAX_LOCK_MASK: u16 = XMAX_SHR_LOCK;
+    pub const XMIN_COMMITTED: u16 = 0x0100;
+    pub const XMIN_INVALID: u16 = 0x0200;
+    pub const XMAX_COMMITTED: u16 = 0x0400;
+    pub const XMAX_INVALID: u16 = 0x0800;
+    pub const UPDATED: u16 = 0x2000;
+    /// Bits describing the data, not the transactions.
+    pub const DATA_MASK: u16 = HASNULL | HASVARWIDTH | HASEXTERNAL;
+    /// Everything about xmax.
+    pub const XMAX_BITS: u16 =
+        XMAX_KEYSHR_LOCK | XMAX_EXCL_LOCK | XMAX_LOCK_ONLY | XMAX_COMMITTED | XMAX_INVALID | 0x1000;
+    // infomask2
+    pub const NATTS_MASK: u16 = 0x07FF;
+    pub const KEYS_UPDATED: u16 = 0x2000;
+}
+
+/// `flags` byte: the version is a speculative insertion (INSERT ... ON
+/// CONFLICT) not yet confirmed; `spec` holds its token.
+pub const SPECULATIVE: u8 = 1;
+
+/// Row lock strength (PostgreSQL's `LockTupleMode`, same numbering).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LockMode {
+    KeyShare = 0,
+    Share = 1,
+    NoKeyExclusive = 2,
+    Exclusive = 3,
+}
+
+impl LockMode {
+    pub fn from_u32(v: u32) -> LockMode {
+        match v {
+            0 => LockMode::KeyShare,
+            1 => LockMode::Share,
+            2 => LockMode::NoKeyExclusive,
+            _ => LockMode::Exclusive,
+        }
+    }
+
+    /// Heap's conflict table (README.tuplock): KEY SHARE only conflicts
+    /// with the exclusive key lock; SHARE with both exclusive modes.
+    pub fn conflicts(self, other: LockMode) -> bool {
+        use LockMode::*;
+        match (self, other) {
+            (Exclusive, _) | (_, Exclusive) => true,
+            (KeyShare, _) | (_, KeyShare) => false,
+            (Share, Share) => false,
+            _ => true,
+        }
+    }
+}
+
+/// A decoded version header. Invariant (of encoded values): `hoff >=
+/// HEAP_FIXED` and the tail is `hoff - HEAP_FIXED` bytes of bitmap and
+/// padding followed by the data area.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Header {
+    pub xmin: Xid,
+    pub xmax: Xid,
+    pub cmin: Cid,
+    pub cmax: Cid,
+    pub infomask: u16,
+    pub infomask2: u16,
+    pub ctid: u64,
+    pub hoff: u8,
+    pub flags: u8,
+    pub spec: u32,
+}
+
+fn u32_at(b: &[u8], i: usize) -> u32 {
+    u32::from_le_bytes(b[i..i + 4].try_into().unwrap())
+}
+
+fn u16_at(b: &[u8], i: usize) -> u16 {
+    u16::from_le_bytes(b[i..i + 2].try_into().unwrap())
+}
+
+impl Header {
+    /// A fresh version inserted by `xmin` at command `cmin`, with its own
+    /// row id as `ctid`.
+    pub fn new(xmin: Xid, cmin: Cid, tid: u64) -> Header {
+        Header {
+            xmin,
+            cmin,
+            infomask: bits::XMAX_INVALID,
+            ctid: tid,
+            ..Header::default()
+        }
+    }
+
+    /// Decodes a header; None if `b` is too short or `hoff` impossible.
+    pub fn decode(b: &[u8]) -> Option<Header> {
+        if b.len() < HEADER {
+            return None;
+        }
+        let mut ctid = [0u8; 8];
+        ctid[..6].copy_from_slice(&b[20..26]);
+        let h = Header {
+            xmin: u32_at(b, 0),
+            xmax: u32_at(b, 4),
+            cmin: u32_at(b, 8),
+            cmax: u32_at(b, 12),
+            infomask: u16_at(b, 16),
+            infomask2: u16_at(b, 18),
+            ctid: u64::from_le_bytes(ctid),
+            hoff: b[26],
+            flags: b[27],
+            spec: u32_at(b, 28),
+        };
+        (h.hoff as usize >= HEAP_FIXED && b.len() >= HEADER + h.hoff as usize - HEAP_FIXED)
+            .then_some(h)
+    }
+
+    /// Writes the header into the first [`HEADER`] bytes of `b`.
+    pub fn encode_into(&self, b: &mut [u8]) {
+        b[0..4].copy_from_slice(&self.xmin.to_le_bytes());
+        b[4..8].copy_from_slice(&self.xmax.to_le_bytes());
+        b[8..12].copy_from_slice(&self.cmin.to_le_bytes());
+        b[12..16].copy_from_slice(&self.cmax.to_le_bytes());
+        b[16..18].copy_from_slice(&self.infomask.to_le_bytes());
+        b[18..20].copy_from_slice(&self.infomask2.to_le_bytes());
+        b[20..26].copy_from_slice(&self.ctid.to_le_bytes()[..6]);
+        b[26] = self.hoff;
+        b[27] = self.flags;
+        b[28..32].copy_from_slice(&self.spec.to_le_bytes());
+    }
+
+    /// A whole item value: this header, then `tail`.
+    pub fn with_tail(&self, tail: &[u8]) -> Vec<u8> {
+        let mut v = vec![0u8; HEADER + tail.len()];
+        self.encode_into(&mut v);
+        v[HEADER..].copy_from_slice(tail);
+        v
+    }
+
+    pub fn xmax_invalid(&self) -> bool {
+        self.infomask & bits::XMAX_INVALID != 0 || self.xmax == INVALID_XID
+    }
+
+    pub fn lock_only(&self) -> bool {
+        self.infomask & bits::XMAX_LOCK_ONLY != 0
+    }
+
+    /// The lock strength the xmax transaction holds (an updater or deleter
+    /// holds an exclusive lock, a key-preserving updater the no-key one).
+    pub fn xmax_mode(&self) -> LockMode {
+        let keys = self.infomask2 & bits::KEYS_UPDATED != 0;
+        if self.lock_only() {
+            match self.infomask & bits::XMAX_LOCK_MASK {
+                bits::XMAX_KEYSHR_LOCK => LockMode::KeyShare,
+                bits::XMAX_SHR_LOCK => LockMode::Share,
+                _ if keys => LockMode::Exclusive,
+                _ => LockMode::NoKeyExclusive,
+            }
+        } else if keys {
+            LockMode::Exclusive
+        } else {
+            LockMode::NoKeyExclusive
+        }
+    }
+
+    /// Sets xmax to a row lock of `xid` in `mode` (command `cid`).
+    pub fn set_lock(&mut self, xid: Xid, cid: Cid, mode: LockMode) {
+        self.xmax = xid;
+        self.cmax = cid;
+        self.infomask &= !bits::XMAX_BITS;
+        self.infomask2 &= !bits::KEYS_UPDATED;
+        self.infomask |= bits::XMAX_LOCK_ONLY
+            | match mode {
+                LockMode::KeyShare => bits::XMAX_KEYSHR_LOCK,
+                LockMode::Share => bits::XMAX_SHR_LOCK,
+                LockMode::NoKeyExclusive | LockMode::Exclusive => bits::XMAX_EXCL_LOCK,
+            };
+        if mode == LockMode::Exclusive {
+            self.infomask2 |= bits::KEYS_UPDATED;
+        }
+    }
+
+    /// Sets xmax to a delete (`successor` = own row id) or an update.
+    pub fn set_deleter(&mut self, xid: Xid, cid: Cid, successor: u64, keys_updated: bool) {
+        self.xmax = xid;
+        self.cmax = cid;
+        self.ctid = successor;
+        self.infomask &= !bits::XMAX_BITS;
+        self.infomask2 &= !bits::KEYS_UPDATED;
+        if keys_updated {
+            self.infomask2 |= bits::KEYS_UPDATED;
+        }
+    }
+}
+
+/// What visibility rules ask about transactions. Answers must be
+/// consistent within one call; `in_progress` must be asked before
+/// `did_commit` (a transaction marks clog committed before it leaves the
+/// proc array), which every rule here does.
+pub trait Xacts {
+    /// The current transaction or one of its live subtransactions.
+    fn is_current(&self, xid: Xid) -> bool;
+    fn in_progress(&self, xid: Xid) -> bool;
+    fn did_commit(&self, xid: Xid) -> bool;
+}
+
+/// An MVCC snapshot as the rules need it.
+pub trait Snapshot {
+    /// The xid's effects are invisible to the snapshot (it was running, or
+    /// started after the snapshot was taken).
+    fn in_snapshot(&self, xid: Xid) -> bool;
+    fn curcid(&self) -> Cid;
+}
+
+/// Hint bits learned while judging a version, worth storing when the item
+/// is rewritten anyway.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Hints(pub u16);
+
+/// The inserter's state relative to the current transaction and clog.
+enum Inserter {
+    Invisible,
+    Current,
+    InProgress,
+    Committed,
+}
+
+fn inserter(h: &Header, x: &dyn Xacts, hints: &mut Hints) -> Inserter {
+    let m = h.infomask;
+    if m & bits::XMIN_INVALID != 0 && m & bits::XMIN_COMMITTED == 0 {
+        return Inserter::Invisible;
+    }
+    if m & bits::XMIN_COMMITTED != 0 {
+        return Inserter::Committed;
+    }
+    if x.is_current(h.xmin) {
+        Inserter::Current
+    } else if x.in_progress(h.xmin) {
+        Inserter::InProgress
+    } else if x.did_commit(h.xmin) {
+        hints.0 |= bits::XMIN_COMMITTED;
+        Inserter::Committed
+    } else {
+        hints.0 |= bits::XMIN_INVALID;
+        Inserter::Invisible
+    }
+}
+
+/// For a version inserted by the current transaction: is it still there
+/// for command `curcid` (not deleted by an earlier command of ours)?
+fn own_version_alive(h: &Header, x: &dyn Xacts, curcid: Cid) -> bool {
+    if h.xmax_invalid() || h.lock_only() || !x.is_current(h.xmax) {
+        // Deleted by an aborted subtransaction, or never.
+        return true;
+    }
+    h.cmax >= curcid
+}
+
+/// `HeapTupleSatisfiesMVCC`.
+pub fn visible_mvcc(h: &Header, x: &dyn Xacts, s: &dyn Snapshot, hints: &mut Hints) -> bool {
+    let m = h.infomask;
+    if m & bits::XMIN_INVALID != 0 && m & bits::XMIN_COMMITTED == 0 {
+        return false;
+    }
+    if m & bits::XMIN_COMMITTED == 0 {
+        if x.is_current(h.xmin) {
+            if h.cmin >= s.curcid() {
+                return false;
+            }
+            return own_version_alive(h, x, s.curcid());
+        }
+        if s.in_snapshot(h.xmin) {
+            return false;
+        }
+        if x.did_commit(h.xmin) {
+            hints.0 |= bits::XMIN_COMMITTED;
+        } else {
+            hints.0 |= bits::XMIN_INVALID;
+            return false;
+        }
+    } else if m & bits::XMIN_INVALID == 0 && s.in_snapshot(h.xmin) {
+        // Committed, but after the snapshot was taken (frozen = both bits).
+        return false;
+    }
+    if h.xmax_invalid() || h.lock_only() {
+        return true;
+    }
+    if m & bits::XMAX_COMMITTED == 0 {
+        if x.is_current(h.xmax) {
+            return h.cmax >= s.curcid();
+        }
+        if s.in_snapshot(h.xmax) {
+            return true;
+        }
+        if !x.did_commit(h.xmax) {
+            hints.0 |= bits::XMAX_INVALID;
+            return true;
+        }
+        hints.0 |= bits::XMAX_COMMITTED;
+        false
+    } else {
+        s.in_snapshot(h.xmax)
+    }
+}
+
+/// `HeapTupleSatisfiesSelf`: every committed transaction and every command
+/// of ours counts.
+pub fn visible_self(h: &Header, x: &dyn Xacts, hints: &mut Hints) -> bool {
+    match inserter(h, x, hints) {
+        Inserter::Invisible | Inserter::InProgress => false,
+        Inserter::Current => !own_deleted(h, x),
+        Inserter::Committed => deleter_counts_not(h, x, hints, &mut |_| {}),
+    }
+}
+
+fn own_deleted(h: &Header, x: &dyn Xacts) -> bool {
+    !(h.xmax_invalid() || h.lock_only() || !x.is_current(h.xmax))
+}
+
+/// After a committed inserter: true if the version is not (committed-ly or
+/// by us) deleted. `running` is told about an in-progress deleter, which
+/// does not count.
+fn deleter_counts_not(
+    h: &Header,
+    x: &dyn Xacts,
+    hints: &mut Hints,
+    running: &mut dyn FnMut(Xid),
+) -> bool {
+    if h.xmax_invalid() || h.lock_only() {
+        return true;
+    }
+    if h.infomask & bits::XMAX_COMMITTED != 0 {
+        return false;
+    }
+    if x.is_current(h.xmax) {
+        return false;
+    }
+    if x.in_progress(h.xmax) {
+        running(h.xmax);
+        return true;
+    }
+    if !x.did_commit(h.xmax) {
+        hints.0 |= bits::XMAX_INVALID;
+        return true;
+    }
+    hints.0 |= bits::XMAX_COMMITTED;
+    false
+}
+
+/// What a dirty snapshot learns besides the verdict: the transactions
+/// still running on the version, and a pending speculative insertion.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirtyInfo {
+    pub xmin: Xid,
+    pub xmax: Xid,
+    pub spec: u32,
+}
+
+/// `HeapTupleSatisfiesDirty`: like "self", but running inserters and
+/// deleters count as done (reported in `info` so callers can wait).
+pub fn visible_dirty(h: &Header, x: &dyn Xacts, info: &mut DirtyInfo, hints: &mut Hints) -> bool {
+    *info = DirtyInfo::default();
+    match inserter(h, x, hints) {
+        Inserter::Invisible => false,
+        Inserter::Current => !own_deleted(h, x),
+        Inserter::InProgress => {
+            if h.flags & SPECULATIVE != 0 {
+                info.spec = h.spec;
+            }
+            info.xmin = h.xmin;
+            true
+        }
+        Inserter::Committed => deleter_counts_not(h, x, hints, &mut |xid| info.xmax = xid),
+    }
+}
+
+/// Result of asking whether the current transaction may update, delete or
+/// lock a version (`HeapTupleSatisfiesUpdate`, with PostgreSQL's TM_Result
+/// meanings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpdateCheck {
+    Ok,
+    Invisible,
+    /// Already updated or deleted by a later command of ours.
+    SelfModified,
+    /// Updated (ctid points elsewhere) by a committed transaction.
+    Updated,
+    /// Deleted by a committed transaction.
+    Deleted,
+    /// `xid` (maybe ours, as a row lock) holds the row.
+    BeingModified(Xid),
+}
+
+/// `HeapTupleSatisfiesUpdate` for a version whose own row id is `tid`.
+pub fn check_update(
+    h: &Header,
+    tid: u64,
+    x: &dyn Xacts,
+    curcid: Cid,
+    hints: &mut Hints,
+) -> UpdateCheck {
+    let gone = || {
+        if h.ctid != tid {
+            UpdateCheck::Updated
+        } else {
+            UpdateCheck::Deleted
+        }
+    };
+    match inserter(h, x, hints) {
+        Inserter::Invisible | Inserter::InProgress => return UpdateCheck::Invisible,
+        Inserter::Current => {
+            if h.cmin >= curcid {
+                return UpdateCheck::Invisible;
+            }
+            if h.xmax_invalid() {
+                return UpdateCheck::Ok;
+            }
+            if h.lock_only() {
+                return if x.is_current(h.xmax) || x.in_progress(h.xmax) {
+                    UpdateCheck::BeingModified(h.xmax)
+                } else {
+                    UpdateCheck::Ok
+                };
+            }
+            if !x.is_current(h.xmax) {
+                // Deleted by a subtransaction that aborted.
+                hints.0 |= bits::XMAX_INVALID;
+                return UpdateCheck::Ok;
+            }
+            return if h.cmax >= curcid {
+                UpdateCheck::SelfModified
+            } else {
+                UpdateCheck::Invisible
+            };
+        }
+        Inserter::Committed => {}
+    }
+    if h.xmax_invalid() {
+        return UpdateCheck::Ok;
+    }
+    if h.infomask & bits::XMAX_COMMITTED != 0 {
+        return if h.lock_only() {
+            UpdateCheck::Ok
+        } else {
+            gone()
+        };
+    }
+    if x.is_current(h.xmax) {
+        if h.lock_only() {
+            return UpdateCheck::BeingModified(h.xmax);
+        }
+        return if h.cmax >= curcid {
+            UpdateCheck::SelfModified
+        } else {
+            UpdateCheck::Invisible
+        };
+    }
+    if x.in_progress(h.xmax) {
+        return UpdateCheck::BeingModified(h.xmax);
+    }
+    if !x.did_commit(h.xmax) || h.lock_only() {
+        hints.0 |= bits::XMAX_INVALID;
+        return UpdateCheck::Ok;
+    }
+    hints.0 |= bits::XMAX_COMMITTED;
+    gone()
+}
+
+/// What pruning and index builds need to know (`HTSV_Result`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VacuumState {
+    /// No snapshot can ever see it.
+    Dead,
+    Live,
+    /// Deleted by a committed transaction some snapshot may predate.
+    RecentlyDead,
+    InsertInProgress,
+    DeleteInProgress,
+}
+
+/// `HeapTupleSatisfiesVacuum`: `removable(xid)` says a committed xid is
+/// older than every running snapshot (PostgreSQL's GlobalVis test).
+pub fn vacuum_state(
+    h: &Header,
+    x: &dyn Xacts,
+    removable: &dyn Fn(Xid) -> bool,
+    hints: &mut Hints,
+) -> VacuumState {
+    let m = h.infomask;
+    if m & bits::XMIN_INVALID != 0 && m & bits::XMIN_COMMITTED == 0 {
+        return VacuumState::Dead;
+    }
+    if m & bits::XMIN_COMMITTED == 0 {
+        if x.is_current(h.xmin) {
+            return if own_deleted(h, x) {
+                VacuumState::DeleteInProgress
+            } else {
+                VacuumState::InsertInProgress
+            };
+        }
+        if x.in_progress(h.xmin) {
+            return VacuumState::InsertInProgress;
+        }
+        if x.did_commit(h.xmin) {
+            hints.0 |= bits::XMIN_COMMITTED;
+        } else {
+            hints.0 |= bits::XMIN_INVALID;
+            return VacuumState::Dead;
+        }
+    }
+    if h.xmax_invalid() {
+        return VacuumState::Live;
+    }
+    if h.lock_only() {
+        if m & bits::XMAX_COMMITTED == 0 && !x.is_current(h.xmax) && !x.in_progress(h.xmax) {
+            hints.0 |= bits::XMAX_INVALID;
+        }
+        return VacuumState::Live;
+    }
+    if m & bits::XMAX_COMMITTED == 0 {
+        if x.is_current(h.xmax) || x.in_progress(h.xmax) {
+            return VacuumState::DeleteInProgress;
+        }
+        if x.did_commit(h.xmax) {
+            hints.0 |= bits::XMAX_COMMITTED;
+        } else {
+            hints.0 |= bits::XMAX_INVALID;
+            return VacuumState::Live;
+        }
+    }
+    if removable(h.xmax) {
+        VacuumState::Dead
+    } else {
+        VacuumState::RecentlyDead
+    }
+}
+
+/// Row ids as PostgreSQL TIDs: `MaxHeapTuplesPerPage` (291) ids per block,
+/// offsets from 1, so every id is a valid ItemPointer that bitmap code
+/// would accept too.
+pub mod tid {
+    pub const PER_BLOCK: u64 = 291;
+    /// First id that would need block `InvalidBlockNumber`.
+    pub const LIMIT: u64 = PER_BLOCK * 0xFFFF_FFFF;
+
+    pub fn to_pointer(id: u64) -> (u32, u16) {
+        ((id / PER_BLOCK) as u32, (id % PER_BLOCK) as u16 + 1)
+    }
+
+    /// None for offsets outside 1..=291 (no id maps there).
+    pub fn from_pointer(block: u32, offset: u16) -> Option<u64> {
+        (1..=PER_BLOCK as u16)
+            .contains(&offset)
+            .then(|| block as u64 * PER_BLOCK + offset as u64 - 1)
+    }
+
+    /// The tree key of a version: its id, big-endian (tree order = id order).
+    pub fn key(id: u64) -> [u8; 8] {
+        id.to_be_bytes()
+    }
+
+    pub fn from_key(k: &[u8]) -> Option<u64> {
+        Some(u64::from_be_bytes(k.try_into().ok()?))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,231 @@
+//! Visibility rules against a model of transactions.
+use super::*;
+use std::collections::HashSet;
+
+/// Transactions: `current` are ours, `running` others in progress,
+/// `committed` the rest that committed; everything else aborted.
+#[derive(Default)]
+struct Model {
+    current: HashSet<Xid>,
+    running: HashSet<Xid>,
+    committed: HashSet<Xid>,
+}
+
+impl Xacts for Model {
+    fn is_current(&self, xid: Xid) -> bool {
+        self.current.contains(&xid)
+    }
+    fn in_progress(&self, xid: Xid) -> bool {
+        self.current.contains(&xid) || self.running.contains(&xid)
+    }
+    fn did_commit(&self, xid: Xid) -> bool {
+        self.committed.contains(&xid)
+    }
+}
+
+struct Snap {
+    invisible: HashSet<Xid>,
+    curcid: Cid,
+}
+
+impl Snapshot for Snap {
+    fn in_snapshot(&self, xid: Xid) -> bool {
+        self.invisible.contains(&xid)
+    }
+    fn curcid(&self) -> Cid {
+        self.curcid
+    }
+}
+
+fn model() -> Model {
+    Model {
+        current: [10].into(),
+        running: [20].into(),
+        committed: [5, 6, 30].into(),
+    }
+}
+
+fn snap(curcid: Cid) -> Snap {
+    // 20 was running and 30 committed after the snapshot was taken.
+    Snap {
+        invisible: [10, 20, 30].into(),
+        curcid,
+    }
+}
+
+fn vis(h: &Header, curcid: Cid) -> bool {
+    visible_mvcc(h, &model(), &snap(curcid), &mut Hints::default())
+}
+
+#[test]
+fn mvcc_inserters() {
+    assert!(
+        vis(&Header::new(5, 0, 1), 0),
+        "committed before the snapshot"
+    );
+    assert!(!vis(&Header::new(7, 0, 1), 0), "aborted");
+    assert!(!vis(&Header::new(20, 0, 1), 0), "running");
+    assert!(
+        !vis(&Header::new(30, 0, 1), 0),
+        "committed after the snapshot"
+    );
+    assert!(!vis(&Header::new(10, 3, 1), 3), "our current command");
+    assert!(vis(&Header::new(10, 2, 1), 3), "our earlier command");
+    let mut frozen = Header::new(30, 0, 1);
+    frozen.infomask |= bits::XMIN_COMMITTED | bits::XMIN_INVALID;
+    assert!(
+        vis(&frozen, 0),
+        "frozen is visible whatever the snapshot says"
+    );
+}
+
+#[test]
+fn mvcc_deleters() {
+    let deleted_by = |xmax: Xid, cmax: Cid| {
+        let mut h = Header::new(5, 0, 1);
+        h.set_deleter(xmax, cmax, 1, true);
+        h
+    };
+    assert!(!vis(&deleted_by(6, 0), 0), "deleted before the snapshot");
+    assert!(vis(&deleted_by(7, 0), 0), "deleter aborted");
+    assert!(vis(&deleted_by(20, 0), 0), "deleter running");
+    assert!(
+        vis(&deleted_by(30, 0), 0),
+        "deleter committed after the snapshot"
+    );
+    assert!(!vis(&deleted_by(10, 1), 2), "we deleted it earlier");
+    assert!(vis(&deleted_by(10, 2), 2), "we delete it in this command");
+    let mut locked = Header::new(5, 0, 1);
+    locked.set_lock(6, 0, LockMode::Exclusive);
+    assert!(vis(&locked, 0), "a row lock is no delete");
+    let mut h = Header::new(5, 0, 1);
+    let mut hints = Hints::default();
+    h.set_deleter(7, 0, 1, false);
+    assert!(visible_mvcc(&h, &model(), &snap(0), &mut hints));
+    assert_eq!(hints.0, bits::XMIN_COMMITTED | bits::XMAX_INVALID);
+}
+
+#[test]
+fn update_checks() {
+    let x = model();
+    let chk = |h: &Header, cid| check_update(h, 1, &x, cid, &mut Hints::default());
+    assert_eq!(chk(&Header::new(5, 0, 1), 0), UpdateCheck::Ok);
+    assert_eq!(chk(&Header::new(20, 0, 1), 0), UpdateCheck::Invisible);
+    assert_eq!(chk(&Header::new(10, 4, 1), 4), UpdateCheck::Invisible);
+    let mut h = Header::new(5, 0, 1);
+    h.set_deleter(20, 0, 2, false);
+    assert_eq!(chk(&h, 0), UpdateCheck::BeingModified(20));
+    h.set_deleter(30, 0, 2, false);
+    assert_eq!(chk(&h, 0), UpdateCheck::Updated);
+    h.set_deleter(30, 0, 1, true);
+    assert_eq!(chk(&h, 0), UpdateCheck::Deleted);
+    h.set_deleter(7, 0, 2, false);
+    assert_eq!(chk(&h, 0), UpdateCheck::Ok, "updater aborted");
+    h.set_deleter(10, 5, 2, false);
+    assert_eq!(chk(&h, 5), UpdateCheck::SelfModified);
+    assert_eq!(chk(&h, 6), UpdateCheck::Invisible);
+    h.set_lock(30, 0, LockMode::Share);
+    assert_eq!(
+        chk(&h, 0),
+        UpdateCheck::Ok,
+        "a finished locker holds nothing"
+    );
+    h.set_lock(10, 0, LockMode::Share);
+    assert_eq!(chk(&h, 0), UpdateCheck::BeingModified(10));
+}
+
+#[test]
+fn dirty_reports_running_transactions() {
+    let x = model();
+    let mut info = DirtyInfo::default();
+    let mut h = Header::new(20, 0, 1);
+    h.flags = SPECULATIVE;
+    h.spec = 77;
+    assert!(visible_dirty(&h, &x, &mut info, &mut Hints::default()));
+    assert_eq!(
+        info,
+        DirtyInfo {
+            xmin: 20,
+            xmax: 0,
+            spec: 77
+        }
+    );
+    let mut h = Header::new(5, 0, 1);
+    h.set_deleter(20, 0, 1, true);
+    assert!(visible_dirty(&h, &x, &mut info, &mut Hints::default()));
+    assert_eq!(info.xmax, 20);
+    h.set_deleter(30, 0, 1, true);
+    assert!(!visible_dirty(&h, &x, &mut info, &mut Hints::default()));
+    assert!(!visible_self(
+        &Header::new(20, 0, 1),
+        &x,
+        &mut Hints::default()
+    ));
+}
+
+#[test]
+fn vacuum_states() {
+    let x = model();
+    let old = |xid: Xid| xid < 10;
+    let st = |h: &Header| vacuum_state(h, &x, &old, &mut Hints::default());
+    assert_eq!(st(&Header::new(7, 0, 1)), VacuumState::Dead);
+    assert_eq!(st(&Header::new(5, 0, 1)), VacuumState::Live);
+    assert_eq!(st(&Header::new(20, 0, 1)), VacuumState::InsertInProgress);
+    let mut h = Header::new(5, 0, 1);
+    h.set_deleter(6, 0, 1, true);
+    assert_eq!(st(&h), VacuumState::Dead);
+    h.set_deleter(30, 0, 1, true);
+    assert_eq!(st(&h), VacuumState::RecentlyDead);
+    h.set_deleter(20, 0, 1, true);
+    assert_eq!(st(&h), VacuumState::DeleteInProgress);
+    h.set_lock(6, 0, LockMode::Exclusive);
+    assert_eq!(
+        st(&h),
+        VacuumState::Live,
+        "locks never make a row removable"
+    );
+}
+
+#[test]
+fn lock_modes() {
+    use LockMode::*;
+    let all = [KeyShare, Share, NoKeyExclusive, Exclusive];
+    let expect = [
+        [false, false, false, true],
+        [false, false, true, true],
+        [false, true, true, true],
+        [true, true, true, true],
+    ];
+    for (i, a) in all.iter().enumerate() {
+        for (j, b) in all.iter().enumerate() {
+            assert_eq!(a.conflicts(*b), expect[i][j], "{a:?} vs {b:?}");
+        }
+        let mut h = Header::new(5, 0, 1);
+        h.set_lock(6, 0, *a);
+        assert_eq!(h.xmax_mode(), *a);
+    }
+}
+
+#[test]
+fn header_round_trip_and_tids() {
+    let mut h = Header::new(1234, 7, (1 << 47) + 5);
+    h.set_deleter(99, 3, (1 << 40) + 1, true);
+    h.hoff = 24;
+    h.flags = SPECULATIVE;
+    h.spec = 0xDEAD;
+    let v = h.with_tail(&[0xAA]);
+    assert_eq!(Header::decode(&v), Some(h));
+    assert_eq!(
+        Header::decode(&v[..HEADER]),
+        None,
+        "tail shorter than hoff says"
+    );
+    for id in [0, 1, 290, 291, 292, 123_456_789, tid::LIMIT - 1] {
+        let (b, o) = tid::to_pointer(id);
+        assert!((1..=291).contains(&o));
+        assert_eq!(tid::from_pointer(b, o), Some(id));
+        assert_eq!(tid::from_key(&tid::key(id)), Some(id));
+    }
+    assert_eq!(tid::from_pointer(0, 0), None);
+    assert_eq!(tid::from_pointer(0, 292), None);
+}
