@@ -66,9 +66,17 @@ fn owned_items(p: PageRef) -> Items {
 
 /// Where to split `items` (the separator is the right half's first key):
 /// among the points where both halves fit with their low and high keys, the
-/// one closest to an even split by bytes. None only if no point fits, which
-/// the key and item size limits rule out.
-fn split_point(items: &Items, low: Option<&[u8]>, high: Option<&[u8]>) -> Option<usize> {
+/// one closest to an even split by bytes — or, when `append` (the new item
+/// is the last one of the rightmost page: ascending keys such as row ids),
+/// the one that leaves the left page fullest, so loading in key order packs
+/// pages instead of leaving them half empty. None only if no point fits,
+/// which the key and item size limits rule out.
+fn split_point(
+    items: &Items,
+    low: Option<&[u8]>,
+    high: Option<&[u8]>,
+    append: bool,
+) -> Option<usize> {
     let sizes: Vec<usize> = items
         .iter()
         .map(|(k, v)| item_space(k.len(), v.len()))
@@ -82,7 +90,11 @@ fn split_point(items: &Items, low: Option<&[u8]>, high: Option<&[u8]>) -> Option
         left += sizes[s - 1];
         let sep = items[s].0.len();
         if left + low + sep <= cap && total - left + sep + high <= cap {
-            let skew = (2 * left).abs_diff(total);
+            let skew = if append {
+                total - left
+            } else {
+                (2 * left).abs_diff(total)
+            };
             if best.is_none_or(|(b, _)| skew < b) {
                 best = Some((skew, s));
             }
@@ -384,11 +396,17 @@ impl Tree {
             return Ok(out);
         }
         let mut items = owned_items(g.page());
-        match pos {
-            Ok(i) => items[i].1 = val,
-            Err(i) => items.insert(i, (key.to_vec(), val)),
-        }
-        let (sep, right) = self.split(&mut g, items, epoch)?;
+        let at = match pos {
+            Ok(i) => {
+                items[i].1 = val;
+                i
+            }
+            Err(i) => {
+                items.insert(i, (key.to_vec(), val));
+                i
+            }
+        };
+        let (sep, right) = self.split(&mut g, items, at, epoch)?;
         let left = g.page;
         drop(g);
         self.insert_into_parent(path, 1, sep, right, left, epoch)?;
@@ -476,7 +494,13 @@ impl Tree {
 
     /// Splits the latched page `g` whose new contents are `items`: the upper
     /// half moves to a new right sibling. Returns (separator, new page).
-    fn split(&self, g: &mut PageGuard, items: Items, epoch: u64) -> Result<(Vec<u8>, u32)> {
+    fn split(
+        &self,
+        g: &mut PageGuard,
+        items: Items,
+        pos: usize,
+        epoch: u64,
+    ) -> Result<(Vec<u8>, u32)> {
         let p = g.page();
         let (level, low, high, right) = (
             p.level(),
@@ -484,7 +508,8 @@ impl Tree {
             p.high().map(<[u8]>::to_vec),
             p.right(),
         );
-        let s = split_point(&items, low.as_deref(), high.as_deref())
+        let append = right == NO_PAGE && pos + 1 == items.len();
+        let s = split_point(&items, low.as_deref(), high.as_deref(), append)
             .ok_or_else(|| self.damaged("split: no split point fits both halves"))?;
         let sep = items[s].0.clone();
         // Both halves are built aside first, so nothing on the page changes
@@ -593,7 +618,7 @@ impl Tree {
             }
             let mut items = owned_items(g.page());
             items.insert(pos, (sep.clone(), cv.to_vec()));
-            let (sep2, right2) = self.split(&mut g, items, epoch)?;
+            let (sep2, right2) = self.split(&mut g, items, pos, epoch)?;
             left = g.page;
             drop(g);
             sep = sep2;

@@ -141,8 +141,10 @@ fn grows_and_shrinks_back() {
     let dir = tempfile::tempdir().unwrap();
     let e = open(dir.path(), 64);
     let t = tree(&e, 1, -1);
-    for i in 0..30_000 {
-        assert!(t.insert(&key(i), &value(i, 0, 60)).unwrap());
+    // Scattered order: pages split evenly (an ascending load packs them).
+    for j in 0..30_000u64 {
+        let i = j * 7919 % 30_000;
+        assert!(t.insert(&key(i as _), &value(i as _, 0, 60)).unwrap());
     }
     let big = t.stats().pages;
     assert_valid(&t);
@@ -158,6 +160,26 @@ fn grows_and_shrinks_back() {
         "underfull leaves must merge: {big} pages -> {small}"
     );
     assert_eq!(contents(&t).len(), 300);
+}
+
+/// Loading in ascending key order fills pages almost completely.
+#[test]
+fn ascending_load_packs_pages() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 64);
+    let t = tree(&e, 1, -1);
+    let n = 20_000;
+    for i in 0..n {
+        assert!(t.insert(&key(i), &value(i, 0, 60)).unwrap());
+    }
+    assert_valid(&t);
+    let item = key(0).len() + value(0, 0, 60).len() + 4;
+    let ideal = (n as usize * item).div_ceil(crate::page::PAGE_SIZE - crate::page::HEADER);
+    let pages = t.stats().pages as usize;
+    assert!(
+        pages * 10 < ideal * 12,
+        "{pages} pages for {ideal} pages of data"
+    );
 }
 
 mod prop {
