@@ -591,7 +591,7 @@ unsafe extern "C-unwind" fn relation_estimate_size(
     // SAFETY: the planner passes an open relation and valid out-pointers.
     unsafe {
         let tree = crate::am::rows::tree_of(rel);
-        let npages = tree.stats().pages.saturating_sub(1);
+        let npages = tree.approx_pages();
         let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1) as f64;
         // Per row: tuple data, 32-byte version header, 8-byte key, 4-byte
         // slot entry and item lengths; pages are ~70% full on average.

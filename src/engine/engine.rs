@@ -1097,6 +1097,12 @@ impl Tree {
         }
     }
 
+    /// Pages in the tree's page table, free ones included: O(1), for
+    /// planner estimates (`stats` counts exactly but walks the table).
+    pub fn approx_pages(&self) -> u64 {
+        self.file().npages() as u64
+    }
+
     pub(crate) fn page_count(&self) -> u32 {
         self.file().npages()
     }
