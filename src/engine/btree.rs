@@ -438,17 +438,18 @@ impl Tree {
                 Prune::Replace(_) => {}
             }
         }
-        if drop_at.is_empty() && replace.is_empty() {
-            return Ok(high);
+        if !drop_at.is_empty() || !replace.is_empty() {
+            self.inner.before_modify(&mut g)?;
+            for (i, nv) in replace {
+                g.page_mut().replace_value(i, &nv);
+            }
+            for &i in drop_at.iter().rev() {
+                g.page_mut().remove_at(i);
+            }
+            g.mark_dirty(epoch);
         }
-        self.inner.before_modify(&mut g)?;
-        for (i, nv) in replace {
-            g.page_mut().replace_value(i, &nv);
-        }
-        for &i in drop_at.iter().rev() {
-            g.page_mut().remove_at(i);
-        }
-        g.mark_dirty(epoch);
+        // Also when nothing was pruned now: an earlier merge attempt may
+        // have failed because the right sibling was full at the time.
         let underfull = g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
         let leaf = g.page;
         drop(g);
