@@ -283,12 +283,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(am.as_deref(), Some("orioledb"));
-        // No toast table yet (relation_needs_toast_table = false).
-        let toast = Spi::get_one::<bool>(
-            "SELECT reltoastrelid = 0 FROM pg_class WHERE oid = 't_create'::regclass",
+        // A text column may need toasting: the toast relation uses our AM
+        // too (decision 9); an all-fixed-width table gets none.
+        let toast = Spi::get_one::<String>(
+            "SELECT a.amname::text FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid
+             JOIN pg_am a ON a.oid = t.relam WHERE c.oid = 't_create'::regclass",
         )
         .unwrap();
-        assert_eq!(toast, Some(true));
+        assert_eq!(toast.as_deref(), Some("orioledb"));
+        Spi::run("CREATE TABLE t_fixed (id int, x float8) USING orioledb").unwrap();
+        let none = Spi::get_one::<bool>(
+            "SELECT reltoastrelid = 0 FROM pg_class WHERE oid = 't_fixed'::regclass",
+        )
+        .unwrap();
+        assert_eq!(none, Some(true));
     }
 
     #[pg_test]

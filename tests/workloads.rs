@@ -125,7 +125,7 @@ fn updates_without_vacuum_stay_small() {
         "CREATE PROCEDURE churn(n int) LANGUAGE plpgsql AS $$
          BEGIN
            FOR i IN 1..n LOOP
-             UPDATE t SET v = v + 1 WHERE id = (i * 7919) % 10000 + 1;
+             UPDATE t SET v = v + 1 WHERE id = (i::int8 * 7919) % 10000 + 1;
              COMMIT;
            END LOOP;
          END $$",

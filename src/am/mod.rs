@@ -11,5 +11,6 @@ pub mod routine;
 pub mod rows;
 pub mod scan;
 pub mod storage;
+pub mod toast;
 
 pub use routine::ROUTINE;

@@ -64,6 +64,7 @@ pub unsafe fn insert(
         (*slot).tts_tableOid = (*rel).rd_id;
         to_item_pointer(id, &mut (*slot).tts_tid);
         pg_sys::pgstat_count_heap_insert(rel, 1);
+        crate::am::toast::delete_doomed();
     }
 }
 
@@ -101,6 +102,9 @@ pub unsafe fn complete_speculative(
             };
             if !succeeded {
                 // Nobody may ever see it: the inserter was speculative.
+                if let Some(h) = Header::decode(v) {
+                    crate::am::toast::doom(version::tail_and_toast(&h, v).1);
+                }
                 return (Change::Delete, ());
             }
             let mut h = Header::decode(v).expect("our own version");
@@ -111,6 +115,7 @@ pub unsafe fn complete_speculative(
             (Change::Put(nv), ())
         })
         .unwrap_or_else(|e| crate::pg::engine::report(e));
+        crate::am::toast::delete_doomed();
     }
 }
 

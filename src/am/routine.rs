@@ -552,9 +552,16 @@ unsafe extern "C-unwind" fn relation_size(
 }
 
 #[pg_guard]
-unsafe extern "C-unwind" fn relation_needs_toast_table(_rel: pg_sys::Relation) -> bool {
-    // No toast tree until rows can be stored (design decision 9).
-    false
+unsafe extern "C-unwind" fn relation_needs_toast_table(rel: pg_sys::Relation) -> bool {
+    // Any column whose values may be moved out of line (decision 9).
+    // SAFETY: an open relation has a tuple descriptor with natts attributes.
+    unsafe {
+        let desc = (*rel).rd_att;
+        let attrs = (*desc).attrs.as_slice((*desc).natts as usize);
+        attrs
+            .iter()
+            .any(|a| !a.attisdropped && a.attlen == -1 && a.attstorage as u8 != b'p')
+    }
 }
 
 #[pg_guard]
@@ -567,14 +574,24 @@ unsafe extern "C-unwind" fn relation_toast_am(rel: pg_sys::Relation) -> pg_sys::
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_fetch_toast_slice(
     toastrel: pg_sys::Relation,
-    _valueid: pg_sys::Oid,
-    _attrsize: i32,
-    _sliceoffset: i32,
-    _slicelength: i32,
-    _result: *mut pg_sys::varlena,
+    valueid: pg_sys::Oid,
+    attrsize: i32,
+    sliceoffset: i32,
+    slicelength: i32,
+    result: *mut pg_sys::varlena,
 ) {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(toastrel, "reading toasted values of {}") }
+    // SAFETY: detoasting passes the toast relation and a result buffer
+    // with room for slicelength bytes of data.
+    unsafe {
+        crate::am::toast::fetch_slice(
+            toastrel,
+            valueid,
+            attrsize,
+            sliceoffset,
+            slicelength,
+            result,
+        )
+    }
 }
 
 #[pg_guard]

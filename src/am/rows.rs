@@ -98,7 +98,13 @@ impl Pruner for VersionPruner {
         let removable = |x: Xid| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vis, x.into()) };
         let mut hints = Hints::default();
         match version::vacuum_state(&h, &PgXacts, &removable, &mut hints) {
-            VacuumState::Dead => Prune::Remove,
+            VacuumState::Dead => {
+                let (_, owned) = version::tail_and_toast(&h, value);
+                if !owned.is_empty() {
+                    crate::am::toast::doom(owned);
+                }
+                Prune::Remove
+            }
             _ if hints.0 & (bits::XMIN_INVALID | bits::XMAX_INVALID) != 0 => {
                 // Remember aborted deleters/lockers (always safe to store).
                 let mut h2 = h;
@@ -137,9 +143,16 @@ pub unsafe fn tree_of(rel: pg_sys::Relation) -> Tree {
     if let Some(t) = TREES.with(|t| t.borrow().get(&id).cloned()) {
         return t;
     }
-    let t = crate::pg::engine::engine()
-        .tree_pruned(id, Arc::new(VersionPruner))
-        .unwrap_or_else(|e| crate::pg::engine::report(e));
+    let engine = crate::pg::engine::engine();
+    // SAFETY: an open relation has its pg_class row.
+    let is_toast = unsafe { (*(*rel).rd_rel).relkind } as u8 == pg_sys::RELKIND_TOASTVALUE;
+    // Toast trees hold chunks, not versions: never let the pruner near them.
+    let t = if is_toast {
+        engine.tree(id)
+    } else {
+        engine.tree_pruned(id, Arc::new(VersionPruner))
+    }
+    .unwrap_or_else(|e| crate::pg::engine::report(e));
     TREES.with(|m| m.borrow_mut().insert(id, t.clone()));
     t
 }
@@ -156,7 +169,10 @@ pub fn sweep_step(tree: &Tree) {
         e.0 += 1;
         (e.0 % EVERY == 0).then(|| e.1.clone())
     });
-    let Some(pos) = pos else { return };
+    let Some(pos) = pos else {
+        crate::am::toast::delete_doomed();
+        return;
+    };
     let next = tree
         .prune_leaf_at(pos.as_deref())
         .unwrap_or_else(|e| crate::pg::engine::report(e));
@@ -165,6 +181,7 @@ pub fn sweep_step(tree: &Tree) {
             e.1 = next;
         }
     });
+    crate::am::toast::delete_doomed();
 }
 
 /// Row id → ItemPointer.
@@ -287,7 +304,9 @@ pub unsafe fn form_version(
                 vals[i] = pg_sys::Datum::from(pg_sys::detoast_external_attr(p.cast()));
             }
         }
-        let tup = pg_sys::heap_form_tuple(desc, vals.as_mut_ptr(), isnull.as_mut_ptr());
+        let mut nulls = isnull.to_vec();
+        let owned = crate::am::toast::toast_row(rel, &mut vals, &mut nulls, MAX_VALUE);
+        let tup = pg_sys::heap_form_tuple(desc, vals.as_mut_ptr(), nulls.as_mut_ptr());
         let len = (*tup).t_len as usize;
         let data = (*tup).t_data;
         let bytes = std::slice::from_raw_parts(data.cast::<u8>(), len);
@@ -295,7 +314,10 @@ pub unsafe fn form_version(
         hdr.infomask = (hdr.infomask & !bits::DATA_MASK) | ((*data).t_infomask & bits::DATA_MASK);
         hdr.infomask2 =
             (hdr.infomask2 & !bits::NATTS_MASK) | ((*data).t_infomask2 & bits::NATTS_MASK);
-        let v = hdr.with_tail(&bytes[version::HEAP_FIXED..]);
+        let mut v = hdr.with_tail(&bytes[version::HEAP_FIXED..]);
+        if !owned.is_empty() {
+            version::push_toast_list(&mut v, &owned);
+        }
         pg_sys::heap_freetuple(tup);
         if v.len() > MAX_VALUE {
             raise(
@@ -323,7 +345,7 @@ pub unsafe fn build_tuple(
     cxt: pg_sys::MemoryContext,
 ) -> pg_sys::HeapTuple {
     let h = Header::decode(value).expect("caller decoded it");
-    let tail = &value[version::HEADER..];
+    let (tail, _) = version::tail_and_toast(&h, value);
     let len = version::HEAP_FIXED + tail.len();
     let hts = size_of::<pg_sys::HeapTupleData>().next_multiple_of(8);
     // SAFETY: the allocation holds the HeapTupleData and the tuple; every

@@ -37,6 +37,16 @@ pub unsafe fn scan_begin(
     pscan: pg_sys::ParallelTableScanDesc,
     flags: u32,
 ) -> pg_sys::TableScanDesc {
+    // SAFETY: an open relation has its pg_class row.
+    if unsafe { (*(*rel).rd_rel).relkind } as u8 == pg_sys::RELKIND_TOASTVALUE {
+        // Toast trees hold chunks, read only through detoasting.
+        // SAFETY: PostgreSQL passes an open relation.
+        let name = unsafe { rows::rel_name(rel) };
+        rows::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!("orioledb: scanning toast relation \"{name}\" is not supported"),
+        );
+    }
     if nkeys > 0 {
         // Only catalog scans pass scan keys, and catalogs are heap.
         // SAFETY: PostgreSQL passes an open relation.
@@ -313,6 +323,11 @@ pub unsafe fn index_build_range_scan(
     // SAFETY: PostgreSQL passes open relations and a valid IndexInfo; the
     // executor state and slot are created and released here.
     unsafe {
+        if (*(*table_rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
+            // The toast relation's index is never used: chunks are found
+            // by key in the toast tree.
+            return 0.0;
+        }
         let tree = tree_of(table_rel);
         let estate = pg_sys::CreateExecutorState();
         let econtext = pg_sys::MakePerTupleExprContext(estate);

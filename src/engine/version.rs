@@ -60,6 +60,38 @@ pub mod bits {
 /// CONFLICT) not yet confirmed; `spec` holds its token.
 pub const SPECULATIVE: u8 = 1;
 
+/// `flags` byte: the value ends with a list of the toast values the
+/// version owns (`n × (toast relation u32, value id u32) | n u32`, little
+/// endian), so pruning can delete them without the row type.
+pub const TOAST_LIST: u8 = 2;
+
+/// The tuple tail of version `value` (decoded as `h`) and the toast values
+/// it owns.
+pub fn tail_and_toast<'a>(h: &Header, value: &'a [u8]) -> (&'a [u8], Vec<(u32, u32)>) {
+    let body = &value[HEADER.min(value.len())..];
+    if h.flags & TOAST_LIST == 0 || body.len() < 4 {
+        return (body, Vec::new());
+    }
+    let n = u32_at(body, body.len() - 4) as usize;
+    let Some(start) = body.len().checked_sub(4 + 8 * n) else {
+        return (body, Vec::new());
+    };
+    let list = (0..n)
+        .map(|i| (u32_at(body, start + 8 * i), u32_at(body, start + 8 * i + 4)))
+        .collect();
+    (&body[..start], list)
+}
+
+/// Appends the toast list trailer (see [`TOAST_LIST`]) to a version value.
+pub fn push_toast_list(value: &mut Vec<u8>, list: &[(u32, u32)]) {
+    for (rel, id) in list {
+        value.extend_from_slice(&rel.to_le_bytes());
+        value.extend_from_slice(&id.to_le_bytes());
+    }
+    value.extend_from_slice(&(list.len() as u32).to_le_bytes());
+    value[27] |= TOAST_LIST;
+}
+
 /// Row lock strength (PostgreSQL's `LockTupleMode`, same numbering).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LockMode {

@@ -229,3 +229,18 @@ fn header_round_trip_and_tids() {
     assert_eq!(tid::from_pointer(0, 0), None);
     assert_eq!(tid::from_pointer(0, 292), None);
 }
+
+#[test]
+fn toast_list_trailer() {
+    let mut h = Header::new(5, 0, 1);
+    h.hoff = 24;
+    let mut v = h.with_tail(&[1, 2, 3]);
+    assert_eq!(tail_and_toast(&h, &v), (&[1u8, 2, 3][..], vec![]));
+    push_toast_list(&mut v, &[(100, 7), (100, 8)]);
+    let h2 = Header::decode(&v).unwrap();
+    assert_eq!(h2.flags & TOAST_LIST, TOAST_LIST);
+    assert_eq!(
+        tail_and_toast(&h2, &v),
+        (&[1u8, 2, 3][..], vec![(100, 7), (100, 8)])
+    );
+}

@@ -1,0 +1,318 @@
+//! Our own toaster (design decision 9). PostgreSQL's helpers store toast
+//! chunks with `heap_insert` and delete them with `simple_heap_delete`, so
+//! they cannot serve a non-heap toast relation; this module does the same
+//! job on the toast relation's engine tree:
+//!
+//! * A row whose version exceeds the item limit first has its largest
+//!   compressible values (`attstorage` 'x'/'m') compressed with the
+//!   column's method; if it is still too large, its largest 'x'/'e' values
+//!   move out of line into the toast tree, replaced by standard on-disk
+//!   toast pointers (so PostgreSQL's detoasting finds them through
+//!   `relation_fetch_toast_slice`).
+//! * Toast tree items: key `value id u32 BE | chunk number u32 BE`, value =
+//!   up to [`CHUNK`] bytes of the stored datum. Not versioned: a value lives
+//!   exactly as long as the one version that owns it (every version owns
+//!   its own copies — an UPDATE re-stores unchanged large values), and is
+//!   deleted when that version is pruned.
+
+use crate::am::rows::{raise, rel_name, tree_of};
+use orioledb_engine::btree::Change;
+use orioledb_engine::Direction;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int};
+use std::ops::Bound;
+
+/// Bytes of datum per toast chunk (heap's TOAST_MAX_CHUNK_SIZE is 1996).
+pub const CHUNK: usize = 2000;
+
+const TOAST_POINTER_SIZE: usize = 2 + size_of::<pg_sys::varatt_external>();
+
+extern "C-unwind" {
+    fn toast_compress_datum(value: pg_sys::Datum, cmethod: c_char) -> pg_sys::Datum;
+    static default_toast_compression: c_int;
+}
+
+fn chunk_key(valueid: u32, chunk: u32) -> [u8; 8] {
+    let mut k = [0u8; 8];
+    k[..4].copy_from_slice(&valueid.to_be_bytes());
+    k[4..].copy_from_slice(&chunk.to_be_bytes());
+    k
+}
+
+/// Total size of a varlena, whatever its header kind.
+///
+/// # Safety
+/// `p` must point to a valid varlena.
+unsafe fn varsize_any(p: *const u8) -> usize {
+    // SAFETY: caller guarantees a valid varlena header.
+    unsafe {
+        let b0 = *p;
+        if b0 == 0x01 {
+            // External: 2-byte header plus the pointer for its tag.
+            let tag = *p.add(1);
+            return if tag as u32 == pg_sys::vartag_external::VARTAG_ONDISK {
+                TOAST_POINTER_SIZE
+            } else {
+                2 + 8
+            };
+        }
+        if b0 & 0x01 == 0x01 {
+            return (b0 >> 1) as usize;
+        }
+        (std::ptr::read_unaligned(p.cast::<u32>()) >> 2) as usize
+    }
+}
+
+/// A 4-byte-header varlena holding compressed data.
+unsafe fn is_compressed(p: *const u8) -> bool {
+    // SAFETY: caller guarantees a valid varlena header.
+    unsafe { *p & 0x03 == 0x02 }
+}
+
+/// Size of the row as `heap_form_tuple` would build it, minus the 23
+/// fixed header bytes, plus our version header: the version's value size.
+unsafe fn version_size(
+    desc: pg_sys::TupleDesc,
+    vals: &mut [pg_sys::Datum],
+    isnull: &mut [bool],
+) -> usize {
+    // SAFETY: caller passes natts values of desc's row type.
+    unsafe {
+        let data = pg_sys::heap_compute_data_size(desc, vals.as_mut_ptr(), isnull.as_mut_ptr());
+        let has_null = isnull.iter().any(|&n| n);
+        let bitmap = if has_null { vals.len().div_ceil(8) } else { 0 };
+        let hoff = (23 + bitmap).next_multiple_of(8);
+        orioledb_engine::version::HEADER + hoff - 23 + data
+    }
+}
+
+/// Shrinks the row until its version fits in `limit` bytes (leaving room
+/// for the toast trailer); returns the toast values now owned by the row.
+///
+/// # Safety
+/// `rel` open; `vals`/`isnull` hold natts entries of its row type with no
+/// external values (callers flatten those first).
+pub unsafe fn toast_row(
+    rel: pg_sys::Relation,
+    vals: &mut [pg_sys::Datum],
+    isnull: &mut [bool],
+    limit: usize,
+) -> Vec<(u32, u32)> {
+    // SAFETY: as documented; attribute rows are valid for natts entries.
+    unsafe {
+        let desc = (*rel).rd_att;
+        let natts = vals.len();
+        let attrs = (*desc).attrs.as_slice(natts);
+        let mut owned = Vec::new();
+        let trailer = |n: usize| 4 + 8 * n;
+        let mut tried = vec![false; natts];
+        // 1. Compress the largest compressible values, one at a time.
+        while version_size(desc, vals, isnull) + trailer(0) > limit {
+            let pick = (0..natts)
+                .filter(|&i| {
+                    !tried[i] && !isnull[i] && attrs[i].attlen == -1 && !attrs[i].attisdropped
+                })
+                .filter(|&i| matches!(attrs[i].attstorage as u8, b'x' | b'm'))
+                .filter(|&i| !is_compressed(vals[i].cast_mut_ptr::<u8>()))
+                .max_by_key(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()));
+            let Some(i) = pick else { break };
+            tried[i] = true;
+            if varsize_any(vals[i].cast_mut_ptr::<u8>()) < 64 {
+                break;
+            }
+            let method = if attrs[i].attcompression != 0 {
+                attrs[i].attcompression
+            } else {
+                default_toast_compression as c_char
+            };
+            let c = toast_compress_datum(vals[i], method);
+            if c.value() != 0 {
+                vals[i] = c;
+            }
+        }
+        // 2. Move the largest values out of line.
+        let mut moved = vec![false; natts];
+        while version_size(desc, vals, isnull) + trailer(owned.len()) > limit {
+            let pick = (0..natts)
+                .filter(|&i| {
+                    !moved[i] && !isnull[i] && attrs[i].attlen == -1 && !attrs[i].attisdropped
+                })
+                .filter(|&i| matches!(attrs[i].attstorage as u8, b'x' | b'e'))
+                .filter(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()) > TOAST_POINTER_SIZE + 8)
+                .max_by_key(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()));
+            let Some(i) = pick else { break };
+            moved[i] = true;
+            let (ptr, valueid, toastrelid) = save_value(rel, vals[i].cast_mut_ptr::<u8>());
+            vals[i] = ptr;
+            owned.push((toastrelid, valueid));
+        }
+        owned
+    }
+}
+
+/// Stores one datum in `rel`'s toast tree; returns the toast pointer datum
+/// and the value's id and toast relation.
+unsafe fn save_value(rel: pg_sys::Relation, dval: *const u8) -> (pg_sys::Datum, u32, u32) {
+    // SAFETY: rel is open; dval is a valid, non-external varlena.
+    unsafe {
+        let toastoid = (*(*rel).rd_rel).reltoastrelid;
+        if toastoid == pg_sys::InvalidOid {
+            raise(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "orioledb: row of table \"{}\" is too big and the table has no toast relation",
+                    rel_name(rel)
+                ),
+            );
+        }
+        let toastrel = pg_sys::table_open(toastoid, pg_sys::RowExclusiveLock as c_int);
+        let tree = tree_of(toastrel);
+        let b0 = *dval;
+        let (data, rawsize, extinfo): (&[u8], i32, u32) = if b0 & 0x01 == 0x01 {
+            let len = varsize_any(dval) - 1;
+            (
+                std::slice::from_raw_parts(dval.add(1), len),
+                (len + 4) as i32,
+                len as u32,
+            )
+        } else if is_compressed(dval) {
+            let len = varsize_any(dval) - 4;
+            let tcinfo = std::ptr::read_unaligned(dval.add(4).cast::<u32>());
+            let raw = (tcinfo & 0x3FFF_FFFF) as i32 + 4;
+            (
+                std::slice::from_raw_parts(dval.add(4), len),
+                raw,
+                len as u32 | ((tcinfo >> 30) << 30),
+            )
+        } else {
+            let len = varsize_any(dval) - 4;
+            (
+                std::slice::from_raw_parts(dval.add(4), len),
+                (len + 4) as i32,
+                len as u32,
+            )
+        };
+        // A fresh value id nobody in this toast tree uses.
+        let valueid = loop {
+            let id = pg_sys::GetNewObjectId().to_u32();
+            let used = tree
+                .get(&chunk_key(id, 0))
+                .unwrap_or_else(|e| crate::pg::engine::report(e))
+                .is_some();
+            if !used {
+                break id;
+            }
+        };
+        for (n, chunk) in data.chunks(CHUNK).enumerate() {
+            tree.insert(&chunk_key(valueid, n as u32), chunk)
+                .unwrap_or_else(|e| crate::pg::engine::report(e));
+        }
+        pg_sys::table_close(toastrel, pg_sys::NoLock as c_int);
+        let p = pg_sys::palloc(TOAST_POINTER_SIZE).cast::<u8>();
+        *p = 0x01;
+        *p.add(1) = pg_sys::vartag_external::VARTAG_ONDISK as u8;
+        let ext = pg_sys::varatt_external {
+            va_rawsize: rawsize,
+            va_extinfo: extinfo,
+            va_valueid: pg_sys::Oid::from(valueid),
+            va_toastrelid: toastoid,
+        };
+        std::ptr::write_unaligned(p.add(2).cast::<pg_sys::varatt_external>(), ext);
+        (pg_sys::Datum::from(p), valueid, toastoid.to_u32())
+    }
+}
+
+/// `relation_fetch_toast_slice`: copies bytes `[off, off + len)` of value
+/// `valueid` into `VARDATA(result)`, reading only the chunks that hold them.
+pub unsafe fn fetch_slice(
+    toastrel: pg_sys::Relation,
+    valueid: pg_sys::Oid,
+    attrsize: i32,
+    off: i32,
+    len: i32,
+    result: *mut pg_sys::varlena,
+) {
+    if len <= 0 {
+        return;
+    }
+    // SAFETY: the caller allocated result with room for len bytes of data.
+    unsafe {
+        let tree = tree_of(toastrel);
+        let id = valueid.to_u32();
+        let (off, len) = (off as usize, len as usize);
+        let first = (off / CHUNK) as u32;
+        let last = ((off + len - 1) / CHUNK) as u32;
+        let out = std::slice::from_raw_parts_mut(result.cast::<u8>().add(4), len);
+        let mut expect = first;
+        let cursor = tree.range(
+            Bound::Included(chunk_key(id, first).to_vec()),
+            Bound::Included(chunk_key(id, last).to_vec()),
+            Direction::Forward,
+        );
+        for item in cursor {
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let n = u32::from_be_bytes(k[4..8].try_into().unwrap());
+            if n != expect {
+                break;
+            }
+            let start = n as usize * CHUNK;
+            let from = off.max(start);
+            let to = (off + len).min(start + v.len());
+            if from < to {
+                out[from - off..to - off].copy_from_slice(&v[from - start..to - start]);
+            }
+            expect += 1;
+        }
+        if expect != last + 1 || (attrsize as usize) < off + len {
+            raise(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!(
+                    "missing chunk number {expect} for toast value {id} in {}",
+                    rel_name(toastrel)
+                ),
+            );
+        }
+    }
+}
+
+thread_local! {
+    /// Toast values of versions pruned under a latch, deleted right after.
+    static DOOMED: RefCell<Vec<(u32, u32)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Queues toast values of a pruned version (called under a leaf latch).
+pub fn doom(values: Vec<(u32, u32)>) {
+    DOOMED.with(|d| d.borrow_mut().extend(values));
+}
+
+/// Deletes queued toast values. Runs outside every latch. The owning table
+/// is the one being modified (its pruner queued them), so it is locked and
+/// its toast relation cannot go away meanwhile.
+pub fn delete_doomed() {
+    let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    for (toastrelid, valueid) in work {
+        // SAFETY: opening an existing relation by OID without a new lock.
+        unsafe {
+            let r = pg_sys::RelationIdGetRelation(pg_sys::Oid::from(toastrelid));
+            if r.is_null() {
+                continue;
+            }
+            let tree = tree_of(r);
+            let keys: Vec<Vec<u8>> = tree
+                .range(
+                    Bound::Included(chunk_key(valueid, 0).to_vec()),
+                    Bound::Included(chunk_key(valueid, u32::MAX).to_vec()),
+                    Direction::Forward,
+                )
+                .filter_map(|kv| kv.ok().map(|(k, _)| k))
+                .collect();
+            for k in keys {
+                tree.modify(&k, |_| (Change::Delete, ()))
+                    .unwrap_or_else(|e| crate::pg::engine::report(e));
+            }
+            pg_sys::RelationClose(r);
+        }
+    }
+}
