@@ -154,14 +154,43 @@ fn decide_and_apply(
         let mut hints = Hints::default();
         let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
         let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
-        let ok = match chk {
-            UpdateCheck::Ok => true,
+        let mut shared_with: Option<Vec<(Xid, LockMode)>> = None;
+        match chk {
+            UpdateCheck::Ok => {}
+            UpdateCheck::BeingModified(x) if h.lock_only() && h.is_multi() => {
+                // Several lockers: wait for the first running one we
+                // conflict with (updates conflict with all of them: an
+                // updater never joins a multi here).
+                let members: Vec<_> = rows::multi_members(x)
+                    .into_iter()
+                    .filter(|&(m, _)| mine(m) || version::Xacts::in_progress(&PgXacts, m))
+                    .collect();
+                let want = match action {
+                    Action::Lock(mode) => Some(mode),
+                    _ => None,
+                };
+                let blocker = members
+                    .iter()
+                    .find(|&&(m, held)| !mine(m) && want.is_none_or(|w| w.conflicts(held)));
+                if let Some(&(m, _)) = blocker {
+                    return (Change::Keep, Decision::Wait(m));
+                }
+                if want.is_some() {
+                    shared_with = Some(members);
+                }
+            }
             // Our own row lock: we may go on (and replace or upgrade it).
-            UpdateCheck::BeingModified(x) if mine(x) && h.lock_only() => true,
+            UpdateCheck::BeingModified(x) if mine(x) && h.lock_only() => {}
+            // Another transaction's compatible row lock: share the row.
+            UpdateCheck::BeingModified(x)
+                if h.lock_only()
+                    && matches!(action, Action::Lock(m) if !m.conflicts(h.xmax_mode())) =>
+            {
+                shared_with = Some(vec![(x, h.xmax_mode())]);
+            }
             UpdateCheck::BeingModified(x) => return (Change::Keep, Decision::Wait(x)),
             other => return (Change::Keep, Decision::Fail(other, h)),
-        };
-        debug_assert!(ok);
+        }
         h.infomask |= hints.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
         if !crosscheck.is_null() {
             let snap = rows::PgSnapshot(crosscheck);
@@ -175,11 +204,40 @@ fn decide_and_apply(
             }
             Action::Update { successor } => h.set_deleter(xid, cid, successor, false),
             Action::Lock(mode) => {
-                let held = !h.xmax_invalid() && h.lock_only() && mine(h.xmax);
-                if held && h.xmax_mode() >= mode {
-                    return (Change::Keep, Decision::Done);
+                if let Some(members) = shared_with {
+                    if members.iter().any(|&(m, held)| mine(m) && held >= mode) {
+                        return (Change::Keep, Decision::Done);
+                    }
+                    let strongest = members
+                        .iter()
+                        .map(|&(_, held)| held)
+                        .fold(mode, LockMode::max);
+                    // SAFETY: MultiXactIdSetOldestMember ran before this
+                    // lock attempt; multixact calls only take LWLocks.
+                    let multi = unsafe {
+                        if h.is_multi() {
+                            pg_sys::MultiXactIdExpand(
+                                h.xmax.into(),
+                                xid.into(),
+                                rows::lock_status(mode),
+                            )
+                        } else {
+                            pg_sys::MultiXactIdCreate(
+                                h.xmax.into(),
+                                rows::lock_status(h.xmax_mode()),
+                                xid.into(),
+                                rows::lock_status(mode),
+                            )
+                        }
+                    };
+                    h.set_multi_lock(multi.into_inner(), strongest);
+                } else {
+                    let held = !h.xmax_invalid() && h.lock_only() && mine(h.xmax);
+                    if held && h.xmax_mode() >= mode {
+                        return (Change::Keep, Decision::Done);
+                    }
+                    h.set_lock(xid, cid, mode);
                 }
-                h.set_lock(xid, cid, mode);
             }
         }
         let mut nv = v.to_vec();
@@ -378,6 +436,8 @@ pub unsafe fn lock(
         let xid = current_xid();
         let mode = LockMode::from_u32(mode);
         let find_last = flags & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8 != 0;
+        // Before any multixact this transaction may create (multixact.c).
+        pg_sys::MultiXactIdSetOldestMember();
         (*tmfd).traversed = false;
         let Some(mut id) = from_item_pointer(&*tidp) else {
             return pg_sys::TM_Result::TM_Deleted;

@@ -30,6 +30,42 @@ impl version::Xacts for PgXacts {
         // SAFETY: as above.
         unsafe { pg_sys::TransactionIdDidCommit(xid.into()) }
     }
+    fn multi_running(&self, multi: Xid) -> bool {
+        // SAFETY: reads the multixact SLRU (lock-only multis here).
+        unsafe { pg_sys::MultiXactIdIsRunning(multi.into(), true) }
+    }
+}
+
+/// Members of a lock-only MultiXactId with the lock mode each holds.
+pub fn multi_members(multi: Xid) -> Vec<(Xid, version::LockMode)> {
+    use version::LockMode::*;
+    let mut ptr: *mut pg_sys::MultiXactMember = std::ptr::null_mut();
+    // SAFETY: GetMultiXactIdMembers pallocs the array (or returns -1).
+    unsafe {
+        let n = pg_sys::GetMultiXactIdMembers(multi.into(), &mut ptr, false, true);
+        if n <= 0 || ptr.is_null() {
+            return Vec::new();
+        }
+        let out = std::slice::from_raw_parts(ptr, n as usize)
+            .iter()
+            .map(|m| {
+                let mode = match m.status {
+                    0 => KeyShare,
+                    1 => Share,
+                    2 | 4 => NoKeyExclusive,
+                    _ => Exclusive,
+                };
+                (m.xid.into_inner(), mode)
+            })
+            .collect();
+        pg_sys::pfree(ptr.cast());
+        out
+    }
+}
+
+/// MultiXactStatus of a row lock.
+pub fn lock_status(mode: version::LockMode) -> pg_sys::MultiXactStatus::Type {
+    mode as pg_sys::MultiXactStatus::Type
 }
 
 /// An MVCC snapshot. Invariant: the pointer is a live MVCC snapshot.

@@ -17,8 +17,9 @@
 //!
 //! The rules are heap's (`heapam_visibility.c`), over a [`Xacts`] oracle
 //! the server implements with clog/procarray calls and tests with a model.
-//! Row locks are only ever single-transaction here: an `xmax` is one
-//! transaction id, never a MultiXactId (a second locker waits).
+//! An `xmax` is a transaction id, or a MultiXactId (`XMAX_IS_MULTI`) when
+//! several transactions hold compatible row locks; multis are only ever
+//! lock-only here (an updater never shares xmax with lockers: it waits).
 
 /// Transaction id (32-bit, as in PostgreSQL). 0 = invalid.
 pub type Xid = u32;
@@ -45,12 +46,17 @@ pub mod bits {
     pub const XMIN_INVALID: u16 = 0x0200;
     pub const XMAX_COMMITTED: u16 = 0x0400;
     pub const XMAX_INVALID: u16 = 0x0800;
+    pub const XMAX_IS_MULTI: u16 = 0x1000;
     pub const UPDATED: u16 = 0x2000;
     /// Bits describing the data, not the transactions.
     pub const DATA_MASK: u16 = HASNULL | HASVARWIDTH | HASEXTERNAL;
     /// Everything about xmax.
-    pub const XMAX_BITS: u16 =
-        XMAX_KEYSHR_LOCK | XMAX_EXCL_LOCK | XMAX_LOCK_ONLY | XMAX_COMMITTED | XMAX_INVALID | 0x1000;
+    pub const XMAX_BITS: u16 = XMAX_KEYSHR_LOCK
+        | XMAX_EXCL_LOCK
+        | XMAX_LOCK_ONLY
+        | XMAX_COMMITTED
+        | XMAX_INVALID
+        | XMAX_IS_MULTI;
     // infomask2
     pub const NATTS_MASK: u16 = 0x07FF;
     pub const KEYS_UPDATED: u16 = 0x2000;
@@ -215,6 +221,17 @@ impl Header {
         self.infomask & bits::XMAX_LOCK_ONLY != 0
     }
 
+    pub fn is_multi(&self) -> bool {
+        self.infomask & bits::XMAX_IS_MULTI != 0
+    }
+
+    /// Sets xmax to a lock-only MultiXactId whose strongest member mode is
+    /// `strongest`.
+    pub fn set_multi_lock(&mut self, multi: Xid, strongest: LockMode) {
+        self.set_lock(multi, self.cmax, strongest);
+        self.infomask |= bits::XMAX_IS_MULTI;
+    }
+
     /// The lock strength the xmax transaction holds (an updater or deleter
     /// holds an exclusive lock, a key-preserving updater the no-key one).
     pub fn xmax_mode(&self) -> LockMode {
@@ -272,6 +289,17 @@ pub trait Xacts {
     fn is_current(&self, xid: Xid) -> bool;
     fn in_progress(&self, xid: Xid) -> bool;
     fn did_commit(&self, xid: Xid) -> bool;
+    /// A member of the MultiXactId is still running (ours included).
+    fn multi_running(&self, multi: Xid) -> bool;
+}
+
+/// Whether a lock-only xmax still holds the row.
+fn locker_running(h: &Header, x: &dyn Xacts) -> bool {
+    if h.is_multi() {
+        x.multi_running(h.xmax)
+    } else {
+        x.is_current(h.xmax) || x.in_progress(h.xmax)
+    }
 }
 
 /// An MVCC snapshot as the rules need it.
@@ -486,7 +514,7 @@ pub fn check_update(
                 return UpdateCheck::Ok;
             }
             if h.lock_only() {
-                return if x.is_current(h.xmax) || x.in_progress(h.xmax) {
+                return if locker_running(h, x) {
                     UpdateCheck::BeingModified(h.xmax)
                 } else {
                     UpdateCheck::Ok
@@ -513,6 +541,14 @@ pub fn check_update(
             UpdateCheck::Ok
         } else {
             gone()
+        };
+    }
+    if h.is_multi() {
+        return if locker_running(h, x) {
+            UpdateCheck::BeingModified(h.xmax)
+        } else {
+            hints.0 |= bits::XMAX_INVALID;
+            UpdateCheck::Ok
         };
     }
     if x.is_current(h.xmax) {
@@ -582,7 +618,7 @@ pub fn vacuum_state(
         return VacuumState::Live;
     }
     if h.lock_only() {
-        if m & bits::XMAX_COMMITTED == 0 && !x.is_current(h.xmax) && !x.in_progress(h.xmax) {
+        if m & bits::XMAX_COMMITTED == 0 && !locker_running(h, x) {
             hints.0 |= bits::XMAX_INVALID;
         }
         return VacuumState::Live;

@@ -9,6 +9,8 @@ struct Model {
     current: HashSet<Xid>,
     running: HashSet<Xid>,
     committed: HashSet<Xid>,
+    /// Multis with a running member.
+    running_multis: HashSet<Xid>,
 }
 
 impl Xacts for Model {
@@ -20,6 +22,9 @@ impl Xacts for Model {
     }
     fn did_commit(&self, xid: Xid) -> bool {
         self.committed.contains(&xid)
+    }
+    fn multi_running(&self, multi: Xid) -> bool {
+        self.running_multis.contains(&multi)
     }
 }
 
@@ -42,6 +47,7 @@ fn model() -> Model {
         current: [10].into(),
         running: [20].into(),
         committed: [5, 6, 30].into(),
+        running_multis: [500].into(),
     }
 }
 
@@ -243,4 +249,22 @@ fn toast_list_trailer() {
         tail_and_toast(&h2, &v),
         (&[1u8, 2, 3][..], vec![(100, 7), (100, 8)])
     );
+}
+
+#[test]
+fn lock_only_multis() {
+    let x = model();
+    let mut h = Header::new(5, 0, 1);
+    h.set_multi_lock(500, LockMode::Share);
+    assert!(h.is_multi() && h.lock_only());
+    assert_eq!(h.xmax_mode(), LockMode::Share);
+    assert!(vis(&h, 0), "lockers never hide a row");
+    let chk = |h: &Header| check_update(h, 1, &x, 0, &mut Hints::default());
+    assert_eq!(chk(&h), UpdateCheck::BeingModified(500));
+    h.set_multi_lock(501, LockMode::KeyShare);
+    assert_eq!(chk(&h), UpdateCheck::Ok, "all members finished");
+    let old = |_: Xid| true;
+    let mut hints = Hints::default();
+    assert_eq!(vacuum_state(&h, &x, &old, &mut hints), VacuumState::Live);
+    assert_eq!(hints.0 & bits::XMAX_INVALID, bits::XMAX_INVALID);
 }
