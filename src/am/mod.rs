@@ -10,6 +10,7 @@ pub mod planner;
 pub mod routine;
 pub mod rows;
 pub mod scan;
+pub mod ssi;
 pub mod storage;
 pub mod toast;
 

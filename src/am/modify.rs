@@ -42,6 +42,7 @@ pub unsafe fn insert(
         }
         let tree = tree_of(rel);
         let xid = current_xid();
+        crate::am::ssi::check_in(rel);
         let id = alloc_id(rel, &tree);
         let mut h = Header::new(xid, cid, id);
         if let Some(token) = spec_token {
@@ -299,6 +300,7 @@ unsafe fn change_with_wait(
             );
         };
         let xid = current_xid();
+        crate::am::ssi::check_in(rel);
         let oper = if matches!(action, Action::Delete { .. }) {
             pg_sys::XLTW_Oper::XLTW_Delete
         } else {

@@ -4,6 +4,7 @@
 use crate::am::rows::{
     self, decode, from_item_pointer, get_version, satisfies, store_version, tree_of,
 };
+use crate::am::ssi;
 use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use orioledb_engine::{Cursor, Direction, Tree};
 use pgrx::pg_sys;
@@ -19,6 +20,8 @@ struct ScanState {
     cursor: Option<Cursor>,
     dir: Direction,
     last: Option<Vec<u8>>,
+    /// SERIALIZABLE: report rw-conflicts out for the versions examined.
+    ssi_out: bool,
 }
 
 /// The scan descriptor: PostgreSQL's part first, then ours.
@@ -60,11 +63,15 @@ pub unsafe fn scan_begin(
     // the state is owned by the current memory context (dropped with it).
     unsafe {
         let tree = tree_of(rel);
+        if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
+            ssi::lock_relation(rel, snapshot);
+        }
         let state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(ScanState {
             tree,
             cursor: None,
             dir: Direction::Forward,
             last: None,
+            ssi_out: ssi::out_needed(rel, snapshot),
         });
         let scan = pg_sys::palloc0(size_of::<OScan>()) as *mut OScan;
         (*scan).base.rs_rd = rel;
@@ -134,7 +141,11 @@ pub unsafe fn scan_getnextslot(
             let id = tid::from_key(&k).unwrap_or(0);
             let h = decode(rel, id, &v);
             st.last = Some(k);
-            if satisfies(&h, snapshot, rel) {
+            let visible = satisfies(&h, snapshot, rel);
+            if st.ssi_out {
+                ssi::check_out(rel, &h, visible, snapshot);
+            }
+            if visible {
                 store_version(rel, slot, id, &v);
                 return true;
             }
@@ -194,7 +205,7 @@ pub unsafe fn index_fetch_tuple(
             return false;
         };
         let h = decode(rel, id, &v);
-        if satisfies(&h, snapshot, rel) {
+        if read_checked(rel, &h, snapshot) {
             store_version(rel, slot, id, &v);
             return true;
         }
@@ -220,12 +231,29 @@ pub unsafe fn tuple_fetch_row_version(
             return false;
         };
         let h = decode(rel, id, &v);
-        if satisfies(&h, snapshot, rel) {
+        if read_checked(rel, &h, snapshot) {
             store_version(rel, slot, id, &v);
             true
         } else {
             false
         }
+    }
+}
+
+/// Visibility of one version read by TID, with SERIALIZABLE's predicate
+/// lock and rw-conflict check (no-ops at other isolation levels).
+///
+/// # Safety
+/// Valid open relation and snapshot.
+unsafe fn read_checked(rel: pg_sys::Relation, h: &Header, snapshot: pg_sys::Snapshot) -> bool {
+    // SAFETY: caller guarantees valid pointers.
+    unsafe {
+        let visible = satisfies(h, snapshot, rel);
+        if ssi::out_needed(rel, snapshot) {
+            ssi::lock_relation(rel, snapshot);
+            ssi::check_out(rel, h, visible, snapshot);
+        }
+        visible
     }
 }
 
