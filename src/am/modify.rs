@@ -132,11 +132,19 @@ enum Decision {
 #[derive(Clone, Copy)]
 enum Action {
     Delete { moved: bool },
-    Update { successor: u64 },
+    Update { successor: u64, keys: bool },
     Lock(LockMode),
 }
 
 /// Decides and applies one change of version `id` under its leaf latch.
+///
+/// Row holders (`xmax` a locker, an updater, or a MultiXactId of lockers
+/// and at most one updater) are compared with the strength this change
+/// needs: a running holder it conflicts with must be waited for; holders it
+/// does not conflict with keep their locks in a (new) MultiXactId beside
+/// ours — so FOR SHARE lockers share a row, and a key-preserving UPDATE
+/// passes FOR KEY SHARE lockers (foreign-key checks), as on heap. A KEY
+/// SHARE lock on a row whose updater still runs waits (heap would share).
 fn decide_and_apply(
     tree: &Tree,
     id: u64,
@@ -155,41 +163,42 @@ fn decide_and_apply(
         let mut hints = Hints::default();
         let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
         let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
-        let mut shared_with: Option<Vec<(Xid, LockMode)>> = None;
+        let want = match action {
+            Action::Lock(mode) => mode,
+            Action::Update { keys: true, .. } | Action::Delete { .. } => LockMode::Exclusive,
+            Action::Update { keys: false, .. } => LockMode::NoKeyExclusive,
+        };
+        // Running holders other than us that keep the row with us.
+        let mut keep: Vec<(Xid, LockMode, bool)> = Vec::new();
         match chk {
             UpdateCheck::Ok => {}
-            UpdateCheck::BeingModified(x) if h.lock_only() && h.is_multi() => {
-                // Several lockers: wait for the first running one we
-                // conflict with (updates conflict with all of them: an
-                // updater never joins a multi here).
-                let members: Vec<_> = rows::multi_members(x)
-                    .into_iter()
-                    .filter(|&(m, _)| mine(m) || version::Xacts::in_progress(&PgXacts, m))
-                    .collect();
-                let want = match action {
-                    Action::Lock(mode) => Some(mode),
-                    _ => None,
+            UpdateCheck::BeingModified(x) => {
+                // (xid, mode, is the updater)
+                let holders: Vec<(Xid, LockMode, bool)> = if h.is_multi() {
+                    rows::multi_members(x)
+                } else {
+                    vec![(x, h.xmax_mode(), !h.lock_only())]
                 };
-                let blocker = members
-                    .iter()
-                    .find(|&&(m, held)| !mine(m) && want.is_none_or(|w| w.conflicts(held)));
-                if let Some(&(m, _)) = blocker {
-                    return (Change::Keep, Decision::Wait(m));
-                }
-                if want.is_some() {
-                    shared_with = Some(members);
+                let running: Vec<_> = holders
+                    .into_iter()
+                    .filter(|&(m, _, _)| mine(m) || version::Xacts::in_progress(&PgXacts, m))
+                    .collect();
+                for &(m, held, updater) in &running {
+                    if mine(m) {
+                        if let Action::Lock(mode) = action {
+                            if held >= mode && !updater {
+                                // Already held at least as strongly.
+                                return (Change::Keep, Decision::Done);
+                            }
+                        }
+                        continue;
+                    }
+                    if updater || want.conflicts(held) {
+                        return (Change::Keep, Decision::Wait(m));
+                    }
+                    keep.push((m, held, false));
                 }
             }
-            // Our own row lock: we may go on (and replace or upgrade it).
-            UpdateCheck::BeingModified(x) if mine(x) && h.lock_only() => {}
-            // Another transaction's compatible row lock: share the row.
-            UpdateCheck::BeingModified(x)
-                if h.lock_only()
-                    && matches!(action, Action::Lock(m) if !m.conflicts(h.xmax_mode())) =>
-            {
-                shared_with = Some(vec![(x, h.xmax_mode())]);
-            }
-            UpdateCheck::BeingModified(x) => return (Change::Keep, Decision::Wait(x)),
             other => return (Change::Keep, Decision::Fail(other, h)),
         }
         h.infomask |= hints.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
@@ -199,46 +208,45 @@ fn decide_and_apply(
                 return (Change::Keep, Decision::Fail(UpdateCheck::Updated, h));
             }
         }
-        match action {
-            Action::Delete { moved } => {
+        let our_status = match action {
+            Action::Lock(mode) => rows::lock_status(mode),
+            Action::Update { keys: false, .. } => {
+                pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
+            }
+            _ => pg_sys::MultiXactStatus::MultiXactStatusUpdate,
+        };
+        let multi = (!keep.is_empty()).then(|| {
+            let mut members: Vec<pg_sys::MultiXactMember> = keep
+                .iter()
+                .map(|&(m, held, _)| pg_sys::MultiXactMember {
+                    xid: m.into(),
+                    status: rows::lock_status(held),
+                })
+                .collect();
+            members.push(pg_sys::MultiXactMember {
+                xid: xid.into(),
+                status: our_status,
+            });
+            // SAFETY: MultiXactIdSetOldestMember ran before this attempt;
+            // creating a multixact only takes LWLocks.
+            unsafe {
+                pg_sys::MultiXactIdCreateFromMembers(members.len() as i32, members.as_mut_ptr())
+            }
+            .into_inner()
+        });
+        match (action, multi) {
+            (Action::Delete { moved }, _) => {
                 h.set_deleter(xid, cid, if moved { rows::MOVED } else { id }, true)
             }
-            Action::Update { successor } => h.set_deleter(xid, cid, successor, false),
-            Action::Lock(mode) => {
-                if let Some(members) = shared_with {
-                    if members.iter().any(|&(m, held)| mine(m) && held >= mode) {
-                        return (Change::Keep, Decision::Done);
-                    }
-                    let strongest = members
-                        .iter()
-                        .map(|&(_, held)| held)
-                        .fold(mode, LockMode::max);
-                    // SAFETY: MultiXactIdSetOldestMember ran before this
-                    // lock attempt; multixact calls only take LWLocks.
-                    let multi = unsafe {
-                        if h.is_multi() {
-                            pg_sys::MultiXactIdExpand(
-                                h.xmax.into(),
-                                xid.into(),
-                                rows::lock_status(mode),
-                            )
-                        } else {
-                            pg_sys::MultiXactIdCreate(
-                                h.xmax.into(),
-                                rows::lock_status(h.xmax_mode()),
-                                xid.into(),
-                                rows::lock_status(mode),
-                            )
-                        }
-                    };
-                    h.set_multi_lock(multi.into_inner(), strongest);
-                } else {
-                    let held = !h.xmax_invalid() && h.lock_only() && mine(h.xmax);
-                    if held && h.xmax_mode() >= mode {
-                        return (Change::Keep, Decision::Done);
-                    }
-                    h.set_lock(xid, cid, mode);
-                }
+            (Action::Update { successor, keys }, None) => h.set_deleter(xid, cid, successor, keys),
+            (Action::Update { successor, .. }, Some(m)) => h.set_update_multi(m, cid, successor),
+            (Action::Lock(mode), None) => h.set_lock(xid, cid, mode),
+            (Action::Lock(mode), Some(m)) => {
+                let strongest = keep
+                    .iter()
+                    .map(|&(_, held, _)| held)
+                    .fold(mode, LockMode::max);
+                h.set_multi_lock(m, strongest);
             }
         }
         let mut nv = v.to_vec();
@@ -258,7 +266,7 @@ unsafe fn fill_tmfd(tmfd: *mut pg_sys::TM_FailureData, h: &Header, id: u64, chk:
             h.ctid
         };
         to_item_pointer(succ, &mut (*tmfd).ctid);
-        (*tmfd).xmax = h.xmax.into();
+        (*tmfd).xmax = version::update_xid(h, &PgXacts).into();
         (*tmfd).cmax = if chk == UpdateCheck::SelfModified {
             h.cmax
         } else {
@@ -395,7 +403,12 @@ pub unsafe fn update(
         h.infomask |= bits::UPDATED;
         // Formed (and any ERROR raised) before the old version is touched.
         let v = rows::form_version(rel, slot, h);
-        *lockmode = pg_sys::LockTupleMode::LockTupleNoKeyExclusive;
+        let keys = keys_changed(rel, &tree, otid, slot);
+        *lockmode = if keys {
+            pg_sys::LockTupleMode::LockTupleExclusive
+        } else {
+            pg_sys::LockTupleMode::LockTupleNoKeyExclusive
+        };
         *update_indexes = true;
         let r = change_with_wait(
             rel,
@@ -404,7 +417,10 @@ pub unsafe fn update(
             crosscheck,
             wait,
             tmfd,
-            Action::Update { successor: new_id },
+            Action::Update {
+                successor: new_id,
+                keys,
+            },
             "update",
         );
         if r != pg_sys::TM_Result::TM_Ok {
@@ -546,7 +562,7 @@ unsafe fn follow_update(
                     "tuple to be locked was already moved to another partition due to concurrent update".into(),
                 );
             }
-            let prior = h.xmax;
+            let prior = version::update_xid(&h, &PgXacts);
             let next = h.ctid;
             let Some(v) = get_version(tree, next) else {
                 return Err(pg_sys::TM_Result::TM_Deleted);
@@ -578,5 +594,89 @@ unsafe fn follow_update(
             }
             h = nh;
         }
+    }
+}
+
+/// Whether an UPDATE changes a column some unique index or foreign key
+/// could reference (`INDEX_ATTR_BITMAP_KEY`), comparing binary images as
+/// heap does: then it needs the exclusive row lock (and conflicts with KEY
+/// SHARE lockers), else the no-key one. The old version's data never
+/// changes, so reading it before latching is exact.
+unsafe fn keys_changed(
+    rel: pg_sys::Relation,
+    tree: &Tree,
+    otid: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: valid relation, TID pointer and slot of its row type.
+    unsafe {
+        let keys = pg_sys::RelationGetIndexAttrBitmap(
+            rel,
+            pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY,
+        );
+        if keys.is_null() {
+            return false;
+        }
+        let Some(id) = from_item_pointer(&*otid) else {
+            return true;
+        };
+        let Some(old) = get_version(tree, id) else {
+            return true;
+        };
+        if Header::decode(&old).is_none() {
+            return true;
+        }
+        let desc = (*rel).rd_att;
+        let natts = (*desc).natts as usize;
+        let tup = rows::build_tuple(&old, id, (*rel).rd_id, pg_sys::CurrentMemoryContext);
+        let mut ovals = vec![pg_sys::Datum::from(0usize); natts];
+        let mut onulls = vec![true; natts];
+        pg_sys::heap_deform_tuple(tup, desc, ovals.as_mut_ptr(), onulls.as_mut_ptr());
+        pg_sys::slot_getallattrs(slot);
+        let nvals = std::slice::from_raw_parts((*slot).tts_values, natts);
+        let nnulls = std::slice::from_raw_parts((*slot).tts_isnull, natts);
+        let attrs = (*desc).attrs.as_slice(natts);
+        let mut x = -1;
+        loop {
+            x = pg_sys::bms_next_member(keys, x);
+            if x < 0 {
+                return false;
+            }
+            let attnum = x + pg_sys::FirstLowInvalidHeapAttributeNumber;
+            if attnum <= 0 || attnum as usize > natts {
+                continue;
+            }
+            let i = attnum as usize - 1;
+            if onulls[i] != nnulls[i] {
+                return true;
+            }
+            if !onulls[i] && !datum_image_equal(ovals[i], nvals[i], &attrs[i]) {
+                return true;
+            }
+        }
+    }
+}
+
+/// Binary equality of two datums of one attribute (`datumIsEqual`).
+unsafe fn datum_image_equal(
+    a: pg_sys::Datum,
+    b: pg_sys::Datum,
+    att: &pg_sys::FormData_pg_attribute,
+) -> bool {
+    // SAFETY: both datums are valid values of the attribute's type.
+    unsafe {
+        if att.attbyval {
+            return a == b;
+        }
+        let (pa, pb) = (a.cast_mut_ptr::<u8>(), b.cast_mut_ptr::<u8>());
+        let len = |p: *mut u8| -> usize {
+            match att.attlen {
+                -1 => crate::am::toast::varsize_any(p),
+                -2 => std::ffi::CStr::from_ptr(p.cast()).to_bytes().len() + 1,
+                n => n as usize,
+            }
+        };
+        let (la, lb) = (len(pa), len(pb));
+        la == lb && std::slice::from_raw_parts(pa, la) == std::slice::from_raw_parts(pb, lb)
     }
 }

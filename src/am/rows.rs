@@ -31,31 +31,40 @@ impl version::Xacts for PgXacts {
         unsafe { pg_sys::TransactionIdDidCommit(xid.into()) }
     }
     fn multi_running(&self, multi: Xid) -> bool {
-        // SAFETY: reads the multixact SLRU (lock-only multis here).
-        unsafe { pg_sys::MultiXactIdIsRunning(multi.into(), true) }
+        // SAFETY: reads the multixact SLRU. Multixacts of our tables are
+        // never truncated away (relminmxid never advances: no freezing).
+        unsafe { pg_sys::MultiXactIdIsRunning(multi.into(), false) }
+    }
+    fn multi_update_xid(&self, multi: Xid) -> Xid {
+        multi_members(multi)
+            .into_iter()
+            .find(|m| m.2)
+            .map_or(0, |m| m.0)
     }
 }
 
-/// Members of a lock-only MultiXactId with the lock mode each holds.
-pub fn multi_members(multi: Xid) -> Vec<(Xid, version::LockMode)> {
+/// Members of a MultiXactId: (xid, lock mode held, is the updater).
+pub fn multi_members(multi: Xid) -> Vec<(Xid, version::LockMode, bool)> {
     use version::LockMode::*;
     let mut ptr: *mut pg_sys::MultiXactMember = std::ptr::null_mut();
     // SAFETY: GetMultiXactIdMembers pallocs the array (or returns -1).
     unsafe {
-        let n = pg_sys::GetMultiXactIdMembers(multi.into(), &mut ptr, false, true);
+        let n = pg_sys::GetMultiXactIdMembers(multi.into(), &mut ptr, false, false);
         if n <= 0 || ptr.is_null() {
             return Vec::new();
         }
         let out = std::slice::from_raw_parts(ptr, n as usize)
             .iter()
             .map(|m| {
-                let mode = match m.status {
-                    0 => KeyShare,
-                    1 => Share,
-                    2 | 4 => NoKeyExclusive,
-                    _ => Exclusive,
+                let (mode, updater) = match m.status {
+                    0 => (KeyShare, false),
+                    1 => (Share, false),
+                    2 => (NoKeyExclusive, false),
+                    3 => (Exclusive, false),
+                    4 => (NoKeyExclusive, true),
+                    _ => (Exclusive, true),
                 };
-                (m.xid.into_inner(), mode)
+                (m.xid.into_inner(), mode, updater)
             })
             .collect();
         pg_sys::pfree(ptr.cast());

@@ -288,7 +288,7 @@ pub unsafe fn tuple_get_latest_tid(scan: pg_sys::TableScanDesc, tidp: pg_sys::It
             if h.xmax_invalid() || h.lock_only() || h.ctid == id || h.ctid == rows::MOVED {
                 return;
             }
-            prior = Some(h.xmax);
+            prior = Some(version::update_xid(&h, &rows::PgXacts));
             id = h.ctid;
         }
     }

@@ -45,7 +45,7 @@ fn chunk_key(valueid: u32, chunk: u32) -> [u8; 8] {
 ///
 /// # Safety
 /// `p` must point to a valid varlena.
-unsafe fn varsize_any(p: *const u8) -> usize {
+pub unsafe fn varsize_any(p: *const u8) -> usize {
     // SAFETY: caller guarantees a valid varlena header.
     unsafe {
         let b0 = *p;

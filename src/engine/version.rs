@@ -18,8 +18,9 @@
 //! The rules are heap's (`heapam_visibility.c`), over a [`Xacts`] oracle
 //! the server implements with clog/procarray calls and tests with a model.
 //! An `xmax` is a transaction id, or a MultiXactId (`XMAX_IS_MULTI`) when
-//! several transactions hold compatible row locks; multis are only ever
-//! lock-only here (an updater never shares xmax with lockers: it waits).
+//! several transactions hold compatible row locks, possibly together with
+//! one key-preserving updater (KEY SHARE lockers do not block it). The rules
+//! judge an update multi by its updater ([`resolve`]).
 
 /// Transaction id (32-bit, as in PostgreSQL). 0 = invalid.
 pub type Xid = u32;
@@ -267,6 +268,12 @@ impl Header {
         }
     }
 
+    /// Sets xmax to an update multi (`multi`: the updater `cid` plus lockers).
+    pub fn set_update_multi(&mut self, multi: Xid, cid: Cid, successor: u64) {
+        self.set_deleter(multi, cid, successor, false);
+        self.infomask |= bits::XMAX_IS_MULTI;
+    }
+
     /// Sets xmax to a delete (`successor` = own row id) or an update.
     pub fn set_deleter(&mut self, xid: Xid, cid: Cid, successor: u64, keys_updated: bool) {
         self.xmax = xid;
@@ -291,6 +298,32 @@ pub trait Xacts {
     fn did_commit(&self, xid: Xid) -> bool;
     /// A member of the MultiXactId is still running (ours included).
     fn multi_running(&self, multi: Xid) -> bool;
+    /// The updating member of a MultiXactId (0 if none).
+    fn multi_update_xid(&self, multi: Xid) -> Xid;
+}
+
+/// The transaction that updated or deleted the version (resolving an
+/// update multi to its updater); for lock-only xmax the raw value.
+pub fn update_xid(h: &Header, x: &dyn Xacts) -> Xid {
+    if h.is_multi() && !h.lock_only() {
+        x.multi_update_xid(h.xmax)
+    } else {
+        h.xmax
+    }
+}
+
+/// For an update multi, the header as if its updater alone were xmax (the
+/// lockers beside it never hide or remove a version); else `h` itself.
+fn resolve(h: &Header, x: &dyn Xacts) -> Header {
+    let mut r = *h;
+    if h.is_multi() && !h.lock_only() {
+        r.xmax = x.multi_update_xid(h.xmax);
+        r.infomask &= !(bits::XMAX_IS_MULTI | bits::XMAX_COMMITTED | bits::XMAX_INVALID);
+        if r.xmax == INVALID_XID {
+            r.infomask |= bits::XMAX_INVALID;
+        }
+    }
+    r
 }
 
 /// Whether a lock-only xmax still holds the row.
@@ -356,6 +389,7 @@ fn own_version_alive(h: &Header, x: &dyn Xacts, curcid: Cid) -> bool {
 
 /// `HeapTupleSatisfiesMVCC`.
 pub fn visible_mvcc(h: &Header, x: &dyn Xacts, s: &dyn Snapshot, hints: &mut Hints) -> bool {
+    let h = &resolve(h, x);
     let m = h.infomask;
     if m & bits::XMIN_INVALID != 0 && m & bits::XMIN_COMMITTED == 0 {
         return false;
@@ -404,6 +438,7 @@ pub fn visible_mvcc(h: &Header, x: &dyn Xacts, s: &dyn Snapshot, hints: &mut Hin
 /// `HeapTupleSatisfiesSelf`: every committed transaction and every command
 /// of ours counts.
 pub fn visible_self(h: &Header, x: &dyn Xacts, hints: &mut Hints) -> bool {
+    let h = &resolve(h, x);
     match inserter(h, x, hints) {
         Inserter::Invisible | Inserter::InProgress => false,
         Inserter::Current => !own_deleted(h, x),
@@ -457,6 +492,7 @@ pub struct DirtyInfo {
 /// `HeapTupleSatisfiesDirty`: like "self", but running inserters and
 /// deleters count as done (reported in `info` so callers can wait).
 pub fn visible_dirty(h: &Header, x: &dyn Xacts, info: &mut DirtyInfo, hints: &mut Hints) -> bool {
+    let h = &resolve(h, x);
     *info = DirtyInfo::default();
     match inserter(h, x, hints) {
         Inserter::Invisible => false,
@@ -491,6 +527,31 @@ pub enum UpdateCheck {
 
 /// `HeapTupleSatisfiesUpdate` for a version whose own row id is `tid`.
 pub fn check_update(
+    h: &Header,
+    tid: u64,
+    x: &dyn Xacts,
+    curcid: Cid,
+    hints: &mut Hints,
+) -> UpdateCheck {
+    if !(h.is_multi() && !h.lock_only()) {
+        return check_update_plain(h, tid, x, curcid, hints);
+    }
+    // An update multi: judged by its updater, but while any member runs
+    // (lockers included) the row is held.
+    let r = resolve(h, x);
+    let mut ignored = Hints(0);
+    match check_update_plain(&r, tid, x, curcid, &mut ignored) {
+        UpdateCheck::Ok | UpdateCheck::BeingModified(_) if x.multi_running(h.xmax) => {
+            UpdateCheck::BeingModified(h.xmax)
+        }
+        other => {
+            hints.0 |= ignored.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
+            other
+        }
+    }
+}
+
+fn check_update_plain(
     h: &Header,
     tid: u64,
     x: &dyn Xacts,
@@ -592,6 +653,7 @@ pub fn vacuum_state(
     removable: &dyn Fn(Xid) -> bool,
     hints: &mut Hints,
 ) -> VacuumState {
+    let h = &resolve(h, x);
     let m = h.infomask;
     if m & bits::XMIN_INVALID != 0 && m & bits::XMIN_COMMITTED == 0 {
         return VacuumState::Dead;

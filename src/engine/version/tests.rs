@@ -26,6 +26,10 @@ impl Xacts for Model {
     fn multi_running(&self, multi: Xid) -> bool {
         self.running_multis.contains(&multi)
     }
+    fn multi_update_xid(&self, multi: Xid) -> Xid {
+        // Multi 600 + u: updater u (and a locker).
+        multi.saturating_sub(600)
+    }
 }
 
 struct Snap {
@@ -267,4 +271,44 @@ fn lock_only_multis() {
     let mut hints = Hints::default();
     assert_eq!(vacuum_state(&h, &x, &old, &mut hints), VacuumState::Live);
     assert_eq!(hints.0 & bits::XMAX_INVALID, bits::XMAX_INVALID);
+}
+
+#[test]
+fn update_multis_are_judged_by_their_updater() {
+    let mut x = model();
+    let mut h = Header::new(5, 0, 1);
+    // Updater 30 (committed after the snapshot) with lockers: visible to the
+    // snapshot, updated for writers.
+    h.set_update_multi(630, 0, 2);
+    assert!(vis(&h, 0));
+    assert_eq!(update_xid(&h, &x), 30);
+    assert_eq!(
+        check_update(&h, 1, &x, 0, &mut Hints::default()),
+        UpdateCheck::Updated
+    );
+    // Updater 6 committed long ago: dead once removable.
+    h.set_update_multi(606, 0, 2);
+    assert!(!vis(&h, 0));
+    let old = |_: Xid| true;
+    assert_eq!(
+        vacuum_state(&h, &x, &old, &mut Hints::default()),
+        VacuumState::Dead
+    );
+    // Updater aborted (7) while a locker still runs: the row is held.
+    h.set_update_multi(607, 0, 2);
+    x.running_multis.insert(607);
+    assert!(vis(&h, 0));
+    assert_eq!(
+        check_update(&h, 1, &x, 0, &mut Hints::default()),
+        UpdateCheck::BeingModified(607)
+    );
+    x.running_multis.clear();
+    assert_eq!(
+        check_update(&h, 1, &x, 0, &mut Hints::default()),
+        UpdateCheck::Ok
+    );
+    assert_eq!(
+        vacuum_state(&h, &x, &old, &mut Hints::default()),
+        VacuumState::Live
+    );
 }
