@@ -179,9 +179,15 @@ fn decide_and_apply(
                 } else {
                     vec![(x, h.xmax_mode(), !h.lock_only())]
                 };
+                // An updater counts even if it finished since check_update
+                // looked: it may have committed, and then the row is no
+                // longer ours to change (waiting returns at once and the
+                // next look says Updated). Lockers that finished hold nothing.
                 let running: Vec<_> = holders
                     .into_iter()
-                    .filter(|&(m, _, _)| mine(m) || version::Xacts::in_progress(&PgXacts, m))
+                    .filter(|&(m, _, updater)| {
+                        updater || mine(m) || version::Xacts::in_progress(&PgXacts, m)
+                    })
                     .collect();
                 for &(m, held, updater) in &running {
                     if mine(m) {

@@ -421,7 +421,9 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
         // RecentXmin is set because DDL runs in a transaction with a snapshot.
         *freeze_xid = pg_sys::RecentXmin;
         *minmulti = pg_sys::GetOldestMultiXactId();
-        // The table body is an engine tree, not a file under base/.
+        // The table body is an engine tree, not a file under base/; its
+        // records must be replayable from a durable engine redo point.
+        crate::pg::engine::ensure_redo_point();
         crate::am::storage::new_relation_file(rel, newrnode);
     }
 }

@@ -970,6 +970,12 @@ impl Engine {
             let d = inner.db_dir(db);
             inner.io.sync_dir(&d).map_err(inner.ioerr("sync", &d))?;
         }
+        // The images may embody decisions (pruning, hint bits) taken from
+        // commits logged before the redo point: make that log durable before
+        // the images become the checkpoint.
+        if let Some(w) = &inner.wal {
+            w.flush(redo);
+        }
         let control = inner.path("control");
         let tmp = inner.path("control.tmp");
         inner

@@ -34,6 +34,8 @@ pub trait WalSink: Send + Sync {
     fn log(&self, record: &[u8]) -> Lsn;
     /// The position the next record will get.
     fn insert_position(&self) -> Lsn;
+    /// Makes everything logged before `upto` durable.
+    fn flush(&self, _upto: Lsn) {}
 }
 
 /// One logged change.

@@ -26,7 +26,7 @@ pub(crate) fn register() {
 }
 
 fn checkpoint() {
-    if let Err(e) = crate::pg::engine::engine().checkpoint(0) {
+    if let Err(e) = crate::pg::engine::checkpoint() {
         pgrx::warning!("orioledb: checkpoint failed: {e}");
     }
 }

@@ -40,8 +40,15 @@ pub fn engine() -> &'static Engine {
     // SAFETY: `base` is the metadata region formatted at shmem startup for
     // MAX_TREES/nchunks, mapped for the life of the process, and every
     // process uses the same LWLock tranche for it.
-    let attached =
-        unsafe { Engine::attach_shared(DATA_DIR, pool, region, Arc::new(StdIo::new()), None) };
+    let attached = unsafe {
+        Engine::attach_shared(
+            DATA_DIR,
+            pool,
+            region,
+            Arc::new(StdIo::new()),
+            Some(crate::pg::wal::sink()),
+        )
+    };
     let engine = attached.unwrap_or_else(|e| report(e));
     let first = ENGINE.set(engine).is_ok();
     if first {
@@ -50,7 +57,29 @@ pub fn engine() -> &'static Engine {
             pg_sys::before_shmem_exit(Some(release_pins_at_exit), pg_sys::Datum::from(0usize))
         };
     }
+    if first {
+        // The engine's records since its last checkpoint, once per start.
+        if let Some(state) = crate::pg::shmem::replay_state() {
+            crate::pg::wal::replay_gap_once(state);
+        }
+    }
     ENGINE.get().expect("just set")
+}
+
+/// Runs an engine checkpoint and moves the WAL-retaining slot to its redo
+/// point.
+pub fn checkpoint() -> Result<u64, EngineError> {
+    let n = engine().checkpoint(0)?;
+    crate::pg::wal::advance_slot();
+    Ok(n)
+}
+
+/// Before the first tree exists: make sure a durable checkpoint (and so a
+/// redo point and the slot) exists, so every tree record is replayable.
+pub fn ensure_redo_point() {
+    if engine().durable_checkpoint() == 0 {
+        checkpoint().unwrap_or_else(|e| report(e));
+    }
 }
 
 /// A process that exits while Rust frames still hold page guards (FATAL,

@@ -55,4 +55,5 @@ pub extern "C-unwind" fn _PG_init() {
     crate::pg::options::install_hook();
     crate::am::storage::install();
     crate::pg::checkpointer::register();
+    crate::pg::wal::register();
 }

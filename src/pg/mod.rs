@@ -8,5 +8,6 @@ pub mod guc;
 pub mod init;
 pub mod options;
 pub mod shmem;
+pub mod wal;
 
 pub use init::require_preloaded;

@@ -726,8 +726,7 @@ unsafe extern "C-unwind" fn process_utility(
                 // the engine's trees durable, and returns when they are.
                 call.run();
                 if crate::pg::init::is_preloaded() {
-                    crate::pg::engine::engine()
-                        .checkpoint(0)
+                    crate::pg::engine::checkpoint()
                         .unwrap_or_else(|e| crate::pg::engine::report(e));
                 }
             }

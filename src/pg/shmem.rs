@@ -47,6 +47,9 @@ static LATCH_BASE: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::nu
 /// Invariant: when non-null it points to `MetaRegion::size(MAX_TREES,
 /// meta_chunks(NBUFFERS))` bytes of shared memory mapped for the process's life.
 static META_BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
+/// The engine-log replay state word (see `pg::wal::replay_gap_once`).
+static REPLAY_STATE: AtomicPtr<std::sync::atomic::AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
+const REPLAY_STATE_NAME: &std::ffi::CStr = c"orioledb_rs replay state";
 /// First LWLock of the metadata tranche, or null before shmem startup.
 static META_LATCH_BASE: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -97,6 +100,7 @@ unsafe extern "C-unwind" fn shmem_request() {
         pg_sys::RequestAddinShmemSpace(region_bytes(nbuffers));
         pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), latches);
         pg_sys::RequestAddinShmemSpace(meta_region_bytes(nbuffers));
+        pg_sys::RequestAddinShmemSpace(64);
         pg_sys::RequestNamedLWLockTranche(META_TRANCHE_NAME.as_ptr(), meta_latches);
     }
 }
@@ -144,6 +148,13 @@ unsafe extern "C-unwind" fn shmem_startup() {
             MetaRegion::format(meta, MAX_TREES, meta_chunks(nbuffers));
         }
         META_BASE.store(meta, Ordering::Release);
+        let mut state_found = false;
+        let state = pg_sys::ShmemInitStruct(REPLAY_STATE_NAME.as_ptr(), 64, &mut state_found)
+            as *mut std::sync::atomic::AtomicU32;
+        if !state_found {
+            state.write(std::sync::atomic::AtomicU32::new(0));
+        }
+        REPLAY_STATE.store(state, Ordering::Release);
         META_LATCH_BASE.store(
             pg_sys::GetNamedLWLockTranche(META_TRANCHE_NAME.as_ptr()),
             Ordering::Release,
@@ -276,4 +287,12 @@ impl LatchSet for PgLatches {
         // SAFETY: as in acquire; the LatchSet contract says the caller holds it.
         unsafe { pg_sys::LWLockRelease(self.lock(i)) }
     }
+}
+
+/// The shared replay-state word, if shared memory was set up.
+pub fn replay_state() -> Option<&'static std::sync::atomic::AtomicU32> {
+    let p = REPLAY_STATE.load(Ordering::Acquire);
+    // SAFETY: set once at shmem startup to a word in shared memory that
+    // lives as long as the process.
+    (!p.is_null()).then(|| unsafe { &*p })
 }

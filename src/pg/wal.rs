@@ -1,0 +1,342 @@
+//! The engine's log in PostgreSQL's WAL (design decisions 7 and 8).
+//!
+//! * A custom resource manager, id [`RM_ID`] (`RegisterCustomRmgr`, at
+//!   preload), carries the engine's row-level records (`wal.rs` format) as
+//!   the main data of one WAL record each, `info` = record kind << 4.
+//!   Records are logged under the leaf latch before the change, so they
+//!   reach WAL before the transaction's commit record and are durable
+//!   exactly when heap changes would be (`synchronous_commit` included).
+//! * Replay: every record sets a final state, so applying any suffix twice
+//!   is harmless. The first process to use the engine after startup loads
+//!   the last engine checkpoint (redo point L) and replays the engine's
+//!   records from L up to where PostgreSQL's own redo starts (the startup
+//!   process, from `rm_startup`) or up to the end of WAL (normal running,
+//!   e.g. after a clean shutdown that PostgreSQL needed no redo for);
+//!   during PostgreSQL's redo `rm_redo` applies the rest.
+//! * WAL from L on is kept by the physical replication slot
+//!   [`SLOT_NAME`], advanced after every engine checkpoint.
+//! * An engine checkpoint flushes WAL up to L before its control file
+//!   names the new images (they may embody pruning decided from commits
+//!   logged before L).
+
+use orioledb_engine::cmp::Bytewise;
+use orioledb_engine::wal::{Lsn, Record, WalSink};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::ffi::{c_char, CStr, CString};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// Our resource manager id: in the custom range 128-255 and not on the
+/// PostgreSQL wiki's list of ids taken by known extensions
+/// (wiki.postgresql.org/wiki/CustomWALResourceManagers; OrioleDB has 129).
+pub const RM_ID: u8 = 201;
+
+/// The replication slot that keeps WAL from the engine's redo point.
+pub const SLOT_NAME: &CStr = c"orioledb_rs";
+
+static RM_NAME: &CStr = c"orioledb_rs";
+
+/// Registers the resource manager (from `_PG_init`, during preload).
+pub(crate) fn register() {
+    static mut RMGR: pg_sys::RmgrData = pg_sys::RmgrData {
+        rm_name: std::ptr::null(),
+        rm_redo: Some(redo),
+        rm_desc: Some(desc),
+        rm_identify: Some(identify),
+        rm_startup: Some(startup),
+        rm_cleanup: None,
+        rm_mask: None,
+        rm_decode: None,
+    };
+    // SAFETY: _PG_init runs once during preload; RegisterCustomRmgr keeps
+    // the pointer, and RMGR is static and never modified after this.
+    unsafe {
+        RMGR.rm_name = RM_NAME.as_ptr();
+        pg_sys::RegisterCustomRmgr(RM_ID, &raw mut RMGR);
+    }
+}
+
+/// The engine's sink: one WAL record per engine record.
+pub struct PgWal;
+
+impl WalSink for PgWal {
+    fn log(&self, record: &[u8]) -> Lsn {
+        let kind = record.first().copied().unwrap_or(0);
+        // SAFETY: XLogRegisterData only keeps the pointer until XLogInsert,
+        // which copies the data into WAL buffers.
+        unsafe {
+            pg_sys::XLogBeginInsert();
+            pg_sys::XLogRegisterData(record.as_ptr() as *mut c_char, record.len() as i32);
+            pg_sys::XLogInsert(RM_ID, kind << 4)
+        }
+    }
+
+    fn insert_position(&self) -> Lsn {
+        // SAFETY: reads the shared insert position. During recovery nothing
+        // is logged; the replay position stands in.
+        unsafe {
+            if pg_sys::RecoveryInProgress() {
+                pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut())
+            } else {
+                pg_sys::GetXLogInsertRecPtr()
+            }
+        }
+    }
+
+    fn flush(&self, upto: Lsn) {
+        // SAFETY: flushing WAL written so far; no-op during recovery.
+        unsafe {
+            if !pg_sys::RecoveryInProgress() {
+                pg_sys::XLogFlush(upto);
+            }
+        }
+    }
+}
+
+/// The sink for this process's engine handle.
+pub fn sink() -> Arc<dyn WalSink> {
+    Arc::new(PgWal)
+}
+
+fn replay_one(bytes: &[u8]) {
+    let engine = crate::pg::engine::engine();
+    engine
+        .replay(bytes, &|_| Arc::new(Bytewise))
+        .unwrap_or_else(|e| crate::pg::engine::report(e));
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: PostgreSQL passes the decoded record being replayed.
+    unsafe {
+        let rec = (*record).record;
+        let data = std::slice::from_raw_parts(
+            (*rec).main_data as *const u8,
+            (*rec).main_data_len as usize,
+        );
+        replay_one(data);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn startup() {
+    // The startup process attaches here: loading the checkpoint and
+    // replaying the gap up to PostgreSQL's redo start happen in engine().
+    let _ = crate::pg::engine::engine();
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
+    let name: &'static CStr = match info >> 4 {
+        1 => c"CREATE",
+        2 => c"DROP",
+        3 => c"PUT",
+        4 => c"DELETE",
+        5 => c"ROW_ID_LIMIT",
+        6 => c"TRUNCATE",
+        _ => c"UNKNOWN",
+    };
+    name.as_ptr()
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::XLogReaderState) {
+    // SAFETY: PostgreSQL passes a decoded record and a valid StringInfo.
+    unsafe {
+        let rec = (*record).record;
+        let data = std::slice::from_raw_parts(
+            (*rec).main_data as *const u8,
+            (*rec).main_data_len as usize,
+        );
+        let text = match Record::decode(data) {
+            Ok(r) => describe(&r),
+            Err(e) => format!("undecodable: {e}"),
+        };
+        let c = CString::new(text).unwrap_or_default();
+        pg_sys::appendStringInfoString(buf, c.as_ptr());
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter()
+        .take(16)
+        .map(|x| format!("{x:02x}"))
+        .collect::<String>()
+        + if b.len() > 16 { "..." } else { "" }
+}
+
+/// One line per record for `pg_waldump`.
+pub fn describe(r: &Record) -> String {
+    let t = r.tree();
+    let tree = format!("tree {}/{}", t.db, t.rel);
+    match r {
+        Record::Create { compress, .. } => format!("{tree} compress {compress}"),
+        Record::Drop { .. } | Record::Truncate { .. } => tree,
+        Record::Put { key, value, .. } => {
+            format!("{tree} key {} value {} bytes", hex(key), value.len())
+        }
+        Record::Delete { key, .. } => format!("{tree} key {}", hex(key)),
+        Record::IdLimit { limit, .. } => format!("{tree} limit {limit}"),
+    }
+}
+
+/// Replays the engine's records from its redo point once per server start
+/// (whichever process attaches first); others wait for it. `state` is a
+/// shared word: 0 = not replayed, 1 = a process is replaying, 2 = done.
+pub fn replay_gap_once(state: &AtomicU32) {
+    loop {
+        match state.compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(_) => break,
+            Err(2) => return,
+            Err(_) => {
+                pgrx::check_for_interrupts!();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        }
+    }
+    struct Reset<'a>(&'a AtomicU32, bool);
+    impl Drop for Reset<'_> {
+        fn drop(&mut self) {
+            self.0.store(if self.1 { 2 } else { 0 }, Ordering::Release);
+        }
+    }
+    let mut guard = Reset(state, false);
+    let from = crate::pg::engine::engine().redo_position();
+    // SAFETY: reading WAL with PostgreSQL's local page reader.
+    unsafe { replay_range(from) };
+    guard.1 = true;
+    drop(guard);
+}
+
+/// PostgreSQL's WAL page reader callbacks as plain C symbols (pgrx wraps
+/// its bindings in Rust functions, which cannot be callbacks). They run
+/// inside `XLogReadRecord`, which pgrx guards.
+mod raw {
+    use pgrx::pg_sys::{TimeLineID, XLogReaderState, XLogRecPtr, XLogSegNo};
+    use std::ffi::{c_char, c_int};
+    extern "C-unwind" {
+        pub fn read_local_xlog_page(
+            state: *mut XLogReaderState,
+            target_page_ptr: XLogRecPtr,
+            req_len: c_int,
+            target_rec_ptr: XLogRecPtr,
+            cur_page: *mut c_char,
+        ) -> c_int;
+        pub fn wal_segment_open(
+            state: *mut XLogReaderState,
+            next_seg_no: XLogSegNo,
+            tli_p: *mut TimeLineID,
+        );
+        pub fn wal_segment_close(state: *mut XLogReaderState);
+    }
+}
+
+/// Replays engine records from `from` to the end of what may be read now:
+/// PostgreSQL's redo start during recovery, the flushed end otherwise.
+unsafe fn replay_range(from: Lsn) {
+    // SAFETY: the XLogReader is allocated, used and freed here; records are
+    // only read up to positions the page reader allows.
+    unsafe {
+        let upto = if pg_sys::RecoveryInProgress() {
+            pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut())
+        } else {
+            pg_sys::GetFlushRecPtr(std::ptr::null_mut())
+        };
+        if from == 0 || from >= upto {
+            return;
+        }
+        let mut routine = pg_sys::XLogReaderRoutine {
+            page_read: Some(raw::read_local_xlog_page),
+            segment_open: Some(raw::wal_segment_open),
+            segment_close: Some(raw::wal_segment_close),
+        };
+        let reader = pg_sys::XLogReaderAllocate(
+            pg_sys::wal_segment_size,
+            std::ptr::null(),
+            &mut routine,
+            std::ptr::null_mut(),
+        );
+        if reader.is_null() {
+            pgrx::error!("orioledb: out of memory allocating a WAL reader");
+        }
+        let start = pg_sys::XLogFindNextRecord(reader, from);
+        if start == 0 {
+            // WAL was removed (no slot: wal_level = minimal or
+            // max_replication_slots = 0). Loud, but the server must start.
+            pg_sys::XLogReaderFree(reader);
+            pgrx::warning!(
+                "orioledb: cannot read WAL from the engine's redo point {:X}/{:X}: changes to orioledb tables since the last engine checkpoint are lost",
+                from >> 32,
+                from as u32
+            );
+            return;
+        }
+        pg_sys::XLogBeginRead(reader, start);
+        let mut n = 0u64;
+        loop {
+            if (*reader).EndRecPtr >= upto && n > 0 {
+                break;
+            }
+            let mut err: *mut c_char = std::ptr::null_mut();
+            let rec = pg_sys::XLogReadRecord(reader, &mut err);
+            if rec.is_null() {
+                break;
+            }
+            if (*reader).ReadRecPtr >= upto {
+                break;
+            }
+            let d = (*reader).record;
+            if (*d).header.xl_rmid == RM_ID {
+                let data = std::slice::from_raw_parts(
+                    (*d).main_data as *const u8,
+                    (*d).main_data_len as usize,
+                );
+                replay_one(data);
+                n += 1;
+            }
+        }
+        pg_sys::XLogReaderFree(reader);
+        if n > 0 {
+            pgrx::log!(
+                "orioledb: replayed {n} engine WAL records from {:X}/{:X}",
+                from >> 32,
+                from as u32
+            );
+        }
+    }
+}
+
+/// Moves the slot's restart point to the engine's durable redo point
+/// (creating the slot on first use), so PostgreSQL keeps that WAL.
+pub fn advance_slot() {
+    let redo = crate::pg::engine::engine().redo_position();
+    // SAFETY: slot functions run in a process with a PGPROC; the slot is
+    // acquired for the update and released at once. restart_lsn is an
+    // aligned 64-bit field written only by the slot's holder.
+    unsafe {
+        if redo == 0
+            || pg_sys::RecoveryInProgress()
+            || pg_sys::max_replication_slots == 0
+            || pg_sys::wal_level < pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
+        {
+            return;
+        }
+        if pg_sys::SearchNamedReplicationSlot(SLOT_NAME.as_ptr(), true).is_null() {
+            pg_sys::ReplicationSlotCreate(
+                SLOT_NAME.as_ptr(),
+                false,
+                pg_sys::ReplicationSlotPersistency::RS_PERSISTENT,
+                false,
+            );
+        } else {
+            pg_sys::ReplicationSlotAcquire(SLOT_NAME.as_ptr(), false);
+        }
+        let slot = pg_sys::MyReplicationSlot;
+        std::ptr::write_volatile(&raw mut (*slot).data.restart_lsn, redo);
+        pg_sys::ReplicationSlotMarkDirty();
+        pg_sys::ReplicationSlotSave();
+        pg_sys::ReplicationSlotRelease();
+        pg_sys::ReplicationSlotsComputeRequiredLSN();
+    }
+}
