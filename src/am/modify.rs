@@ -62,8 +62,7 @@ pub unsafe fn insert(
                 ),
             );
         }
-        (*slot).tts_tableOid = (*rel).rd_id;
-        to_item_pointer(id, &mut (*slot).tts_tid);
+        set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
         crate::am::toast::delete_doomed();
     }
@@ -122,7 +121,10 @@ pub unsafe fn complete_speculative(
 
 /// What the decision under the latch came to.
 enum Decision {
-    Done,
+    /// Applied. For an update: the row locks still running on the old
+    /// version, which the new version must carry (heap keeps them too, so
+    /// a FOR KEY SHARE of a foreign-key check still protects the key).
+    Done(Vec<(Xid, LockMode)>),
     Wait(Xid),
     Fail(UpdateCheck, Header),
     Missing,
@@ -170,6 +172,8 @@ fn decide_and_apply(
         };
         // Running holders other than us that keep the row with us.
         let mut keep: Vec<(Xid, LockMode, bool)> = Vec::new();
+        // Our own row lock on the old version (carried over by an update).
+        let mut carried: Vec<(Xid, LockMode)> = Vec::new();
         match chk {
             UpdateCheck::Ok => {}
             UpdateCheck::BeingModified(x) => {
@@ -190,11 +194,14 @@ fn decide_and_apply(
                     })
                     .collect();
                 for &(m, held, updater) in &running {
+                    if mine(m) && !updater && matches!(action, Action::Update { .. }) {
+                        carried.push((m, held));
+                    }
                     if mine(m) {
                         if let Action::Lock(mode) = action {
                             if held >= mode && !updater {
                                 // Already held at least as strongly.
-                                return (Change::Keep, Decision::Done);
+                                return (Change::Keep, Decision::Done(Vec::new()));
                             }
                         }
                         continue;
@@ -257,7 +264,12 @@ fn decide_and_apply(
         }
         let mut nv = v.to_vec();
         h.encode_into(&mut nv);
-        (Change::Put(nv), Decision::Done)
+        if matches!(action, Action::Update { .. }) {
+            carried.extend(keep.iter().map(|&(m, held, _)| (m, held)));
+        } else {
+            carried.clear();
+        }
+        (Change::Put(nv), Decision::Done(carried))
     })
     .unwrap_or_else(|e| crate::pg::engine::report(e))
 }
@@ -303,6 +315,7 @@ unsafe fn change_with_wait(
     tmfd: *mut pg_sys::TM_FailureData,
     action: Action,
     what: &str,
+    carried: &mut Vec<(Xid, LockMode)>,
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: caller passes valid pointers.
     unsafe {
@@ -322,7 +335,8 @@ unsafe fn change_with_wait(
         };
         loop {
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action) {
-                Decision::Done => {
+                Decision::Done(locks) => {
+                    *carried = locks;
                     rows::sweep_step(&tree);
                     return pg_sys::TM_Result::TM_Ok;
                 }
@@ -380,6 +394,7 @@ pub unsafe fn delete(
                 moved: changing_part,
             },
             "delete",
+            &mut Vec::new(),
         )
     };
     if r == pg_sys::TM_Result::TM_Ok {
@@ -416,6 +431,7 @@ pub unsafe fn update(
             pg_sys::LockTupleMode::LockTupleNoKeyExclusive
         };
         *update_indexes = true;
+        let mut carried = Vec::new();
         let r = change_with_wait(
             rel,
             otid,
@@ -428,14 +444,16 @@ pub unsafe fn update(
                 keys,
             },
             "update",
+            &mut carried,
         );
         if r != pg_sys::TM_Result::TM_Ok {
             return r;
         }
+        let v = carry_locks(v, cid, &carried);
         tree.insert(&tid::key(new_id), &v)
             .unwrap_or_else(|e| crate::pg::engine::report(e));
-        (*slot).tts_tableOid = (*rel).rd_id;
-        to_item_pointer(new_id, &mut (*slot).tts_tid);
+        let h = Header::decode(&v).unwrap_or(h);
+        set_slot_header(rel, slot, new_id, &h);
         pg_sys::pgstat_count_heap_update(rel, false);
         r
     }
@@ -475,7 +493,7 @@ pub unsafe fn lock(
                 std::ptr::null_mut(),
                 Action::Lock(mode),
             ) {
-                Decision::Done => {
+                Decision::Done(_) => {
                     let v = get_version(&tree, id).expect("locked version exists");
                     store_version(rel, slot, id, &v);
                     to_item_pointer(id, &mut *tidp);
@@ -491,10 +509,16 @@ pub unsafe fn lock(
                         return pg_sys::TM_Result::TM_WouldBlock;
                     }
                 }
-                Decision::Fail(UpdateCheck::Invisible, _) => raise(
-                    PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
-                    "attempted to lock invisible tuple".into(),
-                ),
+                Decision::Fail(UpdateCheck::Invisible, h) => {
+                    // Only ON CONFLICT DO UPDATE locks a version it cannot
+                    // see (one its own command inserted); it reads xmin from
+                    // the slot to raise "cannot affect row a second time".
+                    if let Some(v) = get_version(&tree, id) {
+                        store_version(rel, slot, id, &v);
+                    }
+                    fill_tmfd(tmfd, &h, id, UpdateCheck::Invisible);
+                    return pg_sys::TM_Result::TM_Invisible;
+                }
                 Decision::Fail(UpdateCheck::Updated, h) if find_last => {
                     (*tmfd).traversed = true;
                     match follow_update(rel, &tree, h, cid, wait_policy, tmfd) {
@@ -685,4 +709,62 @@ unsafe fn datum_image_equal(
         let (la, lb) = (len(pa), len(pb));
         la == lb && std::slice::from_raw_parts(pa, la) == std::slice::from_raw_parts(pb, lb)
     }
+}
+
+/// After storing a new version: the slot names it (TID, table), and a heap
+/// tuple slot's tuple carries its header, as heap_insert leaves it — so
+/// `RETURNING xmin, xmax, cmin` (and `xmax = 0` upsert idioms) read right.
+unsafe fn set_slot_header(
+    rel: pg_sys::Relation,
+    slot: *mut pg_sys::TupleTableSlot,
+    id: u64,
+    h: &Header,
+) {
+    // SAFETY: valid relation and slot; for a heap tuple slot
+    // ExecFetchSlotHeapTuple materializes and returns the slot's own tuple.
+    unsafe {
+        (*slot).tts_tableOid = (*rel).rd_id;
+        to_item_pointer(id, &mut (*slot).tts_tid);
+        if !std::ptr::eq((*slot).tts_ops, &raw const pg_sys::TTSOpsHeapTuple) {
+            return;
+        }
+        let tup = pg_sys::ExecFetchSlotHeapTuple(slot, true, std::ptr::null_mut());
+        let d = (*tup).t_data;
+        (*d).t_choice.t_heap.t_xmin = h.xmin.into();
+        (*d).t_choice.t_heap.t_xmax = h.xmax.into();
+        (*d).t_choice.t_heap.t_field3.t_cid = h.cmin;
+        (*d).t_infomask = ((*d).t_infomask & bits::DATA_MASK) | (h.infomask & !bits::DATA_MASK);
+        to_item_pointer(id, &mut (*d).t_ctid);
+        to_item_pointer(id, &mut (*tup).t_self);
+        (*tup).t_tableOid = (*rel).rd_id;
+    }
+}
+
+/// The new version of an update keeps the old one's running row locks as
+/// its xmax (lock-only), like heap's `heap_update`.
+fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
+    let Some(&(first, mode)) = locks.first() else {
+        return v;
+    };
+    let mut h = Header::decode(&v).expect("a version we formed");
+    if locks.len() == 1 {
+        h.set_lock(first, cid, mode);
+    } else {
+        let mut members: Vec<pg_sys::MultiXactMember> = locks
+            .iter()
+            .map(|&(m, held)| pg_sys::MultiXactMember {
+                xid: m.into(),
+                status: rows::lock_status(held),
+            })
+            .collect();
+        // SAFETY: lock-only members; creating a multixact takes LWLocks only.
+        let multi = unsafe {
+            pg_sys::MultiXactIdSetOldestMember();
+            pg_sys::MultiXactIdCreateFromMembers(members.len() as i32, members.as_mut_ptr())
+        };
+        let strongest = locks.iter().map(|&(_, m)| m).max().unwrap_or(mode);
+        h.set_multi_lock(multi.into_inner(), strongest);
+    }
+    h.encode_into(&mut v);
+    v
 }

@@ -150,6 +150,10 @@ pub unsafe fn scan_getnextslot(
                 return true;
             }
         }
+        // At the end in this direction: a scroll cursor turning round
+        // starts again from this end (heap's behaviour), while asking again
+        // in the same direction still finds nothing (the spent cursor stays).
+        st.last = None;
         pg_sys::ExecClearTuple(slot);
         false
     }

@@ -97,6 +97,7 @@ macro_rules! require_server_locked {
 /// ```ignore
 /// let (env, _guard) = require_server!();
 /// ```
+#[allow(unused_macros)]
 macro_rules! require_server {
     () => {
         require_server_locked!(shared)

@@ -1,0 +1,56 @@
+-- Statements that orioledb refuses on purpose, for now (0A000 "not supported
+-- yet") or because of its smaller row limit (54000). Not compared with heap:
+-- tests/sql_parity.rs runs this file statement by statement (a statement ends
+-- with a line ending in ';') in a heap database and in an orioledb database.
+-- Every statement must succeed on heap. On orioledb, a statement preceded by a
+-- line "-- expect SQLSTATE xxxxx" must fail with that SQLSTATE; every other
+-- statement must succeed. When orioledb gains one of these features, move the
+-- statement to a compared script.
+CREATE TABLE t (id int PRIMARY KEY, v text);
+INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g;
+CREATE INDEX t_v ON t (v);
+
+-- sample scans
+-- expect SQLSTATE 0A000
+SELECT count(*) FROM t TABLESAMPLE SYSTEM (50);
+-- expect SQLSTATE 0A000
+SELECT count(*) FROM t TABLESAMPLE BERNOULLI (50) REPEATABLE (1);
+
+-- table rewrites through relation_copy_for_cluster
+-- expect SQLSTATE 0A000
+CLUSTER t USING t_pkey;
+ALTER TABLE t CLUSTER ON t_v;
+-- expect SQLSTATE 0A000
+CLUSTER t;
+-- expect SQLSTATE 0A000
+VACUUM FULL t;
+
+-- concurrent index builds (index_validate_scan)
+-- expect SQLSTATE 0A000
+CREATE INDEX CONCURRENTLY t_v2 ON t (v, id);
+-- expect SQLSTATE 0A000
+REINDEX INDEX CONCURRENTLY t_v;
+
+-- temporary and unlogged tables
+-- expect SQLSTATE 0A000
+CREATE TEMP TABLE tmp (a int);
+-- expect SQLSTATE 0A000
+CREATE UNLOGGED TABLE unl (a int);
+-- expect SQLSTATE 0A000
+CREATE TEMP TABLE tmp_ctas AS SELECT * FROM t;
+-- REFRESH ... CONCURRENTLY builds a temporary table with the view's access method
+CREATE MATERIALIZED VIEW mv AS SELECT id % 10 AS k, count(*) AS n FROM t GROUP BY 1;
+CREATE UNIQUE INDEX ON mv (k);
+-- expect SQLSTATE 0A000
+REFRESH MATERIALIZED VIEW CONCURRENTLY mv;
+
+-- rows that cannot be made smaller than orioledb's item limit (about 2.5 kB)
+-- but fit into a heap page (8160 bytes): STORAGE PLAIN values, many columns
+CREATE TABLE plain (id int PRIMARY KEY, a text);
+ALTER TABLE plain ALTER COLUMN a SET STORAGE PLAIN;
+-- expect SQLSTATE 54000
+INSERT INTO plain SELECT 1, string_agg(md5(g::text), '') FROM generate_series(1, 100) g;
+DO $$ BEGIN EXECUTE 'CREATE TABLE wide_fixed (' || (SELECT string_agg('c' || g || ' int8 DEFAULT ' || g, ', ') FROM generate_series(1, 400) g) || ')'; END $$;
+-- expect SQLSTATE 54000
+INSERT INTO wide_fixed DEFAULT VALUES;
+SELECT count(*) FROM t;
