@@ -425,6 +425,11 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
         // records must be replayable from a durable engine redo point.
         crate::pg::engine::ensure_redo_point();
         crate::am::storage::new_relation_file(rel, newrnode);
+        // An empty main fork, as heap has: PostgreSQL's own storage
+        // management then creates and drops it with the relation, and code
+        // that prefetches table blocks (ANALYZE) finds a file to advise on.
+        let srel = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
+        pg_sys::smgrclose(srel);
     }
 }
 
@@ -476,26 +481,28 @@ unsafe extern "C-unwind" fn relation_vacuum(
 }
 
 // ---------------------------------------------------------------------------
-// ANALYZE: no blocks (relation_size is 0), hence no rows to sample.
+// ANALYZE: samples blocks of the row-id space (see scan::analyze_blocks).
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_analyze_next_block(
-    _scan: pg_sys::TableScanDesc,
-    _blockno: pg_sys::BlockNumber,
+    scan: pg_sys::TableScanDesc,
+    blockno: pg_sys::BlockNumber,
     _bstrategy: pg_sys::BufferAccessStrategy,
 ) -> bool {
-    false
+    // SAFETY: ANALYZE passes the scan it began.
+    unsafe { crate::am::scan::analyze_next_block(scan, blockno) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_analyze_next_tuple(
-    _scan: pg_sys::TableScanDesc,
-    _oldest_xmin: pg_sys::TransactionId,
-    _liverows: *mut f64,
-    _deadrows: *mut f64,
-    _slot: *mut pg_sys::TupleTableSlot,
+    scan: pg_sys::TableScanDesc,
+    oldest_xmin: pg_sys::TransactionId,
+    liverows: *mut f64,
+    deadrows: *mut f64,
+    slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    false
+    // SAFETY: ANALYZE passes the scan it began and valid counters and slot.
+    unsafe { crate::am::scan::analyze_next_tuple(scan, oldest_xmin, liverows, deadrows, slot) }
 }
 
 // ---------------------------------------------------------------------------
@@ -546,11 +553,17 @@ unsafe extern "C-unwind" fn index_validate_scan(
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_size(
-    _rel: pg_sys::Relation,
-    _fork: pg_sys::ForkNumber::Type,
+    rel: pg_sys::Relation,
+    fork: pg_sys::ForkNumber::Type,
 ) -> u64 {
-    // Nothing is stored yet; RelationGetNumberOfBlocks goes through here.
-    0
+    // Blocks of the row-id space (291 ids per block), as ANALYZE samples
+    // them; other forks are empty.
+    if fork != pg_sys::ForkNumber::MAIN_FORKNUM && fork != pg_sys::ForkNumber::InvalidForkNumber {
+        return 0;
+    }
+    // SAFETY: PostgreSQL passes an open relation.
+    let blocks = unsafe { crate::am::scan::analyze_blocks(rel) };
+    blocks * pg_sys::BLCKSZ as u64
 }
 
 #[pg_guard]
@@ -604,19 +617,28 @@ unsafe extern "C-unwind" fn relation_estimate_size(
     tuples: *mut f64,
     allvisfrac: *mut f64,
 ) {
-    // Pages are the primary tree's; rows are estimated from the average row
-    // width, as heap does for never-analysed tables (ANALYZE cannot sample
-    // rows yet: relation_size is 0).
+    // Pages are the primary tree's; rows come from ANALYZE's density over
+    // the row-id space, or, never analysed, from the average row width.
     // SAFETY: the planner passes an open relation and valid out-pointers.
     unsafe {
         let tree = crate::am::rows::tree_of(rel);
         let npages = tree.approx_pages();
-        let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1) as f64;
-        // Per row: tuple data, 32-byte version header, 8-byte key, 4-byte
-        // slot entry and item lengths; pages are ~70% full on average.
-        let per_page = (8192.0 * 0.7 / (width + 24.0 + 32.0 + 8.0 + 8.0)).max(1.0);
+        let class = (*rel).rd_rel;
+        let (reltuples, relpages) = ((*class).reltuples as f64, (*class).relpages as f64);
         *pages = npages as pg_sys::BlockNumber;
-        *tuples = (npages as f64 * per_page).round();
+        if reltuples >= 0.0 && relpages > 0.0 {
+            // Analysed: scale the sampled density of the row-id space by its
+            // growth since (new ids = inserts and updates; dead ones pruned
+            // are not subtracted, so this errs high like heap's estimate).
+            let blocks = crate::am::scan::analyze_blocks(rel) as f64;
+            *tuples = (reltuples / relpages * blocks).round();
+        } else {
+            let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1) as f64;
+            // Per row: tuple data, 32-byte version header, 8-byte key, 4-byte
+            // slot entry and item lengths; pages are ~70% full on average.
+            let per_page = (8192.0 * 0.7 / (width + 24.0 + 32.0 + 8.0 + 8.0)).max(1.0);
+            *tuples = (npages as f64 * per_page).round();
+        }
         *allvisfrac = 0.0;
     }
 }

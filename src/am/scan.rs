@@ -443,3 +443,109 @@ unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprCo
         !null && d.value() != 0
     }
 }
+
+/// Largest block count reported to PostgreSQL: code that prefetches table
+/// blocks (ANALYZE) opens them through md.c, which refuses blocks beyond
+/// the first 1 GB segment of our (empty) main fork.
+const MAX_BLOCKS: u64 = pg_sys::RELSEG_SIZE as u64 - 1;
+
+/// Row ids per reported block: 291 (the TID layout) unless the table has
+/// more ids than [`MAX_BLOCKS`] blocks of 291 cover.
+fn ids_per_block(next_id: u64) -> u64 {
+    let blocks = next_id.div_ceil(tid::PER_BLOCK);
+    tid::PER_BLOCK * blocks.div_ceil(MAX_BLOCKS).max(1)
+}
+
+/// Blocks of the row-id space, for `relation_size`.
+///
+/// # Safety
+/// `rel` must be a valid open orioledb relation.
+pub unsafe fn analyze_blocks(rel: pg_sys::Relation) -> u64 {
+    // SAFETY: caller guarantees an open relation.
+    let next = unsafe { tree_of(rel) }.next_id();
+    next.div_ceil(ids_per_block(next))
+}
+
+/// Starts sampling one block: the versions whose row ids it covers.
+pub unsafe fn analyze_next_block(
+    scan: pg_sys::TableScanDesc,
+    blockno: pg_sys::BlockNumber,
+) -> bool {
+    // SAFETY: only scan_begin creates scans.
+    unsafe {
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        let per = ids_per_block(st.tree.next_id());
+        let first = blockno as u64 * per;
+        st.cursor = Some(st.tree.range(
+            Bound::Included(tid::key(first).to_vec()),
+            Bound::Excluded(tid::key(first + per).to_vec()),
+            Direction::Forward,
+        ));
+        true
+    }
+}
+
+/// Next sample row of the current block (`heapam_scan_analyze_next_tuple`):
+/// live rows and our own in-progress inserts are returned and counted live;
+/// dead ones are counted dead; others' in-progress inserts are skipped and
+/// others' in-progress deletes sampled as live, as heap does.
+pub unsafe fn analyze_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    oldest_xmin: pg_sys::TransactionId,
+    liverows: *mut f64,
+    deadrows: *mut f64,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: only scan_begin creates scans; ANALYZE passes valid pointers.
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest_xmin);
+        let Some(cursor) = st.cursor.as_mut() else {
+            return false;
+        };
+        for item in cursor.by_ref() {
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = tid::from_key(&k).unwrap_or(0);
+            let h = decode(rel, id, &v);
+            let mine = |x: Xid| version::Xacts::is_current(&rows::PgXacts, x);
+            let take = match version::vacuum_state(
+                &h,
+                &rows::PgXacts,
+                &removable,
+                &mut Hints::default(),
+            ) {
+                VacuumState::Live => {
+                    *liverows += 1.0;
+                    true
+                }
+                VacuumState::Dead | VacuumState::RecentlyDead => {
+                    *deadrows += 1.0;
+                    false
+                }
+                VacuumState::InsertInProgress => {
+                    if mine(h.xmin) {
+                        *liverows += 1.0;
+                    }
+                    mine(h.xmin)
+                }
+                VacuumState::DeleteInProgress => {
+                    if mine(version::update_xid(&h, &rows::PgXacts)) {
+                        *deadrows += 1.0;
+                        false
+                    } else {
+                        *liverows += 1.0;
+                        true
+                    }
+                }
+            };
+            if take {
+                store_version(rel, slot, id, &v);
+                return true;
+            }
+        }
+        st.cursor = None;
+        pg_sys::ExecClearTuple(slot);
+        false
+    }
+}

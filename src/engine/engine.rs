@@ -1103,6 +1103,11 @@ impl Tree {
         }
     }
 
+    /// Row ids handed out so far are all below this.
+    pub fn next_id(&self) -> u64 {
+        self.file().next_id()
+    }
+
     /// Pages in the tree's page table, free ones included: O(1), for
     /// planner estimates (`stats` counts exactly but walks the table).
     pub fn approx_pages(&self) -> u64 {

@@ -732,6 +732,11 @@ impl FileGuard<'_> {
         (first, None)
     }
 
+    /// The next row id to be handed out (every id below it may be in use).
+    pub fn next_id(&self) -> u64 {
+        self.s().next_id
+    }
+
     /// Row ids below `limit` may be in use (replay, load).
     pub fn raise_id_limit(&self, limit: u64) {
         let s = self.s();
