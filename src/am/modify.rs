@@ -133,9 +133,17 @@ enum Decision {
 /// What to do with the version once it may be changed.
 #[derive(Clone, Copy)]
 enum Action {
-    Delete { moved: bool },
-    Update { successor: u64, keys: bool },
+    Delete {
+        moved: bool,
+    },
+    Update {
+        successor: u64,
+        keys: bool,
+    },
     Lock(LockMode),
+    /// A lock on a newer version of a row we lock (its inserter may still
+    /// run: the lock must hold once it commits).
+    LockNewer(LockMode),
 }
 
 /// Decides and applies one change of version `id` under its leaf latch.
@@ -155,6 +163,10 @@ fn decide_and_apply(
     crosscheck: pg_sys::Snapshot,
     action: Action,
 ) -> Decision {
+    let (action, newer) = match action {
+        Action::LockNewer(mode) => (Action::Lock(mode), true),
+        other => (other, false),
+    };
     tree.modify(&tid::key(id), |cur| {
         let Some(v) = cur else {
             return (Change::Keep, Decision::Missing);
@@ -166,7 +178,7 @@ fn decide_and_apply(
         let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
         let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
         let want = match action {
-            Action::Lock(mode) => mode,
+            Action::Lock(mode) | Action::LockNewer(mode) => mode,
             Action::Update { keys: true, .. } | Action::Delete { .. } => LockMode::Exclusive,
             Action::Update { keys: false, .. } => LockMode::NoKeyExclusive,
         };
@@ -174,8 +186,13 @@ fn decide_and_apply(
         let mut keep: Vec<(Xid, LockMode, bool)> = Vec::new();
         // Our own row lock on the old version (carried over by an update).
         let mut carried: Vec<(Xid, LockMode)> = Vec::new();
+        // Our own lock at this level was FOR UPDATE: an update keeps that
+        // strength (heap marks such an update as changing the key).
+        let mut own_exclusive = false;
         match chk {
             UpdateCheck::Ok => {}
+            UpdateCheck::Invisible
+                if newer && version::Xacts::in_progress(&PgXacts, h.xmin) && !mine(h.xmin) => {}
             UpdateCheck::BeingModified(x) => {
                 // (xid, mode, is the updater)
                 let holders: Vec<(Xid, LockMode, bool)> = if h.is_multi() {
@@ -183,33 +200,72 @@ fn decide_and_apply(
                 } else {
                     vec![(x, h.xmax_mode(), !h.lock_only())]
                 };
-                // An updater counts even if it finished since check_update
-                // looked: it may have committed, and then the row is no
-                // longer ours to change (waiting returns at once and the
-                // next look says Updated). Lockers that finished hold nothing.
+                // An updater that committed since check_update looked still
+                // counts: the row is no longer ours to change (waiting returns
+                // at once and the next look says Updated). One that aborted,
+                // and lockers that finished, hold nothing.
                 let running: Vec<_> = holders
                     .into_iter()
                     .filter(|&(m, _, updater)| {
-                        updater || mine(m) || version::Xacts::in_progress(&PgXacts, m)
+                        mine(m)
+                            || version::Xacts::in_progress(&PgXacts, m)
+                            || (updater && version::Xacts::did_commit(&PgXacts, m))
                     })
                     .collect();
                 for &(m, held, updater) in &running {
-                    if mine(m) && !updater && matches!(action, Action::Update { .. }) {
-                        carried.push((m, held));
-                    }
                     if mine(m) {
-                        if let Action::Lock(mode) = action {
+                        if let Action::Lock(mode) | Action::LockNewer(mode) = action {
                             if held >= mode && !updater {
                                 // Already held at least as strongly.
                                 return (Change::Keep, Decision::Done(Vec::new()));
                             }
                         }
+                        if updater {
+                            continue;
+                        }
+                        if m == xid {
+                            // Our lock at this level: this change replaces
+                            // it (an update carries it to the new version).
+                            if matches!(action, Action::Update { .. }) {
+                                carried.push((m, held));
+                                own_exclusive |= held == LockMode::Exclusive;
+                            }
+                        } else {
+                            // A parent (sub)transaction's lock must survive
+                            // a ROLLBACK TO SAVEPOINT of this one.
+                            keep.push((m, held, false));
+                        }
+                        continue;
+                    }
+                    if updater
+                        && want == LockMode::KeyShare
+                        && !(h.infomask2 & bits::KEYS_UPDATED != 0)
+                    {
+                        // KEY SHARE never conflicts with a key-preserving update.
+                        keep.push((m, LockMode::NoKeyExclusive, true));
                         continue;
                     }
                     if updater || want.conflicts(held) {
                         return (Change::Keep, Decision::Wait(m));
                     }
                     keep.push((m, held, false));
+                }
+            }
+            // A committed key-preserving update does not stop KEY SHARE: the
+            // lock joins the updater in a MultiXactId (the caller has locked
+            // the newer versions first, as heap_lock_tuple does).
+            UpdateCheck::Updated
+                if want == LockMode::KeyShare && !(h.infomask2 & bits::KEYS_UPDATED != 0) =>
+            {
+                let holders: Vec<(Xid, LockMode, bool)> = if h.is_multi() {
+                    rows::multi_members(h.xmax)
+                } else {
+                    vec![(h.xmax, LockMode::NoKeyExclusive, true)]
+                };
+                for (m, held, updater) in holders {
+                    if updater || (!mine(m) && version::Xacts::in_progress(&PgXacts, m)) {
+                        keep.push((m, held, updater));
+                    }
                 }
             }
             other => return (Change::Keep, Decision::Fail(other, h)),
@@ -222,7 +278,7 @@ fn decide_and_apply(
             }
         }
         let our_status = match action {
-            Action::Lock(mode) => rows::lock_status(mode),
+            Action::Lock(mode) | Action::LockNewer(mode) => rows::lock_status(mode),
             Action::Update { keys: false, .. } => {
                 pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
             }
@@ -231,9 +287,13 @@ fn decide_and_apply(
         let multi = (!keep.is_empty()).then(|| {
             let mut members: Vec<pg_sys::MultiXactMember> = keep
                 .iter()
-                .map(|&(m, held, _)| pg_sys::MultiXactMember {
+                .map(|&(m, held, updater)| pg_sys::MultiXactMember {
                     xid: m.into(),
-                    status: rows::lock_status(held),
+                    status: if updater {
+                        pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
+                    } else {
+                        rows::lock_status(held)
+                    },
                 })
                 .collect();
             members.push(pg_sys::MultiXactMember {
@@ -247,14 +307,22 @@ fn decide_and_apply(
             }
             .into_inner()
         });
+        let joins_updater = keep.iter().any(|k| k.2);
         match (action, multi) {
-            (Action::Delete { moved }, _) => {
+            (Action::Delete { moved }, None) => {
                 h.set_deleter(xid, cid, if moved { rows::MOVED } else { id }, true)
             }
-            (Action::Update { successor, keys }, None) => h.set_deleter(xid, cid, successor, keys),
+            (Action::Delete { moved }, Some(m)) => {
+                h.set_update_multi(m, cid, if moved { rows::MOVED } else { id });
+                h.infomask2 |= bits::KEYS_UPDATED;
+            }
+            (Action::Lock(_) | Action::LockNewer(_), Some(m)) if joins_updater => h.join_updater(m),
+            (Action::Update { successor, keys }, None) => {
+                h.set_deleter(xid, cid, successor, keys || own_exclusive)
+            }
             (Action::Update { successor, .. }, Some(m)) => h.set_update_multi(m, cid, successor),
-            (Action::Lock(mode), None) => h.set_lock(xid, cid, mode),
-            (Action::Lock(mode), Some(m)) => {
+            (Action::Lock(mode) | Action::LockNewer(mode), None) => h.set_lock(xid, cid, mode),
+            (Action::Lock(mode) | Action::LockNewer(mode), Some(m)) => {
                 let strongest = keep
                     .iter()
                     .map(|&(_, held, _)| held)
@@ -334,6 +402,7 @@ unsafe fn change_with_wait(
             pg_sys::XLTW_Oper::XLTW_Update
         };
         loop {
+            pgrx::check_for_interrupts!();
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action) {
                 Decision::Done(locks) => {
                     *carried = locks;
@@ -484,7 +553,13 @@ pub unsafe fn lock(
         let Some(mut id) = from_item_pointer(&*tidp) else {
             return pg_sys::TM_Result::TM_Deleted;
         };
+        if mode == LockMode::KeyShare {
+            if let Err(r) = lock_successors(rel, &tree, id, cid, xid, wait_policy) {
+                return r;
+            }
+        }
         loop {
+            pgrx::check_for_interrupts!();
             match decide_and_apply(
                 &tree,
                 id,
@@ -586,6 +661,7 @@ unsafe fn follow_update(
     // SAFETY: caller passes valid pointers.
     unsafe {
         loop {
+            pgrx::check_for_interrupts!();
             if h.ctid == rows::MOVED {
                 raise(
                     PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
@@ -668,6 +744,7 @@ unsafe fn keys_changed(
         let attrs = (*desc).attrs.as_slice(natts);
         let mut x = -1;
         loop {
+            pgrx::check_for_interrupts!();
             x = pg_sys::bms_next_member(keys, x);
             if x < 0 {
                 return false;
@@ -767,4 +844,70 @@ fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
     }
     h.encode_into(&mut v);
     v
+}
+
+/// Before a KEY SHARE lock on a version whose key-preserving update is
+/// committed or running: KEY SHARE-locks the newer versions too
+/// (`heap_lock_updated_tuple`), so that whoever later deletes the row or
+/// changes its key waits for us. Stops at the end of the chain, at a version
+/// whose inserter still runs, or where the key changed (the caller's lock
+/// attempt then reports that).
+unsafe fn lock_successors(
+    rel: pg_sys::Relation,
+    tree: &Tree,
+    id: u64,
+    cid: u32,
+    xid: Xid,
+    wait_policy: pg_sys::LockWaitPolicy::Type,
+) -> Result<(), pg_sys::TM_Result::Type> {
+    // SAFETY: valid relation; versions are read and locked one at a time.
+    unsafe {
+        let Some(v) = get_version(tree, id) else {
+            return Ok(());
+        };
+        let mut h = decode(rel, id, &v);
+        let mut cur = id;
+        loop {
+            pgrx::check_for_interrupts!();
+            if h.xmax_invalid() || h.lock_only() || h.ctid == cur || h.ctid == rows::MOVED {
+                return Ok(());
+            }
+            if h.infomask2 & bits::KEYS_UPDATED != 0 {
+                return Ok(());
+            }
+            let prior = version::update_xid(&h, &PgXacts);
+            let next = h.ctid;
+            let Some(nv) = get_version(tree, next) else {
+                return Ok(());
+            };
+            if decode(rel, next, &nv).xmin != prior {
+                return Ok(());
+            }
+            loop {
+                pgrx::check_for_interrupts!();
+                match decide_and_apply(
+                    tree,
+                    next,
+                    cid,
+                    xid,
+                    std::ptr::null_mut(),
+                    Action::LockNewer(LockMode::KeyShare),
+                ) {
+                    Decision::Done(_) => break,
+                    Decision::Missing | Decision::Fail(UpdateCheck::Invisible, _) => return Ok(()),
+                    Decision::Wait(x) => {
+                        if !wait_for(rel, x, next, wait_policy) {
+                            return Err(pg_sys::TM_Result::TM_WouldBlock);
+                        }
+                    }
+                    Decision::Fail(chk, _) => return Err(tm_result(chk)),
+                }
+            }
+            let Some(nv) = get_version(tree, next) else {
+                return Ok(());
+            };
+            h = decode(rel, next, &nv);
+            cur = next;
+        }
+    }
 }

@@ -268,6 +268,14 @@ impl Header {
         }
     }
 
+    /// Replaces an updater's xmax by an update multi holding it and new
+    /// lockers; the successor (`ctid`) and key flag stay.
+    pub fn join_updater(&mut self, multi: Xid) {
+        self.xmax = multi;
+        self.infomask &= !bits::XMAX_BITS;
+        self.infomask |= bits::XMAX_IS_MULTI;
+    }
+
     /// Sets xmax to an update multi (`multi`: the updater `cid` plus lockers).
     pub fn set_update_multi(&mut self, multi: Xid, cid: Cid, successor: u64) {
         self.set_deleter(multi, cid, successor, false);
