@@ -21,7 +21,6 @@
 mod common;
 
 use common::*;
-use postgres::SimpleQueryMessage;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -30,53 +29,11 @@ const BLOCK_TIMEOUT: Duration = Duration::from_secs(5);
 
 // ------------------------------------------------------------------ outcomes
 
-/// What a statement did, in a form that compares across access methods.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Out {
-    /// Rows returned (each row's columns joined by `|`), in server order.
-    Rows(Vec<String>),
-    /// Rows affected by a statement that returns none (or a utility command: 0).
-    Count(u64),
-    /// Failed with this SQLSTATE.
-    Err(String),
-}
-
-fn rows(r: &[&str]) -> Out {
-    Out::Rows(r.iter().map(|s| s.to_string()).collect())
-}
+use common::Outcome as Out;
 
 /// Runs `sql` (one statement, or several: the last one's result counts).
 fn exec(c: &mut Client, sql: &str) -> Out {
-    match c.simple_query(sql) {
-        Ok(msgs) => {
-            let mut out = Out::Count(0);
-            let mut current: Option<Vec<String>> = None;
-            for m in msgs {
-                match m {
-                    SimpleQueryMessage::RowDescription(_) => current = Some(Vec::new()),
-                    SimpleQueryMessage::Row(r) => {
-                        let line = (0..r.len())
-                            .map(|i| r.get(i).unwrap_or("NULL").to_string())
-                            .collect::<Vec<_>>()
-                            .join("|");
-                        current.get_or_insert_with(Vec::new).push(line);
-                    }
-                    SimpleQueryMessage::CommandComplete(n) => {
-                        out = match current.take() {
-                            Some(rs) => Out::Rows(rs),
-                            None => Out::Count(n),
-                        };
-                    }
-                    _ => {}
-                }
-            }
-            out
-        }
-        Err(e) => Out::Err(match e.as_db_error() {
-            Some(db) => db.code().code().to_string(),
-            None => format!("client error: {e}"),
-        }),
-    }
+    run_simple(c, sql)
 }
 
 // ------------------------------------------------------------------ sessions

@@ -25,7 +25,6 @@
 mod common;
 
 use common::*;
-use postgres::SimpleQueryMessage;
 use std::fmt::Write as _;
 use std::time::Instant;
 
@@ -79,48 +78,16 @@ impl Rng {
 
 // ------------------------------------------------------------------ outcomes
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Out {
-    /// Returned rows, sorted (the two tables return them in different orders).
-    Rows(Vec<String>),
-    Count(u64),
-    Err(String),
-}
+use common::Outcome as Out;
 
+/// Runs `sql`; returned rows sorted (the two tables return them in
+/// different orders).
 fn exec(c: &mut Client, sql: &str) -> Out {
-    match c.simple_query(sql) {
-        Ok(msgs) => {
-            let mut out = Out::Count(0);
-            let mut current: Option<Vec<String>> = None;
-            for m in msgs {
-                match m {
-                    SimpleQueryMessage::RowDescription(_) => current = Some(Vec::new()),
-                    SimpleQueryMessage::Row(r) => {
-                        let line = (0..r.len())
-                            .map(|i| r.get(i).unwrap_or("NULL").to_string())
-                            .collect::<Vec<_>>()
-                            .join("|");
-                        current.get_or_insert_with(Vec::new).push(line);
-                    }
-                    SimpleQueryMessage::CommandComplete(n) => {
-                        out = match current.take() {
-                            Some(mut rs) => {
-                                rs.sort();
-                                Out::Rows(rs)
-                            }
-                            None => Out::Count(n),
-                        };
-                    }
-                    _ => {}
-                }
-            }
-            out
-        }
-        Err(e) => Out::Err(match e.as_db_error() {
-            Some(db) => db.code().code().to_string(),
-            None => format!("client error: {e}"),
-        }),
+    let mut out = run_simple(c, sql);
+    if let Out::Rows(rows) = &mut out {
+        rows.sort();
     }
+    out
 }
 
 fn short(o: &Out) -> String {

@@ -91,15 +91,7 @@ fn committed_changes_survive_a_crash() {
 }
 
 fn pgbench(env: &TestEnv, db: &str, args: &[&str]) -> std::process::Child {
-    pg_command(env, "pgbench")
-        .args([
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            "postgres",
-        ])
+    client_command(env, "pgbench")
         .args(args)
         .arg(db)
         .stdout(std::process::Stdio::null())

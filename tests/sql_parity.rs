@@ -94,19 +94,10 @@ fn parity_db(env: &TestEnv, name: &str, am: &str) {
 /// order psql wrote them (both go to one pipe).
 fn run_psql(env: &TestEnv, db: &str, script: &str) -> String {
     let (mut reader, writer) = std::io::pipe().expect("pipe");
-    let mut cmd = pg_command(env, "psql");
+    let mut cmd = client_command(env, "psql");
     // -a echoes the script, so a diff shows the statements next to their output
-    cmd.args(["-X", "-q", "-a", "-v", "ON_ERROR_STOP=0", "-h", &env.host])
-        .args([
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            "postgres",
-            "-d",
-            db,
-            "-f",
-            "-",
-        ])
+    cmd.args(["-X", "-q", "-a", "-v", "ON_ERROR_STOP=0"])
+        .args(["-d", db, "-f", "-"])
         // the same messages in both runs whatever the caller's environment
         .env("LC_MESSAGES", "C")
         .env_remove("PGOPTIONS")

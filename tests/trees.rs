@@ -467,17 +467,8 @@ fn compression_options_survive_dump_and_restore() {
         "CREATE TABLE dumped (id int, v text) USING orioledb WITH (compress = 4, toast_compress = 9, fillfactor = 80)",
     )
     .unwrap();
-    let out = pg_command(&env, "pg_dump")
-        .args([
-            "--schema-only",
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            "postgres",
-            "itest_dump_src",
-        ])
+    let out = client_command(&env, "pg_dump")
+        .args(["--schema-only", "itest_dump_src"])
         .output()
         .unwrap();
     assert!(
@@ -495,18 +486,9 @@ fn compression_options_survive_dump_and_restore() {
     d.batch_execute("DROP EXTENSION orioledb_rs").unwrap();
     drop(d);
     // The dump holds psql meta-commands (\restrict): restore it with psql.
-    let mut psql = pg_command(&env, "psql")
-        .args([
-            "-X",
-            "-q",
-            "-v",
-            "ON_ERROR_STOP=1",
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-        ])
-        .args(["-U", "postgres", "-d", "itest_dump_dst", "-f", "-"])
+    let mut psql = client_command(&env, "psql")
+        .args(["-X", "-q", "-v", "ON_ERROR_STOP=1"])
+        .args(["-d", "itest_dump_dst", "-f", "-"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -17,15 +17,7 @@ fn knob(name: &str, default: u64) -> u64 {
 }
 
 fn pgbench(env: &TestEnv, db: &str, args: &[&str]) -> String {
-    let out = pg_command(env, "pgbench")
-        .args([
-            "-h",
-            &env.host,
-            "-p",
-            &env.port.to_string(),
-            "-U",
-            "postgres",
-        ])
+    let out = client_command(env, "pgbench")
         .args(args)
         .arg(db)
         .output()

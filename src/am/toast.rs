@@ -132,36 +132,24 @@ pub unsafe fn toast_row(
                 vals[i] = c;
             }
         }
-        // 2. Move the largest values out of line.
+        // 2. Move the largest values out of line; 3. heap's last resort:
+        // MAIN values too.
         let mut moved = vec![false; natts];
-        while version_size(desc, vals, isnull) + trailer(owned.len()) > limit {
-            let pick = (0..natts)
-                .filter(|&i| {
-                    !moved[i] && !isnull[i] && attrs[i].attlen == -1 && !attrs[i].attisdropped
-                })
-                .filter(|&i| matches!(attrs[i].attstorage as u8, b'x' | b'e'))
-                .filter(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()) > TOAST_POINTER_SIZE + 8)
-                .max_by_key(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()));
-            let Some(i) = pick else { break };
-            moved[i] = true;
-            let (ptr, valueid, toastrelid) = save_value(rel, vals[i].cast_mut_ptr::<u8>());
-            vals[i] = ptr;
-            owned.push((toastrelid, valueid));
-        }
-        // 3. Heap's last resort: MAIN values move out of line too.
-        while version_size(desc, vals, isnull) + trailer(owned.len()) > limit {
-            let pick = (0..natts)
-                .filter(|&i| {
-                    !moved[i] && !isnull[i] && attrs[i].attlen == -1 && !attrs[i].attisdropped
-                })
-                .filter(|&i| attrs[i].attstorage as u8 == b'm')
-                .filter(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()) > TOAST_POINTER_SIZE + 8)
-                .max_by_key(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()));
-            let Some(i) = pick else { break };
-            moved[i] = true;
-            let (ptr, valueid, toastrelid) = save_value(rel, vals[i].cast_mut_ptr::<u8>());
-            vals[i] = ptr;
-            owned.push((toastrelid, valueid));
+        for storages in [&b"xe"[..], &b"m"[..]] {
+            while version_size(desc, vals, isnull) + trailer(owned.len()) > limit {
+                let pick = (0..natts)
+                    .filter(|&i| {
+                        !moved[i] && !isnull[i] && attrs[i].attlen == -1 && !attrs[i].attisdropped
+                    })
+                    .filter(|&i| storages.contains(&(attrs[i].attstorage as u8)))
+                    .filter(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()) > TOAST_POINTER_SIZE + 8)
+                    .max_by_key(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()));
+                let Some(i) = pick else { break };
+                moved[i] = true;
+                let (ptr, valueid, toastrelid) = save_value(rel, vals[i].cast_mut_ptr::<u8>());
+                vals[i] = ptr;
+                owned.push((toastrelid, valueid));
+            }
         }
         owned
     }

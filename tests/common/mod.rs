@@ -31,7 +31,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 pub use postgres::error::{DbError, SqlState};
-pub use postgres::{Client, NoTls};
+pub use postgres::{Client, NoTls, SimpleQueryMessage};
 
 /// The message the extension raises when it is used without being preloaded.
 pub const NOT_PRELOADED_MSG: &str = "orioledb_rs must be loaded via shared_preload_libraries";
@@ -274,6 +274,21 @@ pub fn pg_command(env: &TestEnv, bin: &str) -> Command {
     cmd
 }
 
+/// A client program (`psql`, `pgbench`, `pg_dump`, ...) already pointed at
+/// the test server as `postgres`; add its own arguments and the database.
+pub fn client_command(env: &TestEnv, bin: &str) -> Command {
+    let mut cmd = pg_command(env, bin);
+    cmd.args([
+        "-h",
+        &env.host,
+        "-p",
+        &env.port.to_string(),
+        "-U",
+        "postgres",
+    ]);
+    cmd
+}
+
 fn run_checked(mut cmd: Command, what: &str) {
     let out = cmd
         .stdin(Stdio::null())
@@ -492,5 +507,57 @@ fn chown_to(env: &TestEnv, path: &Path) {
             .arg(format!("{}:", env.os_user))
             .arg(path)
             .status();
+    }
+}
+
+// ------------------------------------------------------------------ outcomes
+
+/// What a statement did, in a form that compares across access methods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Rows returned (each row's columns joined by `|`), in server order.
+    Rows(Vec<String>),
+    /// Rows affected by a statement that returns none (or a utility command: 0).
+    Count(u64),
+    /// Failed with this SQLSTATE.
+    Err(String),
+}
+
+/// Expected rows, for comparing with an [`Outcome`].
+pub fn rows(r: &[&str]) -> Outcome {
+    Outcome::Rows(r.iter().map(|s| s.to_string()).collect())
+}
+
+/// Runs `sql` (one statement, or several: the last one's result counts).
+pub fn run_simple(c: &mut Client, sql: &str) -> Outcome {
+    match c.simple_query(sql) {
+        Ok(msgs) => {
+            let mut out = Outcome::Count(0);
+            let mut current: Option<Vec<String>> = None;
+            for m in msgs {
+                match m {
+                    SimpleQueryMessage::RowDescription(_) => current = Some(Vec::new()),
+                    SimpleQueryMessage::Row(r) => {
+                        let line = (0..r.len())
+                            .map(|i| r.get(i).unwrap_or("NULL").to_string())
+                            .collect::<Vec<_>>()
+                            .join("|");
+                        current.get_or_insert_with(Vec::new).push(line);
+                    }
+                    SimpleQueryMessage::CommandComplete(n) => {
+                        out = match current.take() {
+                            Some(rs) => Outcome::Rows(rs),
+                            None => Outcome::Count(n),
+                        };
+                    }
+                    _ => {}
+                }
+            }
+            out
+        }
+        Err(e) => Outcome::Err(match e.as_db_error() {
+            Some(db) => db.code().code().to_string(),
+            None => format!("client error: {e}"),
+        }),
     }
 }
