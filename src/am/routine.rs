@@ -424,12 +424,15 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
         // The table body is an engine tree, not a file under base/; its
         // records must be replayable from a durable engine redo point.
         crate::pg::engine::ensure_redo_point();
-        crate::am::storage::new_relation_file(rel, newrnode);
         // An empty main fork, as heap has: PostgreSQL's own storage
-        // management then creates and drops it with the relation, and code
-        // that prefetches table blocks (ANALYZE) finds a file to advise on.
+        // management then creates and drops it with the relation (also in
+        // WAL replay), code that prefetches table blocks (ANALYZE) finds a
+        // file to advise on, and a tree without its file is an orphan
+        // (`storage::sweep_orphans`). Created before the tree, so a live
+        // tree always has its file.
         let srel = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
         pg_sys::smgrclose(srel);
+        crate::am::storage::new_relation_file(rel, newrnode);
     }
 }
 

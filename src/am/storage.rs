@@ -262,3 +262,32 @@ pub fn drop_database_trees(db: pg_sys::Oid) {
     let db = db.to_u32();
     drop_trees(engine().tree_ids().into_iter().filter(|t| t.db == db));
 }
+
+/// Drops trees whose relation file is gone. Every tree's relation has an
+/// empty main fork `base/<db>/<relfilenode>` that PostgreSQL creates before
+/// the tree and unlinks after it at DROP/TRUNCATE commit (and replays both
+/// from WAL); a crash between a DROP's commit and the logging of the tree
+/// drop leaves a tree without its file, which this removes. Runs once after
+/// recovery, in the checkpointer worker (the data directory is the working
+/// directory).
+pub fn sweep_orphans() {
+    let engine = engine();
+    for id in engine.tree_ids() {
+        let path = format!("base/{}/{}", id.db, id.rel);
+        if std::path::Path::new(&path).exists() {
+            continue;
+        }
+        pgrx::log!(
+            "orioledb: dropping tree {}/{}: its relation file {path} is gone",
+            id.db,
+            id.rel
+        );
+        if let Err(e) = engine.drop_tree(id) {
+            pgrx::warning!(
+                "orioledb: could not drop orphan tree {}/{}: {e}",
+                id.db,
+                id.rel
+            );
+        }
+    }
+}

@@ -36,6 +36,9 @@ fn checkpoint() {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    // Recovery is over when this worker starts: trees a crash orphaned
+    // (their relation's file is gone) can go now.
+    crate::am::storage::sweep_orphans();
     let mut last = Instant::now();
     loop {
         let due = last + crate::pg::guc::checkpoint_timeout();
