@@ -246,3 +246,29 @@ fn tables_larger_than_the_pool_survive_restarts() {
     assert_eq!(query_text(&mut c, sum), before, "after a clean restart");
     check_tree(&mut c, "big");
 }
+
+/// The engine's WAL records are readable in the server's WAL inspection
+/// (`pg_walinspect` calls our `rm_identify` / `rm_desc`; a frontend
+/// `pg_waldump` cannot load them).
+#[test]
+fn wal_records_are_described() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_wal_desc");
+    c.batch_execute("CREATE EXTENSION pg_walinspect; CREATE TABLE w (id int) USING orioledb")
+        .unwrap();
+    let lsn = query_text(&mut c, "SELECT pg_current_wal_lsn()::text");
+    c.batch_execute("INSERT INTO w VALUES (1); DELETE FROM w")
+        .unwrap();
+    let kinds = query_text(
+        &mut c,
+        &format!(
+            "SELECT string_agg(DISTINCT record_type, ',' ORDER BY record_type) || ' ' || \
+                    bool_and(description LIKE 'tree %') \
+             FROM pg_get_wal_records_info('{lsn}', pg_current_wal_lsn()) \
+             WHERE resource_manager = 'orioledb_rs'"
+        ),
+    );
+    // The first row id hands out a batch (logged limit); a DELETE rewrites
+    // the version with its xmax (a PUT).
+    assert_eq!(kinds, "PUT,ROW_ID_LIMIT true", "engine records in WAL: {kinds}");
+}
