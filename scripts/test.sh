@@ -166,8 +166,6 @@ run_integration() {
     if ! (
         init_cluster "$ITEST_PGDATA" "$ITEST_PORT" "$ITEST_DIR" yes
         echo "fsync = off    # throwaway test cluster" >>"$ITEST_PGDATA/postgresql.conf"
-        # A smaller page pool, so tests can outgrow it cheaply.
-        echo "orioledb.main_buffers = 64MB" >>"$ITEST_PGDATA/postgresql.conf"
         touch "$ITEST_LOG"; chown "$PG_USER": "$ITEST_LOG"
         start_cluster "$ITEST_PGDATA" "$ITEST_LOG"
     ); then

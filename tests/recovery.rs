@@ -88,6 +88,12 @@ fn committed_changes_survive_a_crash() {
     crash_and_restart(&env);
     let mut c = connect(&env, db);
     assert_eq!(snapshot(&mut c), before, "contents after a second crash");
+    // An immediate stop skips every shutdown checkpoint (ours included).
+    c.batch_execute("UPDATE t SET v = 'immediate' WHERE id = 4").unwrap();
+    let before = snapshot(&mut c);
+    immediate_restart(&env);
+    let mut c = connect(&env, db);
+    assert_eq!(snapshot(&mut c), before, "contents after pg_ctl stop -m immediate");
 }
 
 fn pgbench(env: &TestEnv, db: &str, args: &[&str]) -> std::process::Child {

@@ -330,6 +330,17 @@ pub fn restart_server(env: &TestEnv) {
     ));
 }
 
+/// `pg_ctl stop -m immediate` (no shutdown checkpoint: crash recovery at
+/// the next start), then start again. Hold [`exclusive`] while calling this.
+pub fn immediate_restart(env: &TestEnv) {
+    let mut cmd = pg_command(env, "pg_ctl");
+    cmd.arg("-D")
+        .arg(pgdata(env))
+        .args(["-w", "-t", "120", "-m", "immediate", "stop"]);
+    run_checked(cmd, "pg_ctl stop -m immediate");
+    start_server(env);
+}
+
 /// PID of the postmaster (first line of postmaster.pid).
 pub fn postmaster_pid(env: &TestEnv) -> u32 {
     let f = pgdata(env).join("postmaster.pid");
