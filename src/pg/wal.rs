@@ -216,7 +216,7 @@ mod raw {
     use pgrx::pg_sys::{TimeLineID, XLogReaderState, XLogRecPtr, XLogSegNo};
     use std::ffi::{c_char, c_int};
     extern "C-unwind" {
-        pub fn read_local_xlog_page(
+        pub fn read_local_xlog_page_no_wait(
             state: *mut XLogReaderState,
             target_page_ptr: XLogRecPtr,
             req_len: c_int,
@@ -247,7 +247,9 @@ unsafe fn replay_range(from: Lsn) {
             return;
         }
         let mut routine = pg_sys::XLogReaderRoutine {
-            page_read: Some(raw::read_local_xlog_page),
+            // Never waits for WAL that is not there yet: in the startup
+            // process nothing else would ever write or replay it.
+            page_read: Some(raw::read_local_xlog_page_no_wait),
             segment_open: Some(raw::wal_segment_open),
             segment_close: Some(raw::wal_segment_close),
         };
@@ -275,7 +277,7 @@ unsafe fn replay_range(from: Lsn) {
         pg_sys::XLogBeginRead(reader, start);
         let mut n = 0u64;
         loop {
-            if (*reader).EndRecPtr >= upto && n > 0 {
+            if (*reader).EndRecPtr >= upto {
                 break;
             }
             let mut err: *mut c_char = std::ptr::null_mut();
