@@ -136,10 +136,10 @@ impl Pruner for VersionPruner {
         let Some(h) = Header::decode(value) else {
             return Prune::Keep;
         };
-        // The shared-catalog-free horizon: trees hold user tables only.
         // SAFETY: a NULL relation asks for the horizon of all databases'
-        // data, which is never later than the per-database one.
+        // data (the shared-relations one), never later than any database's.
         let vis = unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) };
+        // SAFETY: `vis` is one of the proc array's static states.
         let removable = |x: Xid| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vis, x.into()) };
         let mut hints = Hints::default();
         match version::vacuum_state(&h, &PgXacts, &removable, &mut hints) {
@@ -289,6 +289,7 @@ pub unsafe fn satisfies(h: &Header, snapshot: pg_sys::Snapshot, rel: pg_sys::Rel
         pg_sys::SnapshotType::SNAPSHOT_NON_VACUUMABLE => {
             // SAFETY: a non-vacuumable snapshot carries its vistest.
             let vis = unsafe { (*snapshot).vistest };
+            // SAFETY: the snapshot's vistest is a static proc-array state.
             let removable = |x: Xid| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vis, x.into()) };
             version::vacuum_state(h, &PgXacts, &removable, &mut hints) != VacuumState::Dead
         }
