@@ -89,11 +89,16 @@ fn committed_changes_survive_a_crash() {
     let mut c = connect(&env, db);
     assert_eq!(snapshot(&mut c), before, "contents after a second crash");
     // An immediate stop skips every shutdown checkpoint (ours included).
-    c.batch_execute("UPDATE t SET v = 'immediate' WHERE id = 4").unwrap();
+    c.batch_execute("UPDATE t SET v = 'immediate' WHERE id = 4")
+        .unwrap();
     let before = snapshot(&mut c);
     immediate_restart(&env);
     let mut c = connect(&env, db);
-    assert_eq!(snapshot(&mut c), before, "contents after pg_ctl stop -m immediate");
+    assert_eq!(
+        snapshot(&mut c),
+        before,
+        "contents after pg_ctl stop -m immediate"
+    );
 }
 
 fn pgbench(env: &TestEnv, db: &str, args: &[&str]) -> std::process::Child {
@@ -276,5 +281,8 @@ fn wal_records_are_described() {
     );
     // The first row id hands out a batch (logged limit); a DELETE rewrites
     // the version with its xmax (a PUT).
-    assert_eq!(kinds, "PUT,ROW_ID_LIMIT true", "engine records in WAL: {kinds}");
+    assert_eq!(
+        kinds, "PUT,ROW_ID_LIMIT true",
+        "engine records in WAL: {kinds}"
+    );
 }
