@@ -53,29 +53,6 @@ fn env_num(name: &str, default: u64) -> u64 {
 
 // ------------------------------------------------------------------ PRNG
 
-/// splitmix64.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-    fn range(&mut self, lo: i64, hi_incl: i64) -> i64 {
-        lo + self.below((hi_incl - lo + 1) as u64) as i64
-    }
-    /// true with probability `p` percent.
-    fn pct(&mut self, p: u64) -> bool {
-        self.below(100) < p
-    }
-}
-
 // ------------------------------------------------------------------ outcomes
 
 use common::Outcome as Out;
