@@ -320,8 +320,26 @@ pub fn update_xid(h: &Header, x: &dyn Xacts) -> Xid {
     }
 }
 
-/// For an update multi, the header as if its updater alone were xmax (the
-/// lockers beside it never hide or remove a version); else `h` itself.
+/// Runs a rule on `h`, or, for an update multi, on the header as if its
+/// updater alone were xmax (the lockers beside it never hide or remove a
+/// version). Hints learned about that updater describe no bit of the stored
+/// multi (its lockers may still run), so only xmin hints come back.
+fn judged_by_updater<T>(
+    h: &Header,
+    x: &dyn Xacts,
+    hints: &mut Hints,
+    rule: impl FnOnce(&Header, &mut Hints) -> T,
+) -> T {
+    if !(h.is_multi() && !h.lock_only()) {
+        return rule(h, hints);
+    }
+    let mut learned = Hints::default();
+    let out = rule(&resolve(h, x), &mut learned);
+    hints.0 |= learned.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
+    out
+}
+
+/// The header of an update multi as if its updater alone were xmax.
 fn resolve(h: &Header, x: &dyn Xacts) -> Header {
     let mut r = *h;
     if h.is_multi() && !h.lock_only() {
@@ -397,7 +415,10 @@ fn own_version_alive(h: &Header, x: &dyn Xacts, curcid: Cid) -> bool {
 
 /// `HeapTupleSatisfiesMVCC`.
 pub fn visible_mvcc(h: &Header, x: &dyn Xacts, s: &dyn Snapshot, hints: &mut Hints) -> bool {
-    let h = &resolve(h, x);
+    judged_by_updater(h, x, hints, |h, hints| mvcc_plain(h, x, s, hints))
+}
+
+fn mvcc_plain(h: &Header, x: &dyn Xacts, s: &dyn Snapshot, hints: &mut Hints) -> bool {
     let m = h.infomask;
     if m & bits::XMIN_INVALID != 0 && m & bits::XMIN_COMMITTED == 0 {
         return false;
@@ -446,7 +467,10 @@ pub fn visible_mvcc(h: &Header, x: &dyn Xacts, s: &dyn Snapshot, hints: &mut Hin
 /// `HeapTupleSatisfiesSelf`: every committed transaction and every command
 /// of ours counts.
 pub fn visible_self(h: &Header, x: &dyn Xacts, hints: &mut Hints) -> bool {
-    let h = &resolve(h, x);
+    judged_by_updater(h, x, hints, |h, hints| self_plain(h, x, hints))
+}
+
+fn self_plain(h: &Header, x: &dyn Xacts, hints: &mut Hints) -> bool {
     match inserter(h, x, hints) {
         Inserter::Invisible | Inserter::InProgress => false,
         Inserter::Current => !own_deleted(h, x),
@@ -500,7 +524,10 @@ pub struct DirtyInfo {
 /// `HeapTupleSatisfiesDirty`: like "self", but running inserters and
 /// deleters count as done (reported in `info` so callers can wait).
 pub fn visible_dirty(h: &Header, x: &dyn Xacts, info: &mut DirtyInfo, hints: &mut Hints) -> bool {
-    let h = &resolve(h, x);
+    judged_by_updater(h, x, hints, |h, hints| dirty_plain(h, x, info, hints))
+}
+
+fn dirty_plain(h: &Header, x: &dyn Xacts, info: &mut DirtyInfo, hints: &mut Hints) -> bool {
     *info = DirtyInfo::default();
     match inserter(h, x, hints) {
         Inserter::Invisible => false,
@@ -541,21 +568,17 @@ pub fn check_update(
     curcid: Cid,
     hints: &mut Hints,
 ) -> UpdateCheck {
-    if !(h.is_multi() && !h.lock_only()) {
-        return check_update_plain(h, tid, x, curcid, hints);
-    }
-    // An update multi: judged by its updater, but while any member runs
-    // (lockers included) the row is held.
-    let r = resolve(h, x);
-    let mut ignored = Hints(0);
-    match check_update_plain(&r, tid, x, curcid, &mut ignored) {
-        UpdateCheck::Ok | UpdateCheck::BeingModified(_) if x.multi_running(h.xmax) => {
+    let chk = judged_by_updater(h, x, hints, |r, hints| {
+        check_update_plain(r, tid, x, curcid, hints)
+    });
+    // An update multi holds the row while any member runs (lockers too).
+    match chk {
+        UpdateCheck::Ok | UpdateCheck::BeingModified(_)
+            if h.is_multi() && !h.lock_only() && x.multi_running(h.xmax) =>
+        {
             UpdateCheck::BeingModified(h.xmax)
         }
-        other => {
-            hints.0 |= ignored.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
-            other
-        }
+        other => other,
     }
 }
 
@@ -661,7 +684,15 @@ pub fn vacuum_state(
     removable: &dyn Fn(Xid) -> bool,
     hints: &mut Hints,
 ) -> VacuumState {
-    let h = &resolve(h, x);
+    judged_by_updater(h, x, hints, |h, hints| vacuum_plain(h, x, removable, hints))
+}
+
+fn vacuum_plain(
+    h: &Header,
+    x: &dyn Xacts,
+    removable: &dyn Fn(Xid) -> bool,
+    hints: &mut Hints,
+) -> VacuumState {
     let m = h.infomask;
     if m & bits::XMIN_INVALID != 0 && m & bits::XMIN_COMMITTED == 0 {
         return VacuumState::Dead;

@@ -302,6 +302,11 @@ fn update_multis_are_judged_by_their_updater() {
         check_update(&h, 1, &x, 0, &mut Hints::default()),
         UpdateCheck::BeingModified(607)
     );
+    // The aborted updater's "xmax invalid" must not be stored on the multi:
+    // its locker still holds the row.
+    let mut hints = Hints::default();
+    assert_eq!(vacuum_state(&h, &x, &old, &mut hints), VacuumState::Live);
+    assert_eq!(hints.0 & bits::XMAX_INVALID, 0, "hints {:#x}", hints.0);
     x.running_multis.clear();
     assert_eq!(
         check_update(&h, 1, &x, 0, &mut Hints::default()),
