@@ -133,17 +133,9 @@ enum Decision {
 /// What to do with the version once it may be changed.
 #[derive(Clone, Copy)]
 enum Action {
-    Delete {
-        moved: bool,
-    },
-    Update {
-        successor: u64,
-        keys: bool,
-    },
+    Delete { moved: bool },
+    Update { successor: u64, keys: bool },
     Lock(LockMode),
-    /// A lock on a newer version of a row we lock (its inserter may still
-    /// run: the lock must hold once it commits).
-    LockNewer(LockMode),
 }
 
 /// Decides and applies one change of version `id` under its leaf latch.
@@ -152,9 +144,11 @@ enum Action {
 /// and at most one updater) are compared with the strength this change
 /// needs: a running holder it conflicts with must be waited for; holders it
 /// does not conflict with keep their locks in a (new) MultiXactId beside
-/// ours — so FOR SHARE lockers share a row, and a key-preserving UPDATE
-/// passes FOR KEY SHARE lockers (foreign-key checks), as on heap. A KEY
-/// SHARE lock on a row whose updater still runs waits (heap would share).
+/// ours — so FOR SHARE lockers share a row, a key-preserving UPDATE passes
+/// FOR KEY SHARE lockers (foreign-key checks), and a KEY SHARE lock joins a
+/// key-preserving updater, as on heap. `newer`: the version is a newer one
+/// of a row being KEY SHARE-locked, which is locked even while its inserter
+/// still runs (the lock must hold once that commits).
 fn decide_and_apply(
     tree: &Tree,
     id: u64,
@@ -162,11 +156,8 @@ fn decide_and_apply(
     xid: Xid,
     crosscheck: pg_sys::Snapshot,
     action: Action,
+    newer: bool,
 ) -> Decision {
-    let (action, newer) = match action {
-        Action::LockNewer(mode) => (Action::Lock(mode), true),
-        other => (other, false),
-    };
     tree.modify(&tid::key(id), |cur| {
         let Some(v) = cur else {
             return (Change::Keep, Decision::Missing);
@@ -178,7 +169,7 @@ fn decide_and_apply(
         let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
         let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
         let want = match action {
-            Action::Lock(mode) | Action::LockNewer(mode) => mode,
+            Action::Lock(mode) => mode,
             Action::Update { keys: true, .. } | Action::Delete { .. } => LockMode::Exclusive,
             Action::Update { keys: false, .. } => LockMode::NoKeyExclusive,
         };
@@ -193,18 +184,12 @@ fn decide_and_apply(
             UpdateCheck::Ok => {}
             UpdateCheck::Invisible
                 if newer && version::Xacts::in_progress(&PgXacts, h.xmin) && !mine(h.xmin) => {}
-            UpdateCheck::BeingModified(x) => {
-                // (xid, mode, is the updater)
-                let holders: Vec<(Xid, LockMode, bool)> = if h.is_multi() {
-                    rows::multi_members(x)
-                } else {
-                    vec![(x, h.xmax_mode(), !h.lock_only())]
-                };
+            UpdateCheck::BeingModified(_) => {
                 // An updater that committed since check_update looked still
                 // counts: the row is no longer ours to change (waiting returns
                 // at once and the next look says Updated). One that aborted,
                 // and lockers that finished, hold nothing.
-                let running: Vec<_> = holders
+                let running: Vec<_> = holders(&h)
                     .into_iter()
                     .filter(|&(m, _, updater)| {
                         mine(m)
@@ -214,7 +199,7 @@ fn decide_and_apply(
                     .collect();
                 for &(m, held, updater) in &running {
                     if mine(m) {
-                        if let Action::Lock(mode) | Action::LockNewer(mode) = action {
+                        if let Action::Lock(mode) = action {
                             if held >= mode && !updater {
                                 // Already held at least as strongly.
                                 return (Change::Keep, Decision::Done(Vec::new()));
@@ -237,10 +222,7 @@ fn decide_and_apply(
                         }
                         continue;
                     }
-                    if updater
-                        && want == LockMode::KeyShare
-                        && !(h.infomask2 & bits::KEYS_UPDATED != 0)
-                    {
+                    if updater && want == LockMode::KeyShare && !h.keys_updated() {
                         // KEY SHARE never conflicts with a key-preserving update.
                         keep.push((m, LockMode::NoKeyExclusive, true));
                         continue;
@@ -254,15 +236,8 @@ fn decide_and_apply(
             // A committed key-preserving update does not stop KEY SHARE: the
             // lock joins the updater in a MultiXactId (the caller has locked
             // the newer versions first, as heap_lock_tuple does).
-            UpdateCheck::Updated
-                if want == LockMode::KeyShare && !(h.infomask2 & bits::KEYS_UPDATED != 0) =>
-            {
-                let holders: Vec<(Xid, LockMode, bool)> = if h.is_multi() {
-                    rows::multi_members(h.xmax)
-                } else {
-                    vec![(h.xmax, LockMode::NoKeyExclusive, true)]
-                };
-                for (m, held, updater) in holders {
+            UpdateCheck::Updated if want == LockMode::KeyShare && !h.keys_updated() => {
+                for (m, held, updater) in holders(&h) {
                     if updater || (!mine(m) && version::Xacts::in_progress(&PgXacts, m)) {
                         keep.push((m, held, updater));
                     }
@@ -278,34 +253,22 @@ fn decide_and_apply(
             }
         }
         let our_status = match action {
-            Action::Lock(mode) | Action::LockNewer(mode) => rows::lock_status(mode),
+            Action::Lock(mode) => rows::lock_status(mode),
             Action::Update { keys: false, .. } => {
                 pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
             }
             _ => pg_sys::MultiXactStatus::MultiXactStatusUpdate,
         };
         let multi = (!keep.is_empty()).then(|| {
-            let mut members: Vec<pg_sys::MultiXactMember> = keep
-                .iter()
-                .map(|&(m, held, updater)| pg_sys::MultiXactMember {
-                    xid: m.into(),
-                    status: if updater {
-                        pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
-                    } else {
-                        rows::lock_status(held)
-                    },
-                })
-                .collect();
-            members.push(pg_sys::MultiXactMember {
-                xid: xid.into(),
-                status: our_status,
+            let members = keep.iter().map(|&(m, held, updater)| {
+                let status = if updater {
+                    pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
+                } else {
+                    rows::lock_status(held)
+                };
+                (m, status)
             });
-            // SAFETY: MultiXactIdSetOldestMember ran before this attempt;
-            // creating a multixact only takes LWLocks.
-            unsafe {
-                pg_sys::MultiXactIdCreateFromMembers(members.len() as i32, members.as_mut_ptr())
-            }
-            .into_inner()
+            create_multi(members.chain([(xid, our_status)]))
         });
         let joins_updater = keep.iter().any(|k| k.2);
         match (action, multi) {
@@ -316,13 +279,13 @@ fn decide_and_apply(
                 h.set_update_multi(m, cid, if moved { rows::MOVED } else { id });
                 h.infomask2 |= bits::KEYS_UPDATED;
             }
-            (Action::Lock(_) | Action::LockNewer(_), Some(m)) if joins_updater => h.join_updater(m),
+            (Action::Lock(_), Some(m)) if joins_updater => h.join_updater(m),
             (Action::Update { successor, keys }, None) => {
                 h.set_deleter(xid, cid, successor, keys || own_exclusive)
             }
             (Action::Update { successor, .. }, Some(m)) => h.set_update_multi(m, cid, successor),
-            (Action::Lock(mode) | Action::LockNewer(mode), None) => h.set_lock(xid, cid, mode),
-            (Action::Lock(mode) | Action::LockNewer(mode), Some(m)) => {
+            (Action::Lock(mode), None) => h.set_lock(xid, cid, mode),
+            (Action::Lock(mode), Some(m)) => {
                 let strongest = keep
                     .iter()
                     .map(|&(_, held, _)| held)
@@ -403,7 +366,7 @@ unsafe fn change_with_wait(
         };
         loop {
             pgrx::check_for_interrupts!();
-            match decide_and_apply(&tree, id, cid, xid, crosscheck, action) {
+            match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
                 Decision::Done(locks) => {
                     *carried = locks;
                     rows::sweep_step(&tree);
@@ -547,8 +510,6 @@ pub unsafe fn lock(
         let xid = current_xid();
         let mode = LockMode::from_u32(mode);
         let find_last = flags & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8 != 0;
-        // Before any multixact this transaction may create (multixact.c).
-        pg_sys::MultiXactIdSetOldestMember();
         (*tmfd).traversed = false;
         let Some(mut id) = from_item_pointer(&*tidp) else {
             return pg_sys::TM_Result::TM_Deleted;
@@ -567,6 +528,7 @@ pub unsafe fn lock(
                 xid,
                 std::ptr::null_mut(),
                 Action::Lock(mode),
+                false,
             ) {
                 Decision::Done(_) => {
                     let v = get_version(&tree, id).expect("locked version exists");
@@ -744,7 +706,6 @@ unsafe fn keys_changed(
         let attrs = (*desc).attrs.as_slice(natts);
         let mut x = -1;
         loop {
-            pgrx::check_for_interrupts!();
             x = pg_sys::bms_next_member(keys, x);
             if x < 0 {
                 return false;
@@ -827,20 +788,9 @@ fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
     if locks.len() == 1 {
         h.set_lock(first, cid, mode);
     } else {
-        let mut members: Vec<pg_sys::MultiXactMember> = locks
-            .iter()
-            .map(|&(m, held)| pg_sys::MultiXactMember {
-                xid: m.into(),
-                status: rows::lock_status(held),
-            })
-            .collect();
-        // SAFETY: lock-only members; creating a multixact takes LWLocks only.
-        let multi = unsafe {
-            pg_sys::MultiXactIdSetOldestMember();
-            pg_sys::MultiXactIdCreateFromMembers(members.len() as i32, members.as_mut_ptr())
-        };
+        let multi = create_multi(locks.iter().map(|&(m, held)| (m, rows::lock_status(held))));
         let strongest = locks.iter().map(|&(_, m)| m).max().unwrap_or(mode);
-        h.set_multi_lock(multi.into_inner(), strongest);
+        h.set_multi_lock(multi, strongest);
     }
     h.encode_into(&mut v);
     v
@@ -872,7 +822,7 @@ unsafe fn lock_successors(
             if h.xmax_invalid() || h.lock_only() || h.ctid == cur || h.ctid == rows::MOVED {
                 return Ok(());
             }
-            if h.infomask2 & bits::KEYS_UPDATED != 0 {
+            if h.keys_updated() {
                 return Ok(());
             }
             let prior = version::update_xid(&h, &PgXacts);
@@ -891,7 +841,8 @@ unsafe fn lock_successors(
                     cid,
                     xid,
                     std::ptr::null_mut(),
-                    Action::LockNewer(LockMode::KeyShare),
+                    Action::Lock(LockMode::KeyShare),
+                    true,
                 ) {
                     Decision::Done(_) => break,
                     Decision::Missing | Decision::Fail(UpdateCheck::Invisible, _) => return Ok(()),
@@ -910,4 +861,34 @@ unsafe fn lock_successors(
             cur = next;
         }
     }
+}
+
+/// The row holders recorded in a version's xmax: (xid, lock mode held, is
+/// the updater), one entry unless xmax is a MultiXactId.
+fn holders(h: &Header) -> Vec<(Xid, LockMode, bool)> {
+    if h.is_multi() {
+        rows::multi_members(h.xmax)
+    } else {
+        vec![(h.xmax, h.xmax_mode(), !h.lock_only())]
+    }
+}
+
+/// A new MultiXactId of `members` (xid, status). Every caller goes through
+/// here, so this transaction's oldest possible membership is always
+/// recorded first, as `multixact.c` requires of MultiXactId creators
+/// (updates and deletes create them too, not only row locks).
+fn create_multi(members: impl Iterator<Item = (Xid, pg_sys::MultiXactStatus::Type)>) -> Xid {
+    let mut members: Vec<pg_sys::MultiXactMember> = members
+        .map(|(xid, status)| pg_sys::MultiXactMember {
+            xid: xid.into(),
+            status,
+        })
+        .collect();
+    // SAFETY: both take MultiXactGenLock and SLRU locks only (never a
+    // heavyweight lock), so they may run under a leaf latch.
+    unsafe {
+        pg_sys::MultiXactIdSetOldestMember();
+        pg_sys::MultiXactIdCreateFromMembers(members.len() as i32, members.as_mut_ptr())
+    }
+    .into_inner()
 }

@@ -222,8 +222,18 @@ impl Header {
         self.infomask & bits::XMAX_LOCK_ONLY != 0
     }
 
+    /// The deleter/updater changed the key (or holds FOR UPDATE).
+    pub fn keys_updated(&self) -> bool {
+        self.infomask2 & bits::KEYS_UPDATED != 0
+    }
+
     pub fn is_multi(&self) -> bool {
         self.infomask & bits::XMAX_IS_MULTI != 0
+    }
+
+    /// xmax is a MultiXactId holding an updater (beside lockers).
+    pub fn is_update_multi(&self) -> bool {
+        self.is_multi() && !self.lock_only()
     }
 
     /// Sets xmax to a lock-only MultiXactId whose strongest member mode is
@@ -236,7 +246,7 @@ impl Header {
     /// The lock strength the xmax transaction holds (an updater or deleter
     /// holds an exclusive lock, a key-preserving updater the no-key one).
     pub fn xmax_mode(&self) -> LockMode {
-        let keys = self.infomask2 & bits::KEYS_UPDATED != 0;
+        let keys = self.keys_updated();
         if self.lock_only() {
             match self.infomask & bits::XMAX_LOCK_MASK {
                 bits::XMAX_KEYSHR_LOCK => LockMode::KeyShare,
@@ -313,7 +323,7 @@ pub trait Xacts {
 /// The transaction that updated or deleted the version (resolving an
 /// update multi to its updater); for lock-only xmax the raw value.
 pub fn update_xid(h: &Header, x: &dyn Xacts) -> Xid {
-    if h.is_multi() && !h.lock_only() {
+    if h.is_update_multi() {
         x.multi_update_xid(h.xmax)
     } else {
         h.xmax
@@ -330,7 +340,7 @@ fn judged_by_updater<T>(
     hints: &mut Hints,
     rule: impl FnOnce(&Header, &mut Hints) -> T,
 ) -> T {
-    if !(h.is_multi() && !h.lock_only()) {
+    if !h.is_update_multi() {
         return rule(h, hints);
     }
     let mut learned = Hints::default();
@@ -342,7 +352,7 @@ fn judged_by_updater<T>(
 /// The header of an update multi as if its updater alone were xmax.
 fn resolve(h: &Header, x: &dyn Xacts) -> Header {
     let mut r = *h;
-    if h.is_multi() && !h.lock_only() {
+    if h.is_update_multi() {
         r.xmax = x.multi_update_xid(h.xmax);
         r.infomask &= !(bits::XMAX_IS_MULTI | bits::XMAX_COMMITTED | bits::XMAX_INVALID);
         if r.xmax == INVALID_XID {
@@ -574,7 +584,7 @@ pub fn check_update(
     // An update multi holds the row while any member runs (lockers too).
     match chk {
         UpdateCheck::Ok | UpdateCheck::BeingModified(_)
-            if h.is_multi() && !h.lock_only() && x.multi_running(h.xmax) =>
+            if h.is_update_multi() && x.multi_running(h.xmax) =>
         {
             UpdateCheck::BeingModified(h.xmax)
         }
