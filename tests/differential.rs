@@ -674,7 +674,7 @@ fn heap_and_orioledb_agree_on_random_workload() {
             }
             workers[i].in_txn = false;
             ctx.txn += 1;
-            compare_tables(&ctx, &mut checker, &workers, ctx.txn % 5 == 0);
+            compare_tables(&ctx, &mut checker, &workers, ctx.txn.is_multiple_of(5));
             continue;
         }
         workers[i].left -= 1;

@@ -6,6 +6,11 @@
 //! ([`Tree::modify`]): the closure only looks at transaction state and
 //! returns what to do. Waiting for another transaction (a heavyweight
 //! lock) always happens after the latch is released, then we look again.
+// The `pub unsafe fn`s here implement `TableAmRoutine` callbacks (called from
+// `routine.rs`): their safety contract is PostgreSQL's for that callback
+// (valid, open relations, slots and snapshots), and their argument lists
+// are the callbacks'.
+#![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::am::rows::{
     self, decode, from_item_pointer, get_version, raise, store_version, to_item_pointer, tree_of,

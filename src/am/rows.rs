@@ -108,16 +108,35 @@ pub unsafe fn rel_name(rel: pg_sys::Relation) -> String {
         .into_owned()
 }
 
-/// Whether `xid` committed long enough ago that no snapshot of `rel`'s
-/// database can see what it deleted.
+/// Whether `xid` committed long enough ago that no snapshot that matters
+/// can see what it deleted. Invariant: the state is one of the proc array's
+/// static `GlobalVisState`s.
 pub struct Horizon(*mut pg_sys::GlobalVisState);
 
 impl Horizon {
+    /// Snapshots of `rel`'s database.
+    ///
     /// # Safety
     /// `rel` must be a valid, open relation.
     pub unsafe fn of(rel: pg_sys::Relation) -> Horizon {
         // SAFETY: GlobalVisTestFor only reads the relation's kind.
         Horizon(unsafe { pg_sys::GlobalVisTestFor(rel) })
+    }
+
+    /// Snapshots of every database (the shared-relations horizon, never
+    /// later than any database's): pruning runs without a relation.
+    pub fn all_databases() -> Horizon {
+        // SAFETY: a NULL relation selects the shared-relations state.
+        Horizon(unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) })
+    }
+
+    /// A non-vacuumable snapshot's own test.
+    ///
+    /// # Safety
+    /// `snapshot` must be a valid `SNAPSHOT_NON_VACUUMABLE` snapshot.
+    pub unsafe fn of_snapshot(snapshot: pg_sys::Snapshot) -> Horizon {
+        // SAFETY: such a snapshot carries a static proc-array state.
+        Horizon(unsafe { (*snapshot).vistest })
     }
 
     pub fn removable(&self, xid: Xid) -> bool {
@@ -136,11 +155,8 @@ impl Pruner for VersionPruner {
         let Some(h) = Header::decode(value) else {
             return Prune::Keep;
         };
-        // SAFETY: a NULL relation asks for the horizon of all databases'
-        // data (the shared-relations one), never later than any database's.
-        let vis = unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) };
-        // SAFETY: `vis` is one of the proc array's static states.
-        let removable = |x: Xid| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vis, x.into()) };
+        let horizon = Horizon::all_databases();
+        let removable = |x: Xid| horizon.removable(x);
         let mut hints = Hints::default();
         match version::vacuum_state(&h, &PgXacts, &removable, &mut hints) {
             VacuumState::Dead => {
@@ -150,7 +166,7 @@ impl Pruner for VersionPruner {
                 }
                 Prune::Remove
             }
-            _ if hints.0 & (bits::XMIN_INVALID | bits::XMAX_INVALID) != 0 => {
+            _ if hints.0 & bits::XMAX_INVALID != 0 => {
                 // Remember aborted deleters/lockers (always safe to store).
                 let mut h2 = h;
                 h2.infomask |= hints.0 & bits::XMAX_INVALID;
@@ -163,13 +179,17 @@ impl Pruner for VersionPruner {
     }
 }
 
+/// A tree's sweep: modifications counted, and the key where the next
+/// leaf to prune starts (None: the first leaf).
+type SweepPosition = (u32, Option<Vec<u8>>);
+
 thread_local! {
     /// This backend's tree handles, by tree id. Cleared at transaction end:
     /// within a transaction a relation in use is locked, so its tree cannot
     /// be dropped under the handle.
     static TREES: RefCell<HashMap<TreeId, Tree>> = RefCell::new(HashMap::new());
     /// Per tree: where the background sweep of dead versions continues.
-    static SWEEP: RefCell<HashMap<TreeId, (u32, Option<Vec<u8>>)>> = RefCell::new(HashMap::new());
+    static SWEEP: RefCell<HashMap<TreeId, SweepPosition>> = RefCell::new(HashMap::new());
 }
 
 /// Forgets cached tree handles (transaction end).
@@ -287,10 +307,9 @@ pub unsafe fn satisfies(h: &Header, snapshot: pg_sys::Snapshot, rel: pg_sys::Rel
             v
         }
         pg_sys::SnapshotType::SNAPSHOT_NON_VACUUMABLE => {
-            // SAFETY: a non-vacuumable snapshot carries its vistest.
-            let vis = unsafe { (*snapshot).vistest };
-            // SAFETY: the snapshot's vistest is a static proc-array state.
-            let removable = |x: Xid| unsafe { pg_sys::GlobalVisTestIsRemovableXid(vis, x.into()) };
+            // SAFETY: the snapshot type was just checked.
+            let horizon = unsafe { Horizon::of_snapshot(snapshot) };
+            let removable = |x: Xid| horizon.removable(x);
             version::vacuum_state(h, &PgXacts, &removable, &mut hints) != VacuumState::Dead
         }
         _ => {

@@ -1,5 +1,10 @@
 //! Reading rows: sequential scans, fetches by TID (index scans, TID scans,
 //! re-fetches by the executor), update-chain following, and index builds.
+// The `pub unsafe fn`s here implement `TableAmRoutine` callbacks (called from
+// `routine.rs`): their safety contract is PostgreSQL's for that callback
+// (valid, open relations, slots and snapshots), and their argument lists
+// are the callbacks'.
+#![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::am::rows::{
     self, decode, from_item_pointer, get_version, satisfies, store_version, tree_of,

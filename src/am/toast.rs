@@ -14,6 +14,11 @@
 //!   exactly as long as the one version that owns it (every version owns
 //!   its own copies — an UPDATE re-stores unchanged large values), and is
 //!   deleted when that version is pruned.
+// The `pub unsafe fn`s here implement `TableAmRoutine` callbacks (called from
+// `routine.rs`): their safety contract is PostgreSQL's for that callback
+// (valid, open relations, slots and snapshots), and their argument lists
+// are the callbacks'.
+#![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::am::rows::{raise, rel_name, tree_of};
 use orioledb_engine::btree::Change;
