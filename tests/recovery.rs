@@ -185,6 +185,24 @@ fn drop_and_truncate_leave_nothing_after_a_crash() {
          INSERT INTO kept VALUES (7);",
     )
     .unwrap();
+    // The state a crash between a DROP's commit and its logged tree drop
+    // leaves: a tree whose relation file is gone. Made directly (the window
+    // is too small to hit), by removing a relation's main fork.
+    c.batch_execute(
+        "CREATE TABLE lost (id int) USING orioledb; INSERT INTO lost VALUES (1); CHECKPOINT",
+    )
+    .unwrap();
+    let lost_node = query_text(
+        &mut c,
+        "SELECT relfilenode::text FROM pg_class WHERE relname = 'lost'",
+    );
+    let lost_file = env
+        .pgdata
+        .as_ref()
+        .expect("ORIOLEDB_TEST_PGDATA")
+        .join(query_text(&mut c, "SELECT pg_relation_filepath('lost')"));
+    std::fs::remove_file(&lost_file)
+        .unwrap_or_else(|e| panic!("remove {}: {e}", lost_file.display()));
     crash_and_restart(&env);
     let mut c = connect(&env, db);
     assert_eq!(
@@ -192,6 +210,19 @@ fn drop_and_truncate_leave_nothing_after_a_crash() {
         "7"
     );
     // The checkpointer sweeps orphans once recovery is over.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while query_text(
+        &mut c,
+        &format!("SELECT count(*)::text FROM orioledb_trees WHERE relnode = {lost_node}"),
+    ) != "0"
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tree of relation file {lost_node} outlived its file"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    c.batch_execute("DROP TABLE lost").unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let orphans = query_text(
