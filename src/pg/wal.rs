@@ -106,15 +106,27 @@ fn replay_one(bytes: &[u8]) {
         .unwrap_or_else(|e| crate::pg::engine::report(e));
 }
 
+/// The main data of a decoded record (empty when it has none: a NULL
+/// pointer must not become a slice).
+///
+/// # Safety
+/// `rec` is a valid decoded record.
+unsafe fn main_data<'a>(rec: *const pg_sys::DecodedXLogRecord) -> &'a [u8] {
+    // SAFETY: per the contract; main_data holds main_data_len bytes.
+    unsafe {
+        if (*rec).main_data.is_null() || (*rec).main_data_len == 0 {
+            return &[];
+        }
+        std::slice::from_raw_parts((*rec).main_data as *const u8, (*rec).main_data_len as usize)
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes the decoded record being replayed.
     unsafe {
         let rec = (*record).record;
-        let data = std::slice::from_raw_parts(
-            (*rec).main_data as *const u8,
-            (*rec).main_data_len as usize,
-        );
+        let data = main_data(rec);
         replay_one(data);
     }
 }
@@ -145,10 +157,7 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     // SAFETY: PostgreSQL passes a decoded record and a valid StringInfo.
     unsafe {
         let rec = (*record).record;
-        let data = std::slice::from_raw_parts(
-            (*rec).main_data as *const u8,
-            (*rec).main_data_len as usize,
-        );
+        let data = main_data(rec);
         let text = match Record::decode(data) {
             Ok(r) => describe(&r),
             Err(e) => format!("undecodable: {e}"),
@@ -253,20 +262,30 @@ unsafe fn replay_range(from: Lsn) {
             segment_open: Some(raw::wal_segment_open),
             segment_close: Some(raw::wal_segment_close),
         };
+        // read_local_xlog_page_no_wait reports the end of WAL through the
+        // reader's private data (it writes `end_of_wal` there): it must point
+        // at that struct, or asking for a page past the flushed end — a
+        // record still being flushed when we looked — writes through NULL.
+        // It lives in this frame, and the reader is freed before we return.
+        let mut private = pg_sys::ReadLocalXLogPageNoWaitPrivate { end_of_wal: false };
         let reader = pg_sys::XLogReaderAllocate(
             pg_sys::wal_segment_size,
             std::ptr::null(),
             &mut routine,
-            std::ptr::null_mut(),
+            (&raw mut private).cast(),
         );
         if reader.is_null() {
             pgrx::error!("orioledb: out of memory allocating a WAL reader");
         }
         let start = pg_sys::XLogFindNextRecord(reader, from);
         if start == 0 {
+            pg_sys::XLogReaderFree(reader);
+            if private.end_of_wal {
+                // Nothing complete to read from there yet.
+                return;
+            }
             // WAL was removed (no slot: wal_level = minimal or
             // max_replication_slots = 0). Loud, but the server must start.
-            pg_sys::XLogReaderFree(reader);
             pgrx::warning!(
                 "orioledb: cannot read WAL from the engine's redo point {:X}/{:X}: changes to orioledb tables since the last engine checkpoint are lost",
                 from >> 32,
@@ -290,10 +309,7 @@ unsafe fn replay_range(from: Lsn) {
             }
             let d = (*reader).record;
             if (*d).header.xl_rmid == RM_ID {
-                let data = std::slice::from_raw_parts(
-                    (*d).main_data as *const u8,
-                    (*d).main_data_len as usize,
-                );
+                let data = main_data(d);
                 replay_one(data);
                 n += 1;
             }

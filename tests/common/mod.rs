@@ -354,8 +354,30 @@ pub fn postmaster_pid(env: &TestEnv) -> u32 {
 /// Simulate a crash: SIGKILL the postmaster (its children exit when they notice),
 /// wait until it is gone, then start the server again; it runs crash recovery.
 /// Hold [`exclusive`] while calling this.
+/// Processes whose parent is `pid`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .ok()
+                .and_then(|s| {
+                    // Fields after the parenthesised command name: state, ppid.
+                    let rest = &s[s.rfind(')')? + 2..];
+                    rest.split(' ').nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
 pub fn crash_and_restart(env: &TestEnv) {
     let pid = postmaster_pid(env);
+    // A busy backend outlives its postmaster until it next waits (as in
+    // any PostgreSQL): the new server can start only once they are gone.
+    let children = children_of(pid);
     run_checked(
         {
             let mut c = Command::new("kill");
@@ -367,7 +389,11 @@ pub fn crash_and_restart(env: &TestEnv) {
     // Wait for the postmaster and its children to go away (the shared memory
     // segment and sockets are released when the last backend exits).
     let start = Instant::now();
-    while Path::new(&format!("/proc/{pid}")).exists() && start.elapsed() < Duration::from_secs(30) {
+    while std::iter::once(&pid)
+        .chain(&children)
+        .any(|p| Path::new(&format!("/proc/{p}")).exists())
+        && start.elapsed() < Duration::from_secs(120)
+    {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(500));
