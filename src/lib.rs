@@ -49,6 +49,7 @@ fn orioledb_tree_stats() -> TableIterator<
         name!(dirty_pages, i64),
         name!(file_bytes, i64),
         name!(compress, i32),
+        name!(key_attnums, Option<Vec<i16>>),
     ),
 > {
     pg::require_preloaded();
@@ -70,6 +71,11 @@ fn orioledb_tree_stats() -> TableIterator<
                 s.dirty_pages as i64,
                 s.file_bytes as i64,
                 tree.compress(),
+                tree.get(am::table::DESC_KEY)
+                    .ok()
+                    .flatten()
+                    .and_then(|b| am::pkey::KeyDesc::decode(&b))
+                    .map(|d| d.cols.iter().map(|c| c.attnum).collect()),
             ))
         })
         .collect();
@@ -80,7 +86,12 @@ pgrx::extension_sql!(
     r#"
 CREATE VIEW orioledb_trees AS
 SELECT c.oid::regclass AS reloid, t.relnode, 'primary'::text AS tree, t.file,
-       t.pages, t.resident_pages, t.dirty_pages, t.file_bytes, t.compress
+       t.pages, t.resident_pages, t.dirty_pages, t.file_bytes, t.compress,
+       CASE WHEN t.key_attnums IS NULL THEN 'row id'
+            ELSE (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY u.ord)
+                  FROM unnest(t.key_attnums) WITH ORDINALITY u(n, ord)
+                  JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = u.n)
+       END AS key
 FROM orioledb_tree_stats() t
 LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
 "#,

@@ -53,6 +53,7 @@ parity_tests! {
     parity_constraints => "constraints",
     parity_indexes => "indexes",
     parity_types => "types",
+    parity_primary_key => "primary_key",
     parity_partitions => "partitions",
     parity_triggers => "triggers",
     parity_transactions => "transactions",

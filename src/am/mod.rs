@@ -6,12 +6,16 @@
 //! read or write rows raises `feature_not_supported` (0A000).
 pub mod handler;
 pub mod modify;
+pub mod pkey;
+pub mod pkscan;
 pub mod planner;
+pub mod rekey;
 pub mod routine;
 pub mod rows;
 pub mod scan;
 pub mod ssi;
 pub mod storage;
+pub mod table;
 pub mod toast;
 
 pub use routine::ROUTINE;

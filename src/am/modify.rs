@@ -13,12 +13,12 @@
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::am::rows::{
-    self, decode, from_item_pointer, get_version, raise, store_version, to_item_pointer, tree_of,
+    self, decode, from_item_pointer, get_version, raise, store_version, table_of, to_item_pointer,
     PgXacts,
 };
 use orioledb_engine::btree::Change;
 use orioledb_engine::version::{self, bits, tid, Header, Hints, LockMode, UpdateCheck, Xid};
-use orioledb_engine::Tree;
+use crate::am::table::Table;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -45,7 +45,7 @@ pub unsafe fn insert(
                 "cannot insert tuples in a parallel worker".into(),
             );
         }
-        let tree = tree_of(rel);
+        let tree = table_of(rel);
         let xid = current_xid();
         crate::am::ssi::check_in(rel);
         let id = alloc_id(rel, &tree);
@@ -54,10 +54,8 @@ pub unsafe fn insert(
             h.flags = version::SPECULATIVE;
             h.spec = token;
         }
-        let v = rows::form_version(rel, slot, h);
-        let fresh = tree
-            .insert(&tid::key(id), &v)
-            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        let (v, prefix) = rows::form_version(rel, &tree, slot, h);
+        let fresh = tree.insert(id, &prefix, &v);
         if !fresh {
             raise(
                 PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
@@ -69,12 +67,13 @@ pub unsafe fn insert(
         }
         set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
-        crate::am::toast::delete_doomed();
+        rows::after_change();
     }
 }
 
-unsafe fn alloc_id(rel: pg_sys::Relation, tree: &Tree) -> u64 {
+unsafe fn alloc_id(rel: pg_sys::Relation, tree: &Table) -> u64 {
     let id = tree
+        .tree
         .alloc_ids(1)
         .unwrap_or_else(|e| crate::pg::engine::report(e));
     if id >= tid::LIMIT {
@@ -100,8 +99,8 @@ pub unsafe fn complete_speculative(
         let Some(id) = from_item_pointer(&(*slot).tts_tid) else {
             return;
         };
-        let tree = tree_of(rel);
-        tree.modify(&tid::key(id), |cur| {
+        let tree = table_of(rel);
+        tree.modify(id, |cur| {
             let Some(v) = cur else {
                 return (Change::Keep, ());
             };
@@ -118,9 +117,8 @@ pub unsafe fn complete_speculative(
             let mut nv = v.to_vec();
             h.encode_into(&mut nv);
             (Change::Put(nv), ())
-        })
-        .unwrap_or_else(|e| crate::pg::engine::report(e));
-        crate::am::toast::delete_doomed();
+        });
+        rows::after_change();
     }
 }
 
@@ -155,7 +153,7 @@ enum Action {
 /// of a row being KEY SHARE-locked, which is locked even while its inserter
 /// still runs (the lock must hold once that commits).
 fn decide_and_apply(
-    tree: &Tree,
+    tree: &Table,
     id: u64,
     cid: u32,
     xid: Xid,
@@ -163,7 +161,7 @@ fn decide_and_apply(
     action: Action,
     newer: bool,
 ) -> Decision {
-    tree.modify(&tid::key(id), |cur| {
+    tree.modify(id, |cur| {
         let Some(v) = cur else {
             return (Change::Keep, Decision::Missing);
         };
@@ -307,7 +305,6 @@ fn decide_and_apply(
         }
         (Change::Put(nv), Decision::Done(carried))
     })
-    .unwrap_or_else(|e| crate::pg::engine::report(e))
 }
 
 /// Fills `tmfd` for a failed change (heap's conventions).
@@ -355,7 +352,7 @@ unsafe fn change_with_wait(
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: caller passes valid pointers.
     unsafe {
-        let tree = tree_of(rel);
+        let tree = table_of(rel);
         let Some(id) = from_item_pointer(&*tidp) else {
             raise(
                 PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
@@ -374,7 +371,7 @@ unsafe fn change_with_wait(
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
                 Decision::Done(locks) => {
                     *carried = locks;
-                    rows::sweep_step(&tree);
+                    rows::sweep_step(&tree.tree);
                     return pg_sys::TM_Result::TM_Ok;
                 }
                 Decision::Missing => {
@@ -454,13 +451,13 @@ pub unsafe fn update(
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: caller passes valid pointers.
     unsafe {
-        let tree = tree_of(rel);
+        let tree = table_of(rel);
         let xid = current_xid();
         let new_id = alloc_id(rel, &tree);
         let mut h = Header::new(xid, cid, new_id);
         h.infomask |= bits::UPDATED;
         // Formed (and any ERROR raised) before the old version is touched.
-        let v = rows::form_version(rel, slot, h);
+        let (v, prefix) = rows::form_version(rel, &tree, slot, h);
         let keys = keys_changed(rel, &tree, otid, slot);
         *lockmode = if keys {
             pg_sys::LockTupleMode::LockTupleExclusive
@@ -487,8 +484,7 @@ pub unsafe fn update(
             return r;
         }
         let v = carry_locks(v, cid, &carried);
-        tree.insert(&tid::key(new_id), &v)
-            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        tree.insert(new_id, &prefix, &v);
         let h = Header::decode(&v).unwrap_or(h);
         set_slot_header(rel, slot, new_id, &h);
         pg_sys::pgstat_count_heap_update(rel, false);
@@ -511,7 +507,7 @@ pub unsafe fn lock(
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: caller passes valid pointers.
     unsafe {
-        let tree = tree_of(rel);
+        let tree = table_of(rel);
         let xid = current_xid();
         let mode = LockMode::from_u32(mode);
         let find_last = flags & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8 != 0;
@@ -619,7 +615,7 @@ unsafe fn wait_for(
 /// returns its row id, or the TM result the caller must report.
 unsafe fn follow_update(
     rel: pg_sys::Relation,
-    tree: &Tree,
+    tree: &Table,
     mut h: Header,
     cid: u32,
     wait_policy: pg_sys::LockWaitPolicy::Type,
@@ -677,7 +673,7 @@ unsafe fn follow_update(
 /// changes, so reading it before latching is exact.
 unsafe fn keys_changed(
     rel: pg_sys::Relation,
-    tree: &Tree,
+    tree: &Table,
     otid: pg_sys::ItemPointer,
     slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
@@ -809,7 +805,7 @@ fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
 /// attempt then reports that).
 unsafe fn lock_successors(
     rel: pg_sys::Relation,
-    tree: &Tree,
+    tree: &Table,
     id: u64,
     cid: u32,
     xid: Xid,

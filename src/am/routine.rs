@@ -442,9 +442,12 @@ unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Rela
     // SAFETY: PostgreSQL passes an open relation.
     let node = unsafe { (*rel).rd_node };
     let engine = crate::pg::engine::engine();
+    let id = crate::pg::engine::tree_id(node.dbNode, node.relNode);
     engine
-        .truncate_tree(crate::pg::engine::tree_id(node.dbNode, node.relNode))
+        .truncate_tree(id)
         .unwrap_or_else(|e| crate::pg::engine::report(e));
+    // The descriptor went with the rest: the index rebuild sets it again.
+    crate::am::rows::forget_tree(id);
 }
 
 #[pg_guard]

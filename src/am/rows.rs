@@ -4,6 +4,7 @@
 //! backend's handles on tables' trees (with their pruner).
 
 use orioledb_engine::btree::{Prune, Pruner};
+use crate::am::table::Table;
 use orioledb_engine::version::{self, bits, tid, DirtyInfo, Header, Hints, VacuumState, Xid};
 use orioledb_engine::{Tree, TreeId};
 use pgrx::pg_sys;
@@ -148,10 +149,13 @@ impl Horizon {
 /// Drops versions no snapshot can see (aborted inserts, deletes that
 /// committed before every running snapshot). Runs under a leaf latch: only
 /// clog/proc-array lookups, which never wait for a heavyweight lock.
-struct VersionPruner;
+struct VersionPruner(TreeId);
 
 impl Pruner for VersionPruner {
-    fn prune(&self, _key: &[u8], value: &[u8]) -> Prune {
+    fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
+        if !crate::am::table::is_version_key(key) {
+            return Prune::Keep;
+        }
         let Some(h) = Header::decode(value) else {
             return Prune::Keep;
         };
@@ -164,6 +168,7 @@ impl Pruner for VersionPruner {
                 if !owned.is_empty() {
                     crate::am::toast::doom(owned);
                 }
+                crate::am::table::version_pruned(self.0, key);
                 Prune::Remove
             }
             _ if hints.0 & bits::XMAX_INVALID != 0 => {
@@ -187,7 +192,7 @@ thread_local! {
     /// This backend's tree handles, by tree id. Cleared at transaction end:
     /// within a transaction a relation in use is locked, so its tree cannot
     /// be dropped under the handle.
-    static TREES: RefCell<HashMap<TreeId, Tree>> = RefCell::new(HashMap::new());
+    static TREES: RefCell<HashMap<TreeId, Table>> = RefCell::new(HashMap::new());
     /// Per tree: where the background sweep of dead versions continues.
     static SWEEP: RefCell<HashMap<TreeId, SweepPosition>> = RefCell::new(HashMap::new());
 }
@@ -195,6 +200,14 @@ thread_local! {
 /// Forgets cached tree handles (transaction end).
 pub fn forget_trees() {
     TREES.with(|t| t.borrow_mut().clear());
+    crate::am::table::forget_keys();
+}
+
+/// Forgets what is cached about tree `id` (its layout changed, or it was
+/// emptied in place).
+pub fn forget_tree(id: TreeId) {
+    TREES.with(|t| t.borrow_mut().remove(&id));
+    crate::am::table::forget_keys();
 }
 
 /// The primary tree of `rel`.
@@ -202,6 +215,15 @@ pub fn forget_trees() {
 /// # Safety
 /// `rel` must be a valid, open orioledb relation.
 pub unsafe fn tree_of(rel: pg_sys::Relation) -> Tree {
+    // SAFETY: per the contract.
+    unsafe { table_of(rel) }.tree
+}
+
+/// The primary tree of `rel` with its layout.
+///
+/// # Safety
+/// `rel` must be a valid, open orioledb relation.
+pub unsafe fn table_of(rel: pg_sys::Relation) -> Table {
     // SAFETY: an open relation has a valid rd_node.
     let node = unsafe { (*rel).rd_node };
     let id = crate::pg::engine::tree_id(node.dbNode, node.relNode);
@@ -215,11 +237,26 @@ pub unsafe fn tree_of(rel: pg_sys::Relation) -> Tree {
     let t = if is_toast {
         engine.tree(id)
     } else {
-        engine.tree_pruned(id, Arc::new(VersionPruner))
+        engine.tree_pruned(id, Arc::new(VersionPruner(id)))
     }
     .unwrap_or_else(|e| crate::pg::engine::report(e));
+    let t = if is_toast {
+        Table {
+            tree: t,
+            layout: crate::am::table::Layout::RowId,
+        }
+    } else {
+        Table::open(t)
+    };
     TREES.with(|m| m.borrow_mut().insert(id, t.clone()));
     t
+}
+
+/// Work queued under latches, done right after a change: toast values and
+/// row-id map entries of pruned versions.
+pub fn after_change() {
+    crate::am::toast::delete_doomed();
+    crate::am::table::delete_doomed_map_entries();
 }
 
 /// After every few modifications of a tree, prunes one more leaf of it,
@@ -235,7 +272,7 @@ pub fn sweep_step(tree: &Tree) {
         (e.0 % EVERY == 0).then(|| e.1.clone())
     });
     let Some(pos) = pos else {
-        crate::am::toast::delete_doomed();
+        after_change();
         return;
     };
     let next = tree
@@ -246,7 +283,7 @@ pub fn sweep_step(tree: &Tree) {
             e.1 = next;
         }
     });
-    crate::am::toast::delete_doomed();
+    after_change();
 }
 
 /// Row id → ItemPointer.
@@ -275,9 +312,8 @@ pub fn from_item_pointer(p: &pg_sys::ItemPointerData) -> Option<u64> {
 pub const MOVED: u64 = (1 << 48) - 1;
 
 /// Reads the version with row id `id`.
-pub fn get_version(tree: &Tree, id: u64) -> Option<Vec<u8>> {
-    tree.get(&tid::key(id))
-        .unwrap_or_else(|e| crate::pg::engine::report(e))
+pub fn get_version(table: &Table, id: u64) -> Option<Vec<u8>> {
+    table.get(id)
 }
 
 /// Whether version `h` is visible under `snapshot` (any type); a dirty
@@ -334,21 +370,20 @@ pub unsafe fn surely_dead(h: &Header, rel: pg_sys::Relation) -> bool {
     version::vacuum_state(h, &PgXacts, &removable, &mut Hints::default()) == VacuumState::Dead
 }
 
-/// Largest item value: the engine's item limit minus the 8-byte key.
-pub const MAX_VALUE: usize = orioledb_engine::page::MAX_ITEM - 8;
-
-/// Encodes the slot's row as a version: `hdr` supplies the transaction
-/// fields, the tuple's data bits are added. External (toasted elsewhere)
-/// values are fetched and stored inline, so a version never points into
-/// another relation's toast table.
+/// Encodes the slot's row as a version of `table`: `hdr` supplies the
+/// transaction fields, the tuple's data bits are added. External (toasted
+/// elsewhere) values are fetched and stored inline, so a version never
+/// points into another relation's toast table. Returns the version and its
+/// key prefix (primary-key layout; empty otherwise).
 ///
 /// # Safety
 /// `rel` must be a valid open relation, `slot` a valid slot of its row type.
 pub unsafe fn form_version(
     rel: pg_sys::Relation,
+    table: &Table,
     slot: *mut pg_sys::TupleTableSlot,
     mut hdr: Header,
-) -> Vec<u8> {
+) -> (Vec<u8>, Vec<u8>) {
     // SAFETY: caller guarantees valid pointers; the slot's values arrays
     // have natts entries after slot_getallattrs.
     unsafe {
@@ -370,7 +405,12 @@ pub unsafe fn form_version(
             }
         }
         let mut nulls = isnull.to_vec();
-        let owned = crate::am::toast::toast_row(rel, &mut vals, &mut nulls, MAX_VALUE);
+        let prefix = match table.desc() {
+            Some(d) => d.prefix(&vals, &nulls, || rel_name(rel)),
+            None => Vec::new(),
+        };
+        let max_value = table.max_value(&prefix);
+        let owned = crate::am::toast::toast_row(rel, &mut vals, &mut nulls, max_value);
         let tup = pg_sys::heap_form_tuple(desc, vals.as_mut_ptr(), nulls.as_mut_ptr());
         let len = (*tup).t_len as usize;
         let data = (*tup).t_data;
@@ -384,18 +424,18 @@ pub unsafe fn form_version(
             version::push_toast_list(&mut v, &owned);
         }
         pg_sys::heap_freetuple(tup);
-        if v.len() > MAX_VALUE {
+        if v.len() > max_value {
             raise(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                 format!(
                     "row is too big: size {}, maximum size {} (table \"{}\")",
                     v.len() - version::HEADER + version::HEAP_FIXED,
-                    MAX_VALUE - version::HEADER + version::HEAP_FIXED,
+                    max_value - version::HEADER + version::HEAP_FIXED,
                     rel_name(rel)
                 ),
             );
         }
-        v
+        (v, prefix)
     }
 }
 

@@ -7,11 +7,12 @@
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::am::rows::{
-    self, decode, from_item_pointer, get_version, satisfies, store_version, tree_of,
+    self, decode, from_item_pointer, get_version, satisfies, store_version, table_of,
 };
 use crate::am::ssi;
 use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
-use orioledb_engine::{Cursor, Direction, Tree};
+use crate::am::table::{IdRange, Table};
+use orioledb_engine::{Cursor, Direction};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgMemoryContexts;
@@ -21,8 +22,10 @@ use std::ops::Bound;
 /// Rust-side state of a scan. Invariant: `last` is the key of the last
 /// row returned (visible or not), so a direction change resumes next to it.
 struct ScanState {
-    tree: Tree,
+    tree: Table,
     cursor: Option<Cursor>,
+    /// ANALYZE: the versions of the sampled block.
+    sample: Option<IdRange>,
     dir: Direction,
     last: Option<Vec<u8>>,
     /// SERIALIZABLE: report rw-conflicts out for the versions examined.
@@ -67,13 +70,14 @@ pub unsafe fn scan_begin(
     // SAFETY: palloc0 returns zeroed memory of the requested size or ERRORs;
     // the state is owned by the current memory context (dropped with it).
     unsafe {
-        let tree = tree_of(rel);
+        let tree = table_of(rel);
         if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
             ssi::lock_relation(rel, snapshot);
         }
         let state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(ScanState {
             tree,
             cursor: None,
+            sample: None,
             dir: Direction::Forward,
             last: None,
             ssi_out: ssi::out_needed(rel, snapshot),
@@ -131,19 +135,19 @@ pub unsafe fn scan_getnextslot(
             let from = st.last.clone();
             st.cursor = Some(match (dir, from) {
                 (Direction::Forward, Some(k)) => {
-                    st.tree.range(Bound::Excluded(k), Bound::Unbounded, dir)
+                    st.tree.versions(Bound::Excluded(k), Bound::Unbounded, dir)
                 }
                 (Direction::Backward, Some(k)) => {
-                    st.tree.range(Bound::Unbounded, Bound::Excluded(k), dir)
+                    st.tree.versions(Bound::Unbounded, Bound::Excluded(k), dir)
                 }
-                (_, None) => st.tree.range(Bound::Unbounded, Bound::Unbounded, dir),
+                (_, None) => st.tree.versions(Bound::Unbounded, Bound::Unbounded, dir),
             });
             st.dir = dir;
         }
         let cursor = st.cursor.as_mut().expect("just set");
         for item in cursor.by_ref() {
             let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let id = tid::from_key(&k).unwrap_or(0);
+            let id = st.tree.id_of(&k);
             let h = decode(rel, id, &v);
             st.last = Some(k);
             let visible = satisfies(&h, snapshot, rel);
@@ -206,7 +210,7 @@ pub unsafe fn index_fetch_tuple(
         let Some(id) = from_item_pointer(&*tidp) else {
             return false;
         };
-        let tree = tree_of(rel);
+        let tree = table_of(rel);
         let Some(v) = get_version(&tree, id) else {
             if !all_dead.is_null() {
                 *all_dead = true;
@@ -236,7 +240,7 @@ pub unsafe fn tuple_fetch_row_version(
         let Some(id) = from_item_pointer(&*tidp) else {
             return false;
         };
-        let Some(v) = get_version(&tree_of(rel), id) else {
+        let Some(v) = get_version(&table_of(rel), id) else {
             return false;
         };
         let h = decode(rel, id, &v);
@@ -278,7 +282,7 @@ pub unsafe fn tuple_get_latest_tid(scan: pg_sys::TableScanDesc, tidp: pg_sys::It
     unsafe {
         let rel = (*scan).rs_rd;
         let snapshot = (*scan).rs_snapshot;
-        let tree = tree_of(rel);
+        let tree = table_of(rel);
         let Some(mut id) = from_item_pointer(&*tidp) else {
             return;
         };
@@ -313,7 +317,7 @@ pub unsafe fn tuple_satisfies_snapshot(
         let Some(id) = from_item_pointer(&(*slot).tts_tid) else {
             return false;
         };
-        let Some(v) = get_version(&tree_of(rel), id) else {
+        let Some(v) = get_version(&table_of(rel), id) else {
             return false;
         };
         satisfies(&decode(rel, id, &v), snapshot, rel)
@@ -328,7 +332,7 @@ pub unsafe fn index_delete_tuples(
     // SAFETY: PostgreSQL passes ndeltids entries in deltids and status.
     unsafe {
         let d = &mut *delstate;
-        let tree = tree_of(rel);
+        let tree = table_of(rel);
         let deltids = std::slice::from_raw_parts_mut(d.deltids, d.ndeltids as usize);
         for del in deltids.iter() {
             let status = &mut *d.status.add(del.id as usize);
@@ -365,7 +369,10 @@ pub unsafe fn index_build_range_scan(
             // by key in the toast tree.
             return 0.0;
         }
-        let tree = tree_of(table_rel);
+        if (*(*index_rel).rd_index).indisprimary {
+            crate::am::rekey::primary_index_built(table_rel, index_rel);
+        }
+        let tree = table_of(table_rel);
         let estate = pg_sys::CreateExecutorState();
         let econtext = pg_sys::MakePerTupleExprContext(estate);
         let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
@@ -373,24 +380,29 @@ pub unsafe fn index_build_range_scan(
         let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
         let oldest = pg_sys::GetOldestNonRemovableTransactionId(table_rel);
         let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest);
-        let (lo, hi) = if numblocks == pg_sys::InvalidBlockNumber {
-            (Bound::Unbounded, Bound::Unbounded)
-        } else {
-            let first = start_blockno as u64 * tid::PER_BLOCK;
-            let end = (start_blockno as u64 + numblocks as u64) * tid::PER_BLOCK;
-            (
-                Bound::Included(tid::key(first).to_vec()),
-                Bound::Excluded(tid::key(end).to_vec()),
-            )
-        };
+        // Whole-table builds read in key order; block ranges (BRIN
+        // summaries) read the row ids those blocks cover.
+        let versions: Box<dyn Iterator<Item = (u64, Vec<u8>)>> =
+            if numblocks == pg_sys::InvalidBlockNumber {
+                let t = tree.clone();
+                Box::new(
+                    tree.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+                        .map(move |item| {
+                            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+                            (t.id_of(&k), v)
+                        }),
+                )
+            } else {
+                let first = start_blockno as u64 * tid::PER_BLOCK;
+                let end = (start_blockno as u64 + numblocks as u64) * tid::PER_BLOCK;
+                Box::new(tree.id_range(first, end))
+            };
         let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
         let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
         let mut live = 0.0;
         let cb = callback.expect("index build callback");
-        for item in tree.range(lo, hi, Direction::Forward) {
+        for (id, v) in versions {
             pgrx::check_for_interrupts!();
-            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let id = tid::from_key(&k).unwrap_or(0);
             let h: Header = decode(table_rel, id, &v);
             let state =
                 version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
@@ -467,7 +479,7 @@ fn ids_per_block(next_id: u64) -> u64 {
 /// `rel` must be a valid open orioledb relation.
 pub unsafe fn analyze_blocks(rel: pg_sys::Relation) -> u64 {
     // SAFETY: caller guarantees an open relation.
-    let next = unsafe { tree_of(rel) }.next_id();
+    let next = unsafe { table_of(rel) }.tree.next_id();
     next.div_ceil(ids_per_block(next))
 }
 
@@ -479,13 +491,9 @@ pub unsafe fn analyze_next_block(
     // SAFETY: only scan_begin creates scans.
     unsafe {
         let st = &mut *(*scan.cast::<OScan>()).state;
-        let per = ids_per_block(st.tree.next_id());
+        let per = ids_per_block(st.tree.tree.next_id());
         let first = blockno as u64 * per;
-        st.cursor = Some(st.tree.range(
-            Bound::Included(tid::key(first).to_vec()),
-            Bound::Excluded(tid::key(first + per).to_vec()),
-            Direction::Forward,
-        ));
+        st.sample = Some(st.tree.id_range(first, first + per));
         true
     }
 }
@@ -506,12 +514,10 @@ pub unsafe fn analyze_next_tuple(
         let rel = (*scan).rs_rd;
         let st = &mut *(*scan.cast::<OScan>()).state;
         let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest_xmin);
-        let Some(cursor) = st.cursor.as_mut() else {
+        let Some(sample) = st.sample.as_mut() else {
             return false;
         };
-        for item in cursor.by_ref() {
-            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let id = tid::from_key(&k).unwrap_or(0);
+        for (id, v) in sample.by_ref() {
             let h = decode(rel, id, &v);
             let mine = |x: Xid| version::Xacts::is_current(&rows::PgXacts, x);
             let take = match version::vacuum_state(
@@ -549,7 +555,7 @@ pub unsafe fn analyze_next_tuple(
                 return true;
             }
         }
-        st.cursor = None;
+        st.sample = None;
         pg_sys::ExecClearTuple(slot);
         false
     }

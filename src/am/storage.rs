@@ -152,6 +152,7 @@ pub(crate) fn install() {
         PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
         pg_sys::object_access_hook = Some(object_access);
         crate::am::planner::install();
+        crate::am::pkscan::install();
     }
 }
 
@@ -203,6 +204,7 @@ unsafe extern "C-unwind" fn xact_callback(
         | XACT_EVENT_ABORT
         | XACT_EVENT_PARALLEL_ABORT => {
             crate::am::rows::forget_trees();
+            crate::am::rekey::forget_pending();
             let commit = matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT);
             let want = if commit {
                 When::DropAtCommit

@@ -67,10 +67,16 @@ fn owned_items(p: PageRef) -> Items {
 /// Where to split `items` (the separator is the right half's first key):
 /// among the points where both halves fit with their low and high keys, the
 /// one closest to an even split by bytes — or, when `append` (the new item
-/// is the last one of the rightmost page: ascending keys such as row ids),
-/// the one that leaves the left page fullest, so loading in key order packs
-/// pages instead of leaving them half empty. None only if no point fits,
-/// which the key and item size limits rule out.
+/// is the last one of its page: ascending keys such as row ids, or a key
+/// range filled in order), the one that leaves the left page closest to
+/// [`APPEND_FILL`], so loading in key order packs pages instead of leaving
+/// them half empty, yet keeps room for the first new version of each row
+/// (a primary-key-ordered table puts it beside the old one, which is only
+/// prunable afterwards). None only if no point fits, which the key and
+/// item size limits rule out.
+/// Percent of a page the left half of an append split fills.
+const APPEND_FILL: usize = 90;
+
 fn split_point(
     items: &Items,
     low: Option<&[u8]>,
@@ -91,7 +97,7 @@ fn split_point(
         let sep = items[s].0.len();
         if left + low + sep <= cap && total - left + sep + high <= cap {
             let skew = if append {
-                total - left
+                left.abs_diff(cap * APPEND_FILL / 100)
             } else {
                 (2 * left).abs_diff(total)
             };
@@ -509,7 +515,7 @@ impl Tree {
             p.high().map(<[u8]>::to_vec),
             p.right(),
         );
-        let append = right == NO_PAGE && pos + 1 == items.len();
+        let append = pos + 1 == items.len();
         let s = split_point(&items, low.as_deref(), high.as_deref(), append)
             .ok_or_else(|| self.damaged("split: no split point fits both halves"))?;
         let sep = items[s].0.clone();

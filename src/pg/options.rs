@@ -750,6 +750,9 @@ unsafe extern "C-unwind" fn process_utility(
             _ => call.run(),
         }
     }
+    if crate::pg::init::is_preloaded() {
+        crate::am::rekey::run_pending();
+    }
 }
 
 /// Shared part of CREATE TABLE and CREATE TABLE AS: `options` is the

@@ -97,5 +97,9 @@ SELECT string_agg(k::text, ', ' ORDER BY k) FROM k_interval;
 CREATE TABLE k_comp (a int, b text, c bool, PRIMARY KEY (c, b, a));
 INSERT INTO k_comp VALUES (1, 'x', true), (1, 'x', false), (2, 'x', true), (1, 'y', true), (-1, '', false);
 SELECT * FROM k_comp ORDER BY c, b, a;
+-- Which duplicate is reported depends on the order the rows are updated in
+-- (physical order), so only the error itself is compared.
+\set VERBOSITY terse
 UPDATE k_comp SET c = NOT c WHERE a = 1;
+\set VERBOSITY default
 SELECT * FROM k_comp ORDER BY c, b, a;

@@ -1,0 +1,278 @@
+//! The primary-key descriptor of a table's tree, and the encoding of a
+//! row's primary-key values as the tree-key prefix of its versions.
+//!
+//! A tree is keyed by a descriptor it stores itself (see `table.rs`), not by
+//! whatever the catalog says now: the key of a version is a pure function of
+//! the row and the descriptor, so a version is found by the same bytes for
+//! as long as the tree lives, whatever DDL happens to the catalog meanwhile.
+//! Correctness never depends on the descriptor matching the current primary
+//! key; the custom scan is only offered when it does.
+//!
+//! Only types whose btree order is byte order of an encoding (engine
+//! `keys.rs`) key a tree: tables whose primary key has another type (or a
+//! text column under a non-C collation) stay keyed by row id.
+
+use orioledb_engine::keys::{encode_part, KeyPart};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+unsafe extern "C-unwind" {
+    /// pg_locale.c: whether a collation sorts by plain byte order ("C" and
+    /// "POSIX", also as the database default). Not in pgrx's bindings.
+    fn lc_collate_is_c(collation: pg_sys::Oid) -> bool;
+}
+
+/// How one key column's datum is encoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    Bool = 1,
+    Int2 = 2,
+    /// int4 and date (a 4-byte signed day number).
+    Int4 = 3,
+    /// int8, timestamp, timestamptz, time (8-byte signed).
+    Int8 = 4,
+    Oid = 5,
+    Uuid = 6,
+    /// bytea, and text/varchar under a "C" collation: the bytes.
+    Bytes = 7,
+    /// bpchar under a "C" collation: the bytes without trailing spaces
+    /// (bpchar comparison ignores them).
+    Bpchar = 8,
+}
+
+impl Kind {
+    fn from_u8(b: u8) -> Option<Kind> {
+        use Kind::*;
+        Some(match b {
+            1 => Bool,
+            2 => Int2,
+            3 => Int4,
+            4 => Int8,
+            5 => Oid,
+            6 => Uuid,
+            7 => Bytes,
+            8 => Bpchar,
+            _ => return None,
+        })
+    }
+
+    /// The encoding for a column of type `typid` under collation `coll`,
+    /// if its btree order is the encoding's byte order.
+    fn of(typid: pg_sys::Oid, coll: pg_sys::Oid) -> Option<Kind> {
+        use pg_sys::BuiltinOid::*;
+        let t = pg_sys::BuiltinOid::from_u32(typid.to_u32()).ok()?;
+        // SAFETY: lc_collate_is_c only reads collation state (the catalog
+        // for a non-default collation, which may ERROR if it is missing).
+        let c_order = || unsafe { lc_collate_is_c(coll) };
+        Some(match t {
+            BOOLOID => Kind::Bool,
+            INT2OID => Kind::Int2,
+            INT4OID | DATEOID => Kind::Int4,
+            INT8OID | TIMESTAMPOID | TIMESTAMPTZOID | TIMEOID => Kind::Int8,
+            OIDOID => Kind::Oid,
+            UUIDOID => Kind::Uuid,
+            BYTEAOID => Kind::Bytes,
+            TEXTOID | VARCHAROID if c_order() => Kind::Bytes,
+            BPCHAROID if c_order() => Kind::Bpchar,
+            _ => return None,
+        })
+    }
+}
+
+/// One column of the key. Invariant: `kind` is `Kind::of(typid, coll)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyCol {
+    /// Table attribute number (1-based).
+    pub attnum: i16,
+    pub typid: u32,
+    pub coll: u32,
+    pub kind: Kind,
+}
+
+/// The columns a tree is keyed by, in index column order. Invariant: at
+/// least one column, at most `INDEX_MAX_KEYS`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyDesc {
+    pub cols: Vec<KeyCol>,
+}
+
+const MAGIC: &[u8; 3] = b"PK1";
+
+/// Longest encoded key prefix: keeps a version's key well inside the
+/// engine's key limit and leaves most of an item for the row.
+pub const MAX_PREFIX: usize = 512;
+
+/// Per-column tags: a NULL sorts after every value (btree's default
+/// NULLS LAST), which only matters once a key column lost NOT NULL.
+const TAG_VALUE: u8 = 1;
+const TAG_NULL: u8 = 2;
+
+impl KeyDesc {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.push(self.cols.len() as u8);
+        for c in &self.cols {
+            out.extend_from_slice(&c.attnum.to_le_bytes());
+            out.extend_from_slice(&c.typid.to_le_bytes());
+            out.extend_from_slice(&c.coll.to_le_bytes());
+            out.push(c.kind as u8);
+        }
+        out
+    }
+
+    pub fn decode(b: &[u8]) -> Option<KeyDesc> {
+        let rest = b.strip_prefix(MAGIC)?;
+        let (&n, mut rest) = rest.split_first()?;
+        let mut cols = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let c = rest.get(..11)?;
+            cols.push(KeyCol {
+                attnum: i16::from_le_bytes([c[0], c[1]]),
+                typid: u32::from_le_bytes(c[2..6].try_into().ok()?),
+                coll: u32::from_le_bytes(c[6..10].try_into().ok()?),
+                kind: Kind::from_u8(c[10])?,
+            });
+            rest = &rest[11..];
+        }
+        (rest.is_empty() && !cols.is_empty()).then_some(KeyDesc { cols })
+    }
+
+    /// The descriptor for primary-key index `index` of `table`, if every
+    /// column is a plain column of an encodable type with the default
+    /// btree operator class, ascending, NULLS LAST.
+    ///
+    /// # Safety
+    /// Open relations; `index` is an index of `table`.
+    pub unsafe fn for_index(table: pg_sys::Relation, index: pg_sys::Relation) -> Option<KeyDesc> {
+        // SAFETY: an open index has rd_index, rd_indoption, rd_indcollation
+        // and rd_opcintype arrays of indnkeyatts entries.
+        unsafe {
+            let ix = (*index).rd_index;
+            let nkeys = (*ix).indnkeyatts as usize;
+            if nkeys == 0 || !(*index).rd_indexprs.is_null() {
+                return None;
+            }
+            let desc = (*table).rd_att;
+            let attrs = (*desc).attrs.as_slice((*desc).natts as usize);
+            let indkey = (*ix).indkey.values.as_slice(nkeys);
+            let mut cols = Vec::with_capacity(nkeys);
+            for (i, &attnum) in indkey.iter().enumerate() {
+                if attnum <= 0 || attnum as usize > attrs.len() {
+                    return None;
+                }
+                if *(*index).rd_indoption.add(i) != 0 {
+                    return None;
+                }
+                let att = &attrs[attnum as usize - 1];
+                let coll = *(*index).rd_indcollation.add(i);
+                let opfamily = *(*index).rd_opfamily.add(i);
+                let default = pg_sys::GetDefaultOpClass(att.atttypid, pg_sys::BTREE_AM_OID);
+                if default == pg_sys::InvalidOid
+                    || pg_sys::get_opclass_family(default) != opfamily
+                    || *(*index).rd_opcintype.add(i) != att.atttypid
+                {
+                    return None;
+                }
+                let kind = Kind::of(att.atttypid, coll)?;
+                cols.push(KeyCol {
+                    attnum,
+                    typid: att.atttypid.to_u32(),
+                    coll: coll.to_u32(),
+                    kind,
+                });
+            }
+            Some(KeyDesc { cols })
+        }
+    }
+
+    /// The descriptor `table`'s current primary key asks for (None: no
+    /// primary key, or one that cannot key a tree).
+    ///
+    /// # Safety
+    /// `table` is an open relation.
+    pub unsafe fn for_table(table: pg_sys::Relation) -> Option<KeyDesc> {
+        // SAFETY: per the contract; the index is opened and closed here
+        // under the table's lock.
+        unsafe {
+            let pk = pg_sys::RelationGetPrimaryKeyIndex(table);
+            if pk == pg_sys::InvalidOid {
+                return None;
+            }
+            let index = pg_sys::index_open(pk, pg_sys::AccessShareLock as _);
+            let d = KeyDesc::for_index(table, index);
+            pg_sys::index_close(index, pg_sys::AccessShareLock as _);
+            d
+        }
+    }
+
+    /// Appends the encoding of one column's datum (`None` = NULL).
+    ///
+    /// # Safety
+    /// `d` is a datum of the column's type.
+    pub unsafe fn push_datum(col: &KeyCol, d: Option<pg_sys::Datum>, out: &mut Vec<u8>) {
+        let Some(d) = d else {
+            out.push(TAG_NULL);
+            return;
+        };
+        out.push(TAG_VALUE);
+        // SAFETY: per the contract; varlena datums are detoasted into
+        // palloc'd copies when needed.
+        unsafe {
+            match col.kind {
+                Kind::Bool => encode_part(&KeyPart::Bool(d.value() != 0), out),
+                Kind::Int2 => encode_part(&KeyPart::Int2(d.value() as i16), out),
+                Kind::Int4 => encode_part(&KeyPart::Int4(d.value() as i32), out),
+                Kind::Int8 => encode_part(&KeyPart::Int8(d.value() as i64), out),
+                Kind::Oid => encode_part(&KeyPart::Oid(d.value() as u32), out),
+                Kind::Uuid => {
+                    let p = d.cast_mut_ptr::<[u8; 16]>();
+                    encode_part(&KeyPart::Uuid(*p), out)
+                }
+                Kind::Bytes | Kind::Bpchar => {
+                    let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
+                    let len = pgrx::varlena::varsize_any_exhdr(v);
+                    let p = pgrx::varlena::vardata_any(v).cast::<u8>();
+                    let mut bytes = std::slice::from_raw_parts(p, len);
+                    if col.kind == Kind::Bpchar {
+                        while let [rest @ .., b' '] = bytes {
+                            bytes = rest;
+                        }
+                    }
+                    encode_part(&KeyPart::Bytes(bytes), out)
+                }
+            }
+        }
+    }
+
+    /// The key prefix of a row given as deformed columns (`values`/`nulls`
+    /// indexed by attribute number - 1; attributes beyond them are NULL).
+    ///
+    /// # Safety
+    /// The datums are of the table's column types.
+    pub unsafe fn prefix(
+        &self,
+        values: &[pg_sys::Datum],
+        nulls: &[bool],
+        table_name: impl FnOnce() -> String,
+    ) -> Vec<u8> {
+        let mut out = Vec::with_capacity(16);
+        for c in &self.cols {
+            let i = c.attnum as usize - 1;
+            let d = (i < values.len() && !nulls[i]).then(|| values[i]);
+            // SAFETY: per the contract.
+            unsafe { KeyDesc::push_datum(c, d, &mut out) };
+        }
+        if out.len() > MAX_PREFIX {
+            crate::am::rows::raise(
+                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "orioledb: primary key value of table \"{}\" is too long: {} bytes encoded, maximum {MAX_PREFIX}",
+                    table_name(),
+                    out.len()
+                ),
+            );
+        }
+        out
+    }
+}

@@ -1,0 +1,873 @@
+//! The custom scan "OrioleDB Primary Scan": reads a primary-key-keyed
+//! table straight from its tree for primary-key equality, `IN`/`= ANY`,
+//! ranges and primary-key order (both directions, with LIMIT), instead of
+//! going through the primary key's btree and then fetching each row.
+//!
+//! Planning piggybacks on the btree: for every index path the planner
+//! built on the table's primary key, a custom path with the same key
+//! clauses, ordering and parameterization is added at a lower cost (no
+//! second lookup per row). Every restriction clause stays in the plan's
+//! qual and is evaluated on each row, so the key conditions only narrow
+//! the key ranges read; a condition that cannot be encoded is simply not
+//! used for narrowing. EvalPlanQual works through `ExecScan` as for a
+//! sequential scan: the re-check tuple is tested against the same quals.
+//!
+//! Not offered when the query reads `xmin`/`xmax`/`cmin`/`cmax` of the
+//! table: PostgreSQL 15 gives a custom scan a virtual scan slot, which
+//! carries only `ctid` and `tableoid` of the system columns.
+
+use crate::am::pkey::KeyDesc;
+use crate::am::rows::{self, decode, satisfies, store_version, table_of};
+use crate::am::ssi;
+use crate::am::table::Table;
+use orioledb_engine::{Cursor, Direction};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use pgrx::PgMemoryContexts;
+use std::collections::VecDeque;
+use std::ffi::{c_char, c_int, CString};
+use std::ops::Bound;
+
+const NAME: &std::ffi::CStr = c"OrioleDB Primary Scan";
+
+static mut PATH_METHODS: pg_sys::CustomPathMethods = pg_sys::CustomPathMethods {
+    CustomName: NAME.as_ptr(),
+    PlanCustomPath: Some(plan_path),
+    ReparameterizeCustomPathByChild: None,
+};
+
+static mut SCAN_METHODS: pg_sys::CustomScanMethods = pg_sys::CustomScanMethods {
+    CustomName: NAME.as_ptr(),
+    CreateCustomScanState: Some(create_state),
+};
+
+static mut EXEC_METHODS: pg_sys::CustomExecMethods = pg_sys::CustomExecMethods {
+    CustomName: NAME.as_ptr(),
+    BeginCustomScan: Some(begin),
+    ExecCustomScan: Some(exec),
+    EndCustomScan: Some(end),
+    ReScanCustomScan: Some(rescan),
+    MarkPosCustomScan: None,
+    RestrPosCustomScan: None,
+    EstimateDSMCustomScan: None,
+    InitializeDSMCustomScan: None,
+    ReInitializeDSMCustomScan: None,
+    InitializeWorkerCustomScan: None,
+    ShutdownCustomScan: None,
+    ExplainCustomScan: Some(explain),
+};
+
+static mut PREV_PATHLIST: pg_sys::set_rel_pathlist_hook_type = None;
+
+/// Installs the planner hook and registers the scan (from `_PG_init`).
+pub(crate) fn install() {
+    // SAFETY: called once from _PG_init, single-threaded; the methods
+    // structs are statics that live for the process.
+    unsafe {
+        PREV_PATHLIST = pg_sys::set_rel_pathlist_hook;
+        pg_sys::set_rel_pathlist_hook = Some(rel_pathlist);
+        pg_sys::RegisterCustomScanMethods(&raw const SCAN_METHODS);
+    }
+}
+
+/// Pointers of a `List` of pointers.
+///
+/// # Safety
+/// `l` is NIL or a valid pointer list.
+unsafe fn ptrs<T>(l: *mut pg_sys::List) -> Vec<*mut T> {
+    if l.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: a valid list has `length` cells.
+    unsafe {
+        std::slice::from_raw_parts((*l).elements, (*l).length as usize)
+            .iter()
+            .map(|c| c.ptr_value.cast())
+            .collect()
+    }
+}
+
+/// Integers of an integer `List`.
+///
+/// # Safety
+/// `l` is NIL or a valid integer list.
+unsafe fn ints(l: *mut pg_sys::List) -> Vec<i32> {
+    if l.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: a valid list has `length` cells.
+    unsafe {
+        std::slice::from_raw_parts((*l).elements, (*l).length as usize)
+            .iter()
+            .map(|c| c.int_value)
+            .collect()
+    }
+}
+
+/// Strips binary-compatible relabelings (varchar columns compared as text).
+///
+/// # Safety
+/// `n` is a valid expression node.
+unsafe fn strip(mut n: *mut pg_sys::Node) -> *mut pg_sys::Node {
+    // SAFETY: per the contract.
+    unsafe {
+        while !n.is_null() && (*n).type_ == pg_sys::NodeTag::T_RelabelType {
+            n = (*(n as *mut pg_sys::RelabelType)).arg.cast();
+        }
+        n
+    }
+}
+
+/// Whether `n` is the column `attnum` of range-table entry `relid`.
+///
+/// # Safety
+/// `n` is a valid expression node.
+unsafe fn is_column(n: *mut pg_sys::Node, relid: u32, attnum: i16) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        let n = strip(n);
+        !n.is_null()
+            && (*n).type_ == pg_sys::NodeTag::T_Var
+            && (*(n as *mut pg_sys::Var)).varno as u32 == relid
+            && (*(n as *mut pg_sys::Var)).varattno == attnum
+            && (*(n as *mut pg_sys::Var)).varlevelsup == 0
+    }
+}
+
+fn is_int(t: pg_sys::Oid) -> bool {
+    [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&t)
+}
+
+/// A key condition: `column <strategy> value(s)`.
+#[derive(Clone, Copy, Debug)]
+struct Cond {
+    /// Position in the key.
+    col: usize,
+    /// btree strategy: 1 <, 2 <=, 3 =, 4 >=, 5 >.
+    strategy: i32,
+    /// `= ANY (array)`.
+    array: bool,
+    /// Type of the value (or of the array's elements).
+    typid: pg_sys::Oid,
+}
+
+/// The key conditions among an index path's clauses, with their values.
+///
+/// # Safety
+/// `ipath` is a valid index path of `rel` on the key's index.
+unsafe fn key_conds(
+    rel: *mut pg_sys::RelOptInfo,
+    ipath: *mut pg_sys::IndexPath,
+    desc: &KeyDesc,
+) -> Vec<(Cond, *mut pg_sys::Expr)> {
+    let mut out = Vec::new();
+    // SAFETY: per the contract; every node read is part of the path.
+    unsafe {
+        let relid = (*rel).relid;
+        let index = (*ipath).indexinfo;
+        for ic in ptrs::<pg_sys::IndexClause>((*ipath).indexclauses) {
+            let col = (*ic).indexcol as usize;
+            let Some(kc) = desc.cols.get(col) else {
+                continue;
+            };
+            let opfamily = *(*index).opfamily.add(col);
+            for ri in ptrs::<pg_sys::RestrictInfo>((*ic).indexquals) {
+                let clause = (*ri).clause as *mut pg_sys::Node;
+                let (op, rhs, array) = match (*clause).type_ {
+                    pg_sys::NodeTag::T_OpExpr => {
+                        let e = clause as *mut pg_sys::OpExpr;
+                        let args = ptrs::<pg_sys::Node>((*e).args);
+                        if args.len() != 2 {
+                            continue;
+                        }
+                        if is_column(args[0], relid, kc.attnum) {
+                            ((*e).opno, args[1], false)
+                        } else if is_column(args[1], relid, kc.attnum) {
+                            (pg_sys::get_commutator((*e).opno), args[0], false)
+                        } else {
+                            continue;
+                        }
+                    }
+                    pg_sys::NodeTag::T_ScalarArrayOpExpr => {
+                        let e = clause as *mut pg_sys::ScalarArrayOpExpr;
+                        let args = ptrs::<pg_sys::Node>((*e).args);
+                        if !(*e).useOr || args.len() != 2 || !is_column(args[0], relid, kc.attnum)
+                        {
+                            continue;
+                        }
+                        ((*e).opno, args[1], true)
+                    }
+                    _ => continue,
+                };
+                if op == pg_sys::InvalidOid {
+                    continue;
+                }
+                let strategy = pg_sys::get_op_opfamily_strategy(op, opfamily);
+                if !(1..=5).contains(&strategy) || (array && strategy != 3) {
+                    continue;
+                }
+                let mut typid = pg_sys::exprType(rhs);
+                if array {
+                    typid = pg_sys::get_element_type(typid);
+                }
+                let coltype = pg_sys::Oid::from(kc.typid);
+                if typid != coltype && !(is_int(typid) && is_int(coltype)) {
+                    continue;
+                }
+                out.push((
+                    Cond {
+                        col,
+                        strategy,
+                        array,
+                        typid,
+                    },
+                    rhs.cast(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Whether the query reads a system column the virtual scan slot lacks.
+///
+/// # Safety
+/// `rel` is a valid base relation.
+unsafe fn needs_tuple_header(rel: *mut pg_sys::RelOptInfo) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        let mut attrs: *mut pg_sys::Bitmapset = std::ptr::null_mut();
+        let relid = (*rel).relid;
+        pg_sys::pull_varattnos((*(*rel).reltarget).exprs.cast(), relid, &mut attrs);
+        for ri in ptrs::<pg_sys::RestrictInfo>((*rel).baserestrictinfo) {
+            pg_sys::pull_varattnos((*ri).clause.cast(), relid, &mut attrs);
+        }
+        let off = pg_sys::FirstLowInvalidHeapAttributeNumber;
+        [
+            pg_sys::MinTransactionIdAttributeNumber,
+            pg_sys::MaxTransactionIdAttributeNumber,
+            pg_sys::MinCommandIdAttributeNumber,
+            pg_sys::MaxCommandIdAttributeNumber,
+        ]
+        .iter()
+        .any(|&a| pg_sys::bms_is_member(a as c_int - off, attrs))
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rel_pathlist(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    rti: pg_sys::Index,
+    rte: *mut pg_sys::RangeTblEntry,
+) {
+    // SAFETY: the planner passes valid nodes of a relation it has locked;
+    // the relcache entry is opened and closed here without a new lock.
+    unsafe {
+        if let Some(prev) = PREV_PATHLIST {
+            prev(root, rel, rti, rte);
+        }
+        if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
+            || (*rte).relkind as u8 != pg_sys::RELKIND_RELATION
+            || (*rte).inh
+            || !(*rte).tablesample.is_null()
+            || !matches!(
+                (*rel).reloptkind,
+                pg_sys::RelOptKind::RELOPT_BASEREL | pg_sys::RelOptKind::RELOPT_OTHER_MEMBER_REL
+            )
+            || !crate::pg::init::is_preloaded()
+        {
+            return;
+        }
+        let r = pg_sys::RelationIdGetRelation((*rte).relid);
+        if r.is_null() {
+            return;
+        }
+        let ours = std::ptr::eq((*r).rd_tableam, &raw const crate::am::ROUTINE);
+        let keyed = ours
+            && match table_of(r).desc() {
+                Some(d) => KeyDesc::for_table(r).as_ref() == Some(d),
+                None => false,
+            };
+        let pk = if keyed {
+            pg_sys::RelationGetPrimaryKeyIndex(r)
+        } else {
+            pg_sys::InvalidOid
+        };
+        let desc = if keyed { table_of(r).desc().cloned() } else { None };
+        pg_sys::RelationClose(r);
+        let Some(desc) = desc else { return };
+        if needs_tuple_header(rel) {
+            return;
+        }
+        // The planner's own index paths on the key tell which clauses match
+        // it and which orderings it can give; those add_path already
+        // dropped (beaten by the sequential scan, since a btree scan pays
+        // a second lookup per row) are built again aside, and the rel's
+        // paths are left as they were.
+        let saved = (*rel).pathlist;
+        let saved_partial = (*rel).partial_pathlist;
+        (*rel).pathlist = std::ptr::null_mut();
+        (*rel).partial_pathlist = std::ptr::null_mut();
+        pg_sys::create_index_paths(root, rel);
+        let index_paths = (*rel).pathlist;
+        (*rel).pathlist = saved;
+        (*rel).partial_pathlist = saved_partial;
+        let mut new_paths = Vec::new();
+        for p in ptrs::<pg_sys::Path>(index_paths) {
+            if (*p).type_ != pg_sys::NodeTag::T_IndexPath {
+                continue;
+            }
+            let ip = p as *mut pg_sys::IndexPath;
+            if (*(*ip).indexinfo).indexoid != pk {
+                continue;
+            }
+            new_paths.push(make_path(rel, ip, &desc));
+        }
+        for cp in new_paths {
+            pg_sys::add_path(rel, cp.cast());
+        }
+    }
+}
+
+/// Elements of a constant array expression (1 if not a constant).
+///
+/// # Safety
+/// `e` is a valid expression.
+unsafe fn const_array_len(e: *mut pg_sys::Expr) -> f64 {
+    // SAFETY: per the contract; a Const array is a detoastable array datum.
+    unsafe {
+        let n = e as *mut pg_sys::Node;
+        if (*n).type_ != pg_sys::NodeTag::T_Const || (*(n as *mut pg_sys::Const)).constisnull {
+            return 1.0;
+        }
+        let c = n as *mut pg_sys::Const;
+        let arr = pg_sys::pg_detoast_datum((*c).constvalue.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        let ndim = (*arr).ndim;
+        let dims = (arr as *mut u8).add(size_of::<pg_sys::ArrayType>()) as *const c_int;
+        (0..ndim as usize).map(|i| *dims.add(i) as f64).product::<f64>().max(1.0)
+    }
+}
+
+/// A custom path mirroring index path `ip` on the primary key.
+///
+/// # Safety
+/// Valid planner nodes; `ip` is an index path of `rel` on its primary key.
+unsafe fn make_path(
+    rel: *mut pg_sys::RelOptInfo,
+    ip: *mut pg_sys::IndexPath,
+    desc: &KeyDesc,
+) -> *mut pg_sys::CustomPath {
+    // SAFETY: per the contract; nodes are palloc'd in the planner's context.
+    unsafe {
+        let conds = key_conds(rel, ip, desc);
+        let mut ilist: *mut pg_sys::List = std::ptr::null_mut();
+        let backward = (*ip).indexscandir == pg_sys::ScanDirection::BackwardScanDirection;
+        ilist = pg_sys::lappend_int(ilist, backward as c_int);
+        let mut elist: *mut pg_sys::List = std::ptr::null_mut();
+        for (c, e) in &conds {
+            ilist = pg_sys::lappend_int(ilist, c.col as c_int);
+            ilist = pg_sys::lappend_int(ilist, c.strategy);
+            ilist = pg_sys::lappend_int(ilist, c.array as c_int);
+            ilist = pg_sys::lappend_int(ilist, c.typid.to_u32() as c_int);
+            elist = pg_sys::lappend(elist, (*e).cast());
+        }
+        let cp = pg_sys::palloc0(size_of::<pg_sys::CustomPath>()) as *mut pg_sys::CustomPath;
+        let src = &(*ip).path;
+        let path = &mut (*cp).path;
+        path.type_ = pg_sys::NodeTag::T_CustomPath;
+        path.pathtype = pg_sys::NodeTag::T_CustomScan;
+        path.parent = rel;
+        path.pathtarget = (*rel).reltarget;
+        path.param_info = src.param_info;
+        path.parallel_aware = false;
+        path.parallel_safe = false;
+        path.parallel_workers = 0;
+        path.rows = src.rows;
+        path.pathkeys = src.pathkeys;
+        // One descent per key range (its CPU is the btree's start-up cost;
+        // inner pages stay in the page pool, like a btree's), then the rows
+        // read in key order from consecutive leaves: no second lookup per
+        // row as through the btree.
+        let ranges = conds
+            .iter()
+            .filter(|(c, _)| c.array)
+            .map(|(_, e)| const_array_len(*e))
+            .product::<f64>()
+            .max(1.0);
+        let density = if (*rel).pages > 0 && (*rel).tuples > 0.0 {
+            (*rel).tuples / (*rel).pages as f64
+        } else {
+            50.0
+        };
+        let rows = src.rows.max(1.0);
+        let quals = ptrs::<pg_sys::RestrictInfo>((*rel).baserestrictinfo).len() as f64;
+        path.startup_cost = src.startup_cost;
+        path.total_cost = path.startup_cost
+            + ranges * pg_sys::seq_page_cost
+            + (rows / density).ceil() * pg_sys::seq_page_cost
+            + rows * (pg_sys::cpu_tuple_cost + quals * pg_sys::cpu_operator_cost);
+        (*cp).flags = 0;
+        (*cp).custom_paths = std::ptr::null_mut();
+        let mut private = pg_sys::lappend(std::ptr::null_mut(), ilist.cast());
+        private = pg_sys::lappend(private, elist.cast());
+        (*cp).custom_private = private;
+        (*cp).methods = &raw const PATH_METHODS;
+        cp
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn plan_path(
+    _root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    best_path: *mut pg_sys::CustomPath,
+    tlist: *mut pg_sys::List,
+    clauses: *mut pg_sys::List,
+    _custom_plans: *mut pg_sys::List,
+) -> *mut pg_sys::Plan {
+    // SAFETY: PostgreSQL passes our path and valid lists.
+    unsafe {
+        let cs = pg_sys::palloc0(size_of::<pg_sys::CustomScan>()) as *mut pg_sys::CustomScan;
+        (*cs).scan.plan.type_ = pg_sys::NodeTag::T_CustomScan;
+        (*cs).scan.plan.targetlist = tlist;
+        (*cs).scan.plan.qual = pg_sys::extract_actual_clauses(clauses, false);
+        (*cs).scan.scanrelid = (*rel).relid;
+        (*cs).flags = (*best_path).flags;
+        let private = ptrs::<pg_sys::List>((*best_path).custom_private);
+        (*cs).custom_private = pg_sys::copyObjectImpl(private[0].cast()).cast();
+        (*cs).custom_exprs = pg_sys::copyObjectImpl(private[1].cast()).cast();
+        (*cs).methods = &raw const SCAN_METHODS;
+        cs.cast()
+    }
+}
+
+/// Rust-side run state. Invariant: `ranges` is None until the key values
+/// were evaluated for the current scan (first fetch after begin/rescan).
+struct Run {
+    table: Table,
+    conds: Vec<Cond>,
+    values: Vec<*mut pg_sys::ExprState>,
+    dir: Direction,
+    ranges: Option<VecDeque<(Bound<Vec<u8>>, Bound<Vec<u8>>)>>,
+    cursor: Option<Cursor>,
+    ssi_out: bool,
+}
+
+/// The scan node: PostgreSQL's part first.
+#[repr(C)]
+struct PkScanState {
+    css: pg_sys::CustomScanState,
+    run: *mut Run,
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn create_state(_cscan: *mut pg_sys::CustomScan) -> *mut pg_sys::Node {
+    // SAFETY: zeroed node memory, tagged as PostgreSQL requires.
+    unsafe {
+        let s = pg_sys::palloc0(size_of::<PkScanState>()) as *mut PkScanState;
+        (*s).css.ss.ps.type_ = pg_sys::NodeTag::T_CustomScanState;
+        (*s).css.methods = &raw const EXEC_METHODS;
+        s.cast()
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn begin(
+    node: *mut pg_sys::CustomScanState,
+    estate: *mut pg_sys::EState,
+    _eflags: c_int,
+) {
+    // SAFETY: `node` is our PkScanState (create_state made it) with its
+    // relation opened by ExecInitCustomScan; Run lives in the query context.
+    unsafe {
+        let s = node as *mut PkScanState;
+        let plan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
+        let rel = (*node).ss.ss_currentRelation;
+        let iv = ints((*plan).custom_private);
+        let dir = if iv.first() == Some(&1) {
+            Direction::Backward
+        } else {
+            Direction::Forward
+        };
+        let conds = iv[1..]
+            .chunks_exact(4)
+            .map(|c| Cond {
+                col: c[0] as usize,
+                strategy: c[1],
+                array: c[2] != 0,
+                typid: pg_sys::Oid::from(c[3] as u32),
+            })
+            .collect();
+        let values = ptrs::<pg_sys::Expr>((*plan).custom_exprs)
+            .into_iter()
+            .map(|e| pg_sys::ExecInitExpr(e, &mut (*node).ss.ps))
+            .collect();
+        let snapshot = (*estate).es_snapshot;
+        ssi::lock_relation(rel, snapshot);
+        (*s).run = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(Run {
+            table: table_of(rel),
+            conds,
+            values,
+            dir,
+            ranges: None,
+            cursor: None,
+            ssi_out: ssi::out_needed(rel, snapshot),
+        });
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn exec(node: *mut pg_sys::CustomScanState) -> *mut pg_sys::TupleTableSlot {
+    // SAFETY: ExecScan drives our access and recheck methods on this node.
+    unsafe { pg_sys::ExecScan(&mut (*node).ss, Some(next), Some(recheck)) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn recheck(
+    _ss: *mut pg_sys::ScanState,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // Every clause, key conditions included, is in the plan's qual, which
+    // ExecScan evaluates on the re-check tuple too. That tuple arrives in
+    // the table's own slot type, while our qual and projection were
+    // compiled for a virtual scan slot, which reads column values without
+    // deforming first: deform them all here.
+    // SAFETY: ExecScanFetch passes a valid, non-empty slot.
+    unsafe { pg_sys::slot_getallattrs(slot) };
+    true
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
+    // SAFETY: our node; the cursor is released now, the rest with the
+    // query's memory context.
+    unsafe {
+        let run = (*(node as *mut PkScanState)).run;
+        if !run.is_null() {
+            (*run).cursor = None;
+            (*run).ranges = None;
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
+    // SAFETY: our node.
+    unsafe {
+        let run = (*(node as *mut PkScanState)).run;
+        if !run.is_null() {
+            (*run).cursor = None;
+            (*run).ranges = None;
+        }
+    }
+}
+
+/// Evaluates expression `e` in the node's per-tuple context; None = NULL.
+///
+/// # Safety
+/// `e` was initialised for `node`.
+unsafe fn eval(
+    node: *mut pg_sys::CustomScanState,
+    e: *mut pg_sys::ExprState,
+) -> Option<pg_sys::Datum> {
+    // SAFETY: ExecInitExpr set evalfunc; the result lives in the per-query
+    // context long enough to be encoded (ranges are built right away).
+    unsafe {
+        let econtext = (*node).ss.ps.ps_ExprContext;
+        let mut null = false;
+        let f = (*e).evalfunc.expect("initialised expression");
+        let d = f(e, econtext, &mut null);
+        (!null).then_some(d)
+    }
+}
+
+/// Integer value of a datum of integer type `t`.
+fn int_value(d: pg_sys::Datum, t: pg_sys::Oid) -> i64 {
+    match t {
+        pg_sys::INT2OID => d.value() as i16 as i64,
+        pg_sys::INT4OID => d.value() as i32 as i64,
+        _ => d.value() as i64,
+    }
+}
+
+/// A value of a condition, converted to the key column's type. Err(above):
+/// an integer beyond the column type's range (above its maximum or below
+/// its minimum), which no row can equal.
+fn to_column(
+    d: pg_sys::Datum,
+    from: pg_sys::Oid,
+    to: pg_sys::Oid,
+) -> Result<pg_sys::Datum, bool> {
+    if from == to {
+        return Ok(d);
+    }
+    let v = int_value(d, from);
+    let (lo, hi) = match to {
+        pg_sys::INT2OID => (i16::MIN as i64, i16::MAX as i64),
+        pg_sys::INT4OID => (i32::MIN as i64, i32::MAX as i64),
+        _ => (i64::MIN, i64::MAX),
+    };
+    if v > hi {
+        return Err(true);
+    }
+    if v < lo {
+        return Err(false);
+    }
+    Ok(pg_sys::Datum::from(v))
+}
+
+/// The smallest byte string above every string that starts with `b`.
+fn successor(b: &[u8]) -> Option<Vec<u8>> {
+    let mut v = b.to_vec();
+    while let Some(last) = v.pop() {
+        if last != 0xFF {
+            v.push(last + 1);
+            return Some(v);
+        }
+    }
+    None
+}
+
+/// The key ranges the conditions allow, in scan order (None: the whole
+/// table).
+///
+/// # Safety
+/// `node` is our scan node with its Run.
+unsafe fn key_ranges(
+    node: *mut pg_sys::CustomScanState,
+    run: &Run,
+) -> VecDeque<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+    let desc = run.table.desc().expect("custom scan on a keyed table").clone();
+    // SAFETY: per the contract; array datums are deconstructed in the
+    // per-query memory context.
+    unsafe {
+        // Prefixes of equal leading columns (several with = ANY).
+        let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
+        let mut lower: Option<Vec<u8>> = None; // inclusive, per prefix suffix
+        let mut upper: Option<Vec<u8>> = None; // exclusive
+        let mut empty = false;
+        let mut range_col = None;
+        for (ci, col) in desc.cols.iter().enumerate() {
+            let coltype = pg_sys::Oid::from(col.typid);
+            let here: Vec<(usize, &Cond)> = run
+                .conds
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| c.col == ci)
+                .collect();
+            if let Some(&(i, c)) = here.iter().find(|(_, c)| c.strategy == 3) {
+                let Some(d) = eval(node, run.values[i]) else {
+                    empty = true;
+                    break;
+                };
+                let mut encoded: Vec<Vec<u8>> = Vec::new();
+                let vals: Vec<pg_sys::Datum> = if c.array {
+                    array_elements(d, c.typid)
+                } else {
+                    vec![d]
+                };
+                for v in vals {
+                    if let Ok(v) = to_column(v, c.typid, coltype) {
+                        let mut e = Vec::new();
+                        KeyDesc::push_datum(col, Some(v), &mut e);
+                        encoded.push(e);
+                    }
+                }
+                encoded.sort();
+                encoded.dedup();
+                if encoded.is_empty() {
+                    empty = true;
+                    break;
+                }
+                if prefixes.len() * encoded.len() > 100_000 {
+                    break;
+                }
+                prefixes = prefixes
+                    .iter()
+                    .flat_map(|p| {
+                        encoded.iter().map(move |e| {
+                            let mut k = p.clone();
+                            k.extend_from_slice(e);
+                            k
+                        })
+                    })
+                    .collect();
+                continue;
+            }
+            // Range conditions on the first column without an equality.
+            for &(i, c) in &here {
+                let Some(d) = eval(node, run.values[i]) else {
+                    empty = true;
+                    break;
+                };
+                let v = match to_column(d, c.typid, coltype) {
+                    Ok(v) => v,
+                    // Beyond the type's range: either no row qualifies
+                    // or the bound does not narrow anything.
+                    Err(above) => {
+                        let is_upper = c.strategy <= 2;
+                        if is_upper != above {
+                            empty = true;
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let mut e = Vec::new();
+                KeyDesc::push_datum(col, Some(v), &mut e);
+                match c.strategy {
+                    1 => upper = Some(upper.map_or(e.clone(), |u: Vec<u8>| u.min(e))),
+                    2 => {
+                        let s = successor(&e).expect("tagged encoding");
+                        upper = Some(upper.map_or(s.clone(), |u: Vec<u8>| u.min(s)));
+                    }
+                    4 => lower = Some(lower.map_or(e.clone(), |l: Vec<u8>| l.max(e))),
+                    5 => {
+                        let s = successor(&e).expect("tagged encoding");
+                        lower = Some(lower.map_or(s.clone(), |l: Vec<u8>| l.max(s)));
+                    }
+                    _ => {}
+                }
+            }
+            range_col = Some(ci);
+            break;
+        }
+        let _ = range_col;
+        let mut out = VecDeque::new();
+        if empty {
+            return out;
+        }
+        for p in prefixes {
+            let base = Table::prefix_bound(&p);
+            let lo = match &lower {
+                Some(l) => {
+                    let mut k = base.clone();
+                    k.extend_from_slice(l);
+                    k
+                }
+                None => base.clone(),
+            };
+            let hi = match &upper {
+                Some(u) => {
+                    let mut k = base.clone();
+                    k.extend_from_slice(u);
+                    k
+                }
+                None => successor(&base).expect("tagged key"),
+            };
+            if lo < hi {
+                out.push_back((Bound::Included(lo), Bound::Excluded(hi)));
+            }
+        }
+        if run.dir == Direction::Backward {
+            out = out.into_iter().rev().collect();
+        }
+        out
+    }
+}
+
+/// Elements of a one-dimensional array datum (NULLs left out).
+///
+/// # Safety
+/// `d` is an array of `elemtype`.
+unsafe fn array_elements(d: pg_sys::Datum, elemtype: pg_sys::Oid) -> Vec<pg_sys::Datum> {
+    // SAFETY: per the contract; deconstruct_array pallocs its outputs.
+    unsafe {
+        let arr = pg_sys::pg_detoast_datum(d.cast_mut_ptr()) as *mut pg_sys::ArrayType;
+        let (mut len, mut byval, mut align) = (0i16, false, 0 as c_char);
+        pg_sys::get_typlenbyvalalign(elemtype, &mut len, &mut byval, &mut align);
+        let mut elems: *mut pg_sys::Datum = std::ptr::null_mut();
+        let mut nulls: *mut bool = std::ptr::null_mut();
+        let mut n: c_int = 0;
+        pg_sys::deconstruct_array(
+            arr, elemtype, len as c_int, byval, align, &mut elems, &mut nulls, &mut n,
+        );
+        (0..n as usize)
+            .filter(|&i| !*nulls.add(i))
+            .map(|i| *elems.add(i))
+            .collect()
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::TupleTableSlot {
+    // SAFETY: ExecScan passes our node; the relation, snapshot and slot
+    // stay valid for the scan's life.
+    unsafe {
+        let node = ss as *mut pg_sys::CustomScanState;
+        let run = &mut *(*(node as *mut PkScanState)).run;
+        let rel = (*ss).ss_currentRelation;
+        let snapshot = (*(*ss).ps.state).es_snapshot;
+        let slot = (*ss).ss_ScanTupleSlot;
+        if run.ranges.is_none() {
+            run.ranges = Some(key_ranges(node, run));
+        }
+        loop {
+            if run.cursor.is_none() {
+                let Some((lo, hi)) = run.ranges.as_mut().and_then(|r| r.pop_front()) else {
+                    return pg_sys::ExecClearTuple(slot);
+                };
+                run.cursor = Some(run.table.versions(lo, hi, run.dir));
+            }
+            let cursor = run.cursor.as_mut().expect("just set");
+            for item in cursor.by_ref() {
+                pgrx::check_for_interrupts!();
+                let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+                let id = run.table.id_of(&k);
+                let h = decode(rel, id, &v);
+                let visible = satisfies(&h, snapshot, rel);
+                if run.ssi_out {
+                    ssi::check_out(rel, &h, visible, snapshot);
+                }
+                if visible {
+                    store_version(rel, slot, id, &v);
+                    return slot;
+                }
+            }
+            run.cursor = None;
+        }
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn explain(
+    node: *mut pg_sys::CustomScanState,
+    ancestors: *mut pg_sys::List,
+    es: *mut pg_sys::ExplainState,
+) {
+    // SAFETY: our node and a valid ExplainState; deparsing only reads the
+    // plan.
+    unsafe {
+        let plan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
+        let rel = (*node).ss.ss_currentRelation;
+        let iv = ints((*plan).custom_private);
+        let exprs = ptrs::<pg_sys::Node>((*plan).custom_exprs);
+        let table = table_of(rel);
+        let Some(desc) = table.desc() else { return };
+        let ctx = pg_sys::set_deparse_context_plan((*es).deparse_cxt, plan.cast(), ancestors);
+        let mut conds = Vec::new();
+        for (c, e) in iv[1..].chunks_exact(4).zip(exprs) {
+            let attnum = desc.cols[c[0] as usize].attnum;
+            let name = pg_sys::get_attname((*rel).rd_id, attnum, false);
+            let name = std::ffi::CStr::from_ptr(name).to_string_lossy().into_owned();
+            let op = ["<", "<=", "=", ">=", ">"][(c[1] - 1) as usize];
+            let value = pg_sys::deparse_expression(e, ctx, false, false);
+            let value = std::ffi::CStr::from_ptr(value).to_string_lossy().into_owned();
+            conds.push(if c[2] != 0 {
+                format!("({name} = ANY ({value}))")
+            } else {
+                format!("({name} {op} {value})")
+            });
+        }
+        let label = c"Primary Key Cond";
+        if !conds.is_empty() {
+            let text = CString::new(conds.join(" AND ")).unwrap_or_default();
+            pg_sys::ExplainPropertyText(label.as_ptr(), text.as_ptr(), es);
+        }
+        if iv.first() == Some(&1) {
+            pg_sys::ExplainPropertyText(c"Scan Direction".as_ptr(), c"Backward".as_ptr(), es);
+        }
+        let _ = rows::MOVED;
+    }
+}

@@ -1,0 +1,169 @@
+//! Keying a table's tree by its primary key.
+//!
+//! A primary-key index is built on an empty tree when a table is created
+//! with its key (CREATE TABLE, a partition created from a parent with one,
+//! TRUNCATE's rebuild): the tree then takes the key's descriptor in place.
+//! A key added to a table that has rows (ALTER TABLE ... ADD PRIMARY KEY,
+//! pgbench's way, or a rewrite that rebuilds the key's index) is applied at
+//! the end of the utility statement by re-keying: the table gets a new
+//! relation file (transactional, like a rewrite), and every version is
+//! copied into the new tree under its primary-key position, keeping its row
+//! id, so every index stays valid as it is.
+
+use crate::am::pkey::KeyDesc;
+use crate::am::rows::{self, table_of};
+use crate::am::table::Table;
+use orioledb_engine::Direction;
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::ops::Bound;
+
+thread_local! {
+    /// Tables whose primary key was built over rows in the running utility
+    /// statement. Invariant: empty outside a transaction.
+    static PENDING: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
+}
+
+fn has_versions(t: &Table) -> bool {
+    t.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .next()
+        .is_some()
+}
+
+/// Whether this backend holds `rel` alone (no other session can read or
+/// write it until we commit).
+///
+/// # Safety
+/// `rel` is an open relation.
+unsafe fn held_exclusively(rel: pg_sys::Relation) -> bool {
+    // SAFETY: per the contract.
+    unsafe { pg_sys::CheckRelationLockedByMe(rel, pg_sys::AccessExclusiveLock as _, false) }
+}
+
+/// A primary-key index `index` is being built on `table`.
+///
+/// # Safety
+/// Open relations; `index` is an index of `table`.
+pub unsafe fn primary_index_built(table: pg_sys::Relation, index: pg_sys::Relation) {
+    // SAFETY: per the contract.
+    unsafe {
+        let want = KeyDesc::for_index(table, index);
+        let mut t = table_of(table);
+        if t.desc() == want.as_ref() {
+            return;
+        }
+        let created_here = (*table).rd_createSubid != 0
+            || (*table).rd_firstRelfilenodeSubid != 0;
+        if !has_versions(&t) && (created_here || held_exclusively(table)) {
+            t.set_layout(want);
+            rows::forget_tree(t.tree.id());
+            return;
+        }
+        let oid = (*table).rd_id;
+        PENDING.with(|p| {
+            let mut p = p.borrow_mut();
+            if !p.contains(&oid) {
+                p.push(oid);
+            }
+        });
+    }
+}
+
+/// Forgets pending work (transaction end).
+pub fn forget_pending() {
+    PENDING.with(|p| p.borrow_mut().clear());
+}
+
+/// Re-keys the tables whose primary key was built over rows, at the end of
+/// a utility statement that succeeded. A table this backend does not hold
+/// exclusively (REINDEX takes a weaker lock) stays as it is: correct, just
+/// not ordered by its key.
+pub fn run_pending() {
+    let work = PENDING.with(|p| std::mem::take(&mut *p.borrow_mut()));
+    if work.is_empty() {
+        return;
+    }
+    // SAFETY: the tables were locked by the statement that built their
+    // index, and stay locked until the transaction ends; opening with
+    // NoLock only looks them up again. CCI makes the statement's catalog
+    // changes (the new index) visible to the relcache first.
+    unsafe {
+        pg_sys::CommandCounterIncrement();
+        for oid in work {
+            let rel = pg_sys::RelationIdGetRelation(oid);
+            if rel.is_null() {
+                continue;
+            }
+            if held_exclusively(rel) {
+                let want = KeyDesc::for_table(rel);
+                if table_of(rel).desc() != want.as_ref() {
+                    rekey(rel, want);
+                }
+            }
+            pg_sys::RelationClose(rel);
+        }
+    }
+}
+
+/// Moves every version of `rel` into a new tree keyed by `desc`.
+///
+/// # Safety
+/// `rel` is an open orioledb table this backend holds exclusively.
+unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
+    // SAFETY: per the contract; tuples are built in a context reset per row.
+    unsafe {
+        let old = table_of(rel);
+        let next_id = old.tree.next_id();
+        pg_sys::RelationSetNewRelfilenode(rel, (*(*rel).rd_rel).relpersistence);
+        let mut new = table_of(rel);
+        new.set_layout(desc.clone());
+        rows::forget_tree(new.tree.id());
+        let new = table_of(rel);
+        if next_id > 0 {
+            // Row ids stay what the indexes hold; new rows continue above.
+            new.tree
+                .alloc_ids(next_id)
+                .unwrap_or_else(|e| crate::pg::engine::report(e));
+        }
+        let tupdesc = (*rel).rd_att;
+        let natts = (*tupdesc).natts as usize;
+        let mut values = vec![pg_sys::Datum::from(0usize); natts];
+        let mut nulls = vec![true; natts];
+        let cxt = pg_sys::AllocSetContextCreateExtended(
+            pg_sys::CurrentMemoryContext,
+            c"orioledb re-key".as_ptr(),
+            pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+        );
+        let relid = (*rel).rd_id;
+        for item in old.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+            pgrx::check_for_interrupts!();
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = old.id_of(&k);
+            let prefix = match &desc {
+                None => Vec::new(),
+                Some(d) => {
+                    let prev = pg_sys::MemoryContextSwitchTo(cxt);
+                    rows::decode(rel, id, &v);
+                    let tup = rows::build_tuple(&v, id, relid, cxt);
+                    pg_sys::heap_deform_tuple(tup, tupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
+                    let p = d.prefix(&values, &nulls, || rows::rel_name(rel));
+                    pg_sys::MemoryContextSwitchTo(prev);
+                    pg_sys::MemoryContextReset(cxt);
+                    p
+                }
+            };
+            if !new.insert(id, &prefix, &v) {
+                rows::raise(
+                    pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                    format!(
+                        "orioledb: row id {id} of table \"{}\" appears twice",
+                        rows::rel_name(rel)
+                    ),
+                );
+            }
+        }
+        pg_sys::MemoryContextDelete(cxt);
+    }
+}

@@ -1,0 +1,325 @@
+//! Where a table's row versions live in its primary tree.
+//!
+//! Two layouts share one tree format:
+//! - **row id** (tables without a usable primary key): a version's key is
+//!   its row id, 8 bytes big-endian. Nothing else is in the tree.
+//! - **primary key**: the tree holds three key ranges, told apart by their
+//!   first byte —
+//!   `0x00` the key descriptor (one item, its presence selects this layout);
+//!   `0x01 ‖ row id (8 bytes BE)` → key prefix: the row-id map;
+//!   `0x02 ‖ key prefix ‖ !row id (6 bytes)` → version: the table body in
+//!   primary-key order, a key's versions adjacent and newest first.
+//!
+//! The map lives in the primary tree rather than a tree of its own: it is
+//! created, truncated, dropped, checkpointed and recovered with the versions
+//! it describes, by the same WAL records, with no second file to keep in step.
+//! A version's key never changes, so a map entry is written once, with its
+//! version; the pruner queues the entries of versions it removes and they
+//! are deleted right after (an entry left by a crash in between names a
+//! version that is gone, which reads as "gone", and row ids are never
+//! reused).
+
+use crate::am::pkey::KeyDesc;
+use orioledb_engine::btree::Change;
+use orioledb_engine::keys::{push_version_suffix, version_suffix};
+use orioledb_engine::version::tid;
+use orioledb_engine::{Cursor, Direction, Tree, TreeId};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+pub const DESC_KEY: &[u8] = &[0x00];
+const MAP_TAG: u8 = 0x01;
+const VERSION_TAG: u8 = 0x02;
+
+/// How versions are keyed in a tree. Invariant: `Keyed` iff the tree holds
+/// the descriptor item.
+#[derive(Clone, Debug)]
+pub enum Layout {
+    RowId,
+    Keyed(Arc<KeyDesc>),
+}
+
+/// A table's primary tree with its layout.
+#[derive(Clone)]
+pub struct Table {
+    pub tree: Tree,
+    pub layout: Layout,
+}
+
+thread_local! {
+    /// Row id → version key of keyed trees, as read from the map (or just
+    /// written). Exact for as long as the tree lives (keys never change);
+    /// cleared at transaction end and when a tree is emptied in place,
+    /// the only ways a tree's row ids can start over.
+    static KEYS: RefCell<HashMap<(TreeId, u64), Vec<u8>>> = RefCell::new(HashMap::new());
+    /// Map entries of pruned versions, deleted outside the latch.
+    static DOOMED: RefCell<Vec<(TreeId, [u8; 9])>> = const { RefCell::new(Vec::new()) };
+}
+
+const KEY_CACHE_MAX: usize = 4096;
+
+/// Forgets cached version keys.
+pub fn forget_keys() {
+    KEYS.with(|k| k.borrow_mut().clear());
+}
+
+fn remember_key(tree: TreeId, id: u64, key: &[u8]) {
+    KEYS.with(|k| {
+        let mut k = k.borrow_mut();
+        if k.len() >= KEY_CACHE_MAX {
+            k.clear();
+        }
+        k.insert((tree, id), key.to_vec());
+    });
+}
+
+fn map_key(id: u64) -> [u8; 9] {
+    let mut k = [MAP_TAG; 9];
+    k[1..].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// What the pruner may judge: versions only, never the descriptor or the
+/// map. Row-id keys are exactly 8 bytes; keyed versions are longer (tag,
+/// at least one prefix byte, 6-byte suffix) and start with their tag.
+pub fn is_version_key(key: &[u8]) -> bool {
+    key.len() == 8 || (key.len() > 9 && key[0] == VERSION_TAG)
+}
+
+/// Called by the pruner for a version it removes: a keyed version's map
+/// entry is queued for deletion.
+pub fn version_pruned(tree: TreeId, key: &[u8]) {
+    if key.len() > 9 && key[0] == VERSION_TAG {
+        if let Some(id) = version_suffix(key) {
+            DOOMED.with(|d| d.borrow_mut().push((tree, map_key(id))));
+        }
+    }
+}
+
+/// Deletes queued map entries. Runs outside every latch; the tree is the
+/// one being modified, so its table is locked and the tree exists.
+pub fn delete_doomed_map_entries() {
+    let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    if work.is_empty() {
+        return;
+    }
+    let engine = crate::pg::engine::engine();
+    for (id, key) in work {
+        let Ok(tree) = engine.tree(id) else { continue };
+        tree.modify(&key, |_| (Change::Delete, ()))
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+    }
+}
+
+impl Table {
+    /// Reads the layout of `tree` (the descriptor item, if any).
+    pub fn open(tree: Tree) -> Table {
+        let layout = match tree
+            .get(DESC_KEY)
+            .unwrap_or_else(|e| crate::pg::engine::report(e))
+        {
+            Some(b) => match KeyDesc::decode(&b) {
+                Some(d) => Layout::Keyed(Arc::new(d)),
+                None => crate::am::rows::raise(
+                    pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                    format!("orioledb: malformed key descriptor in tree {}", tree.id()),
+                ),
+            },
+            None => Layout::RowId,
+        };
+        Table { tree, layout }
+    }
+
+    pub fn desc(&self) -> Option<&KeyDesc> {
+        match &self.layout {
+            Layout::RowId => None,
+            Layout::Keyed(d) => Some(d),
+        }
+    }
+
+    /// Makes an empty tree keyed by `desc` (or by row id when None).
+    pub fn set_layout(&mut self, desc: Option<KeyDesc>) {
+        let r = match &desc {
+            Some(d) => self.tree.upsert(DESC_KEY, &d.encode()),
+            None => self.tree.delete(DESC_KEY).map(|_| ()),
+        };
+        r.unwrap_or_else(|e| crate::pg::engine::report(e));
+        self.layout = match desc {
+            Some(d) => Layout::Keyed(Arc::new(d)),
+            None => Layout::RowId,
+        };
+    }
+
+    /// The tree key of version `id` whose key prefix is `prefix`.
+    pub fn version_key(&self, prefix: &[u8], id: u64) -> Vec<u8> {
+        match self.layout {
+            Layout::RowId => tid::key(id).to_vec(),
+            Layout::Keyed(_) => {
+                let mut k = Vec::with_capacity(prefix.len() + 7);
+                k.push(VERSION_TAG);
+                k.extend_from_slice(prefix);
+                push_version_suffix(&mut k, id);
+                k
+            }
+        }
+    }
+
+    /// The key prefix of versions whose primary key encodes as `prefix`
+    /// (what a custom scan bounds its ranges with).
+    pub fn prefix_bound(prefix: &[u8]) -> Vec<u8> {
+        let mut k = Vec::with_capacity(prefix.len() + 1);
+        k.push(VERSION_TAG);
+        k.extend_from_slice(prefix);
+        k
+    }
+
+    /// The row id of the version with tree key `key`.
+    pub fn id_of(&self, key: &[u8]) -> u64 {
+        match self.layout {
+            Layout::RowId => tid::from_key(key),
+            Layout::Keyed(_) => version_suffix(key),
+        }
+        .unwrap_or(0)
+    }
+
+    /// The tree key of version `id`, None if it does not exist.
+    pub fn key_of(&self, id: u64) -> Option<Vec<u8>> {
+        if let Layout::RowId = self.layout {
+            return Some(tid::key(id).to_vec());
+        }
+        let tid = self.tree.id();
+        if let Some(k) = KEYS.with(|k| k.borrow().get(&(tid, id)).cloned()) {
+            return Some(k);
+        }
+        let prefix = self
+            .tree
+            .get(&map_key(id))
+            .unwrap_or_else(|e| crate::pg::engine::report(e))?;
+        let k = self.version_key(&prefix, id);
+        remember_key(tid, id, &k);
+        Some(k)
+    }
+
+    /// Reads version `id`.
+    pub fn get(&self, id: u64) -> Option<Vec<u8>> {
+        let k = self.key_of(id)?;
+        self.tree
+            .get(&k)
+            .unwrap_or_else(|e| crate::pg::engine::report(e))
+    }
+
+    /// Decides and changes version `id` under its leaf latch (`decide`
+    /// sees None when the version does not exist).
+    pub fn modify<R>(&self, id: u64, decide: impl FnOnce(Option<&[u8]>) -> (Change, R)) -> R {
+        let Some(k) = self.key_of(id) else {
+            return decide(None).1;
+        };
+        self.tree
+            .modify(&k, decide)
+            .unwrap_or_else(|e| crate::pg::engine::report(e))
+    }
+
+    /// Stores a new version `id` with key prefix `prefix` (ignored by the
+    /// row-id layout); false if the id is taken.
+    pub fn insert(&self, id: u64, prefix: &[u8], value: &[u8]) -> bool {
+        let k = self.version_key(prefix, id);
+        if let Layout::Keyed(_) = self.layout {
+            // The map entry first: a version is never without it.
+            if !self
+                .tree
+                .insert(&map_key(id), prefix)
+                .unwrap_or_else(|e| crate::pg::engine::report(e))
+            {
+                return false;
+            }
+            remember_key(self.tree.id(), id, &k);
+        }
+        self.tree
+            .insert(&k, value)
+            .unwrap_or_else(|e| crate::pg::engine::report(e))
+    }
+
+    /// Largest version value that fits beside a key with `prefix`.
+    pub fn max_value(&self, prefix: &[u8]) -> usize {
+        let key = match self.layout {
+            Layout::RowId => 8,
+            Layout::Keyed(_) => prefix.len() + 7,
+        };
+        orioledb_engine::page::MAX_ITEM - key
+    }
+
+    /// Bounds of the whole version range.
+    pub fn all_versions(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
+        match self.layout {
+            Layout::RowId => (Bound::Unbounded, Bound::Unbounded),
+            Layout::Keyed(_) => (
+                Bound::Included(vec![VERSION_TAG]),
+                Bound::Excluded(vec![VERSION_TAG + 1]),
+            ),
+        }
+    }
+
+    /// Versions in key order between `lo` and `hi` (both clamped to the
+    /// version range).
+    pub fn versions(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        dir: Direction,
+    ) -> Cursor {
+        let (alo, ahi) = self.all_versions();
+        let lo = if let Bound::Unbounded = lo { alo } else { lo };
+        let hi = if let Bound::Unbounded = hi { ahi } else { hi };
+        self.tree.range(lo, hi, dir)
+    }
+
+    /// Versions with row ids in `first..end`, in row-id order.
+    pub fn id_range(&self, first: u64, end: u64) -> IdRange {
+        let (lo, hi) = match self.layout {
+            Layout::RowId => (tid::key(first).to_vec(), tid::key(end).to_vec()),
+            Layout::Keyed(_) => (map_key(first).to_vec(), map_key(end).to_vec()),
+        };
+        IdRange {
+            table: self.clone(),
+            cursor: self
+                .tree
+                .range(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward),
+        }
+    }
+}
+
+/// Versions with row ids in a range, in row-id order: `(id, value)`.
+pub struct IdRange {
+    table: Table,
+    cursor: Cursor,
+}
+
+impl Iterator for IdRange {
+    type Item = (u64, Vec<u8>);
+
+    fn next(&mut self) -> Option<(u64, Vec<u8>)> {
+        loop {
+            let (k, v) = self
+                .cursor
+                .next()?
+                .unwrap_or_else(|e| crate::pg::engine::report(e));
+            match self.table.layout {
+                Layout::RowId => return Some((self.table.id_of(&k), v)),
+                Layout::Keyed(_) => {
+                    let id = u64::from_be_bytes(k[1..9].try_into().expect("map key"));
+                    let key = self.table.version_key(&v, id);
+                    if let Some(value) = self
+                        .table
+                        .tree
+                        .get(&key)
+                        .unwrap_or_else(|e| crate::pg::engine::report(e))
+                    {
+                        return Some((id, value));
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+-- Primary-key access: equality, IN / = ANY, ranges, ORDER BY both ways with
+-- LIMIT, nested-loop lookups, cross-type integer comparisons, composite and
+-- text ("C") keys, updates and deletes located by key (including key
+-- changes), ADD / DROP PRIMARY KEY on tables with rows, TRUNCATE, and
+-- cursors. On orioledb these run on the primary tree (the custom scan) and
+-- the table is stored in key order; results must equal heap's.
+CREATE TABLE k (id int PRIMARY KEY, v text, n int);
+INSERT INTO k SELECT g, 'v' || g, g % 10 FROM generate_series(1, 2000) g ORDER BY md5(g::text);
+ANALYZE k;
+SELECT * FROM k WHERE id = 777;
+SELECT * FROM k WHERE id = 0;
+SELECT * FROM k WHERE id IN (5, 3, 1999, 2001, 3) ORDER BY id;
+SELECT * FROM k WHERE id = ANY (ARRAY[10, NULL, 12]) ORDER BY id;
+SELECT count(*), min(id), max(id) FROM k WHERE id > 1990;
+SELECT count(*), min(id), max(id) FROM k WHERE id >= 100 AND id < 200;
+SELECT count(*) FROM k WHERE id > 100 AND id > 150 AND id <= 160 AND id < 170;
+SELECT count(*) FROM k WHERE id BETWEEN 500 AND 400;
+SELECT id FROM k ORDER BY id LIMIT 5;
+SELECT id FROM k ORDER BY id DESC LIMIT 5;
+SELECT id FROM k WHERE id < 50 ORDER BY id DESC LIMIT 3;
+SELECT id FROM k WHERE id > 1995 ORDER BY id;
+SELECT id, n FROM k WHERE id < 30 AND n = 3 ORDER BY id;
+-- cross-type integer bounds, in and out of int4's range
+SELECT id FROM k WHERE id = 42::int8;
+SELECT id FROM k WHERE id = 42::int2;
+SELECT count(*) FROM k WHERE id = 5000000000::int8;
+SELECT count(*) FROM k WHERE id < 5000000000::int8;
+SELECT count(*) FROM k WHERE id > -5000000000::int8 AND id < 3;
+SELECT count(*) FROM k WHERE id > 5000000000::int8;
+SELECT count(*) FROM k WHERE id IN (1::int8, 5000000000::int8);
+-- parameters: prepared statements and nested loops
+PREPARE q(int) AS SELECT v FROM k WHERE id = $1;
+EXECUTE q(11);
+EXECUTE q(12);
+EXECUTE q(NULL);
+DEALLOCATE q;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SELECT g, k.v FROM generate_series(1, 5) g JOIN k ON k.id = g * 100 ORDER BY g;
+SELECT count(*) FROM k a JOIN k b ON b.id = a.id + 1 WHERE a.id < 100;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+-- changes located by key
+UPDATE k SET v = 'changed' WHERE id = 10 RETURNING *;
+WITH u AS (UPDATE k SET id = id + 10000 WHERE id BETWEEN 20 AND 22 RETURNING id, v) SELECT * FROM u ORDER BY id;
+WITH d AS (DELETE FROM k WHERE id IN (30, 31, 32) RETURNING id) SELECT * FROM d ORDER BY id;
+SELECT id, v FROM k WHERE id < 35 OR id > 10000 ORDER BY id;
+BEGIN;
+UPDATE k SET n = n + 1 WHERE id = 40;
+UPDATE k SET n = n + 1 WHERE id = 40;
+SELECT n FROM k WHERE id = 40;
+ROLLBACK;
+SELECT n FROM k WHERE id = 40;
+-- a cursor over a key range, both directions
+BEGIN;
+DECLARE c SCROLL CURSOR FOR SELECT id FROM k WHERE id BETWEEN 100 AND 105 ORDER BY id;
+FETCH 3 FROM c;
+FETCH BACKWARD 2 FROM c;
+FETCH LAST FROM c;
+COMMIT;
+-- composite key, text under "C", with leading-column ranges
+CREATE TABLE c2 (a text COLLATE "C", b int, x int, PRIMARY KEY (a, b));
+INSERT INTO c2 SELECT chr(97 + g % 5), g, g * 2 FROM generate_series(1, 200) g;
+SELECT * FROM c2 WHERE a = 'c' AND b = 12;
+SELECT count(*) FROM c2 WHERE a = 'c';
+SELECT b FROM c2 WHERE a = 'b' AND b > 180 ORDER BY b;
+SELECT a, b FROM c2 WHERE a > 'c' ORDER BY a, b LIMIT 4;
+SELECT a, b FROM c2 WHERE a IN ('a', 'e') AND b < 20 ORDER BY a, b;
+SELECT a, b FROM c2 ORDER BY a DESC, b DESC LIMIT 3;
+-- keys of other types
+CREATE TABLE ty (u uuid, d date, t timestamptz, f bool, PRIMARY KEY (u, d, t, f));
+INSERT INTO ty SELECT md5(g::text)::uuid, date '2020-01-01' + g, timestamptz '2020-01-01 00:00+00' + g * interval '1 hour', g % 2 = 0
+  FROM generate_series(1, 50) g;
+SELECT count(*) FROM ty WHERE u = md5('7')::uuid;
+SELECT d FROM ty WHERE u = md5('7')::uuid AND d = date '2020-01-08';
+SELECT count(*) FROM ty WHERE u > 'f0000000-0000-0000-0000-000000000000';
+CREATE TABLE big8 (id int8 PRIMARY KEY, s smallint);
+INSERT INTO big8 VALUES (-9223372036854775808, 1), (9223372036854775807, 2), (0, 3), (-1, 4);
+SELECT * FROM big8 WHERE id < 0 ORDER BY id;
+SELECT * FROM big8 WHERE id >= -1 ORDER BY id DESC;
+SELECT * FROM big8 WHERE id = 9223372036854775807;
+-- keys added to and dropped from a table with rows; TRUNCATE keeps the key
+CREATE TABLE later (a int, b text);
+INSERT INTO later SELECT g, 'b' || g FROM generate_series(1, 500) g ORDER BY random();
+CREATE INDEX later_b ON later (b);
+ALTER TABLE later ADD PRIMARY KEY (a);
+SELECT * FROM later WHERE a = 250;
+SELECT a FROM later WHERE b = 'b77';
+SELECT count(*), sum(a) FROM later;
+UPDATE later SET b = 'x' WHERE a < 5;
+SELECT * FROM later WHERE a < 7 ORDER BY a;
+ALTER TABLE later DROP CONSTRAINT later_pkey;
+SELECT count(*), sum(a) FROM later;
+SELECT * FROM later WHERE a = 250;
+INSERT INTO later VALUES (250, 'dup');
+SELECT * FROM later WHERE a = 250 ORDER BY b;
+ALTER TABLE later ADD PRIMARY KEY (a);
+DELETE FROM later WHERE b = 'dup';
+ALTER TABLE later ADD PRIMARY KEY (a);
+SELECT * FROM later WHERE a BETWEEN 248 AND 252 ORDER BY a;
+TRUNCATE later;
+INSERT INTO later VALUES (3, 'c'), (1, 'a'), (2, 'b');
+SELECT * FROM later WHERE a = 2;
+SELECT * FROM later ORDER BY a;
+-- a key column's type changes: the table is rewritten
+ALTER TABLE later ALTER COLUMN a TYPE int8;
+SELECT * FROM later WHERE a = 3;
+-- deferrable primary key: two live versions of one key inside a transaction
+CREATE TABLE df (id int PRIMARY KEY DEFERRABLE INITIALLY DEFERRED, v int);
+INSERT INTO df SELECT g, g FROM generate_series(1, 5) g;
+BEGIN;
+UPDATE df SET id = id + 1;
+SELECT * FROM df WHERE id IN (1, 2, 6) ORDER BY id;
+COMMIT;
+SELECT * FROM df ORDER BY id;
