@@ -58,12 +58,48 @@ pub fn engine() -> &'static Engine {
         };
     }
     if first {
+        // Only the process that loaded the durable checkpoint has these:
+        // each quarantined tree is reported once per start, in the log.
+        for e in ENGINE.get().expect("just set").take_load_damage() {
+            ErrorReport::new(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!("orioledb: {e}"),
+                "orioledb_rs",
+            )
+            .set_detail("The tree is quarantined: queries on its table fail until its files are repaired and the server restarted; other tables are unaffected.")
+            .report(PgLogLevel::WARNING);
+        }
         // The engine's records since its last checkpoint, once per start.
         if let Some(state) = crate::pg::shmem::replay_state() {
             crate::pg::wal::replay_gap_once(state);
         }
     }
     ENGINE.get().expect("just set")
+}
+
+/// Refuses to let the server start (FATAL in the postmaster, from
+/// `_PG_init`) when the engine's control file is damaged or missing beside
+/// data files. Every orioledb table depends on it, and at first use it
+/// would only be an ERROR repeated by every query while the cluster looks
+/// healthy; a missing one on a new cluster is fine.
+pub(crate) fn check_control_at_start() {
+    // The postmaster loads preload libraries after moving into the data
+    // directory, so the relative path is the one every process uses.
+    if let Err(e) = Engine::check_control(DATA_DIR, &StdIo::new()) {
+        let code = match &e {
+            EngineError::Io { .. } => PgSqlErrorCode::ERRCODE_IO_ERROR,
+            _ => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        };
+        ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs")
+            .set_detail(format!(
+                "{DATA_DIR}/control names the engine's durable checkpoint; without it no orioledb table can be read."
+            ))
+            .set_hint(format!(
+                "Restore {DATA_DIR}/control from a backup taken with the rest of {DATA_DIR}, \
+                 or remove orioledb_rs from shared_preload_libraries to start without orioledb tables."
+            ))
+            .report(PgLogLevel::FATAL);
+    }
 }
 
 /// Runs an engine checkpoint and moves the WAL-retaining slot to its redo

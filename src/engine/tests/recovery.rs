@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::cmp::{Bytewise, KeyCmp};
-use crate::io::CrashAfter;
+use crate::io::{CrashAfter, FileIo};
 use crate::wal::{MemWal, WalSink};
 use crate::TreeId;
 
@@ -237,4 +237,61 @@ fn truncate_in_place_survives_checkpoints_and_replay() {
     drop(e);
     let e = recover(dir.path(), &wal);
     assert!(contents(&e.tree(4u32).unwrap()) == want);
+}
+
+/// Replay passes over the records of a tree quarantined at load (its map is
+/// damaged) and applies everything else, including that tree's drop.
+#[test]
+fn replay_skips_a_damaged_tree_but_applies_its_drop() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(MemWal::default());
+    let e = Engine::open_logged(dir.path(), 16, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    let (a, b) = (tree(&e, 1, -1), tree(&e, 2, -1));
+    for i in 0..500 {
+        a.insert(&key(i), &value(i, 0, 60)).unwrap();
+        b.insert(&key(i), &value(i, 1, 60)).unwrap();
+    }
+    e.checkpoint(0).unwrap();
+    for i in 500..700 {
+        a.insert(&key(i), &value(i, 0, 60)).unwrap();
+        b.insert(&key(i), &value(i, 1, 60)).unwrap();
+    }
+    let want_b = contents(&b);
+    drop((a, b));
+    drop(e);
+    let map = dir.path().join("0").join("1-1.map");
+    let mut bytes = std::fs::read(&map).unwrap();
+    bytes[20] ^= 1;
+    std::fs::write(&map, &bytes).unwrap();
+    let e = Engine::open_logged(dir.path(), 16, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    let mut skipped = 0;
+    for rec in wal.since(e.redo_position()) {
+        match e.replay(&rec, &bytewise).unwrap() {
+            crate::Replayed::Applied => {}
+            crate::Replayed::SkippedDamaged(id) => {
+                assert_eq!(id, TreeId::new(0, 1));
+                skipped += 1;
+            }
+        }
+    }
+    assert_eq!(skipped, 200);
+    assert!(contents(&e.tree(2u32).unwrap()) == want_b);
+    assert!(matches!(
+        e.tree(1u32),
+        Err(crate::EngineError::Corrupt { .. })
+    ));
+    let drop_rec = crate::wal::Record::Drop {
+        tree: TreeId::new(0, 1),
+    }
+    .encode();
+    assert_eq!(
+        e.replay(&drop_rec, &bytewise).unwrap(),
+        crate::Replayed::Applied
+    );
+    assert!(!e.has_tree(1u32));
+    e.checkpoint(0).unwrap();
+    assert_eq!(
+        StdIo::new().list(&dir.path().join("0")).unwrap(),
+        vec!["2", "2-2.map"]
+    );
 }
