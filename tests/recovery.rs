@@ -551,3 +551,190 @@ fn damaged_table_files_are_errors_naming_the_file() {
         check_tree(&mut c, "bad");
     }
 }
+
+/// Blocks until the server has noticed a crash: the postmaster ends every
+/// other session (`watch`) before it restarts.
+fn wait_for_crash_noticed(watch: &mut Client) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while watch.simple_query("SELECT 1").is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not notice the crash"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `orioledb.debug_checkpoint_crash_at = N` kills the backend at the N-th
+/// file operation of its engine checkpoint: for every N, until the
+/// checkpoint runs to its end, the server restarts and has every committed
+/// row and a valid tree.
+#[test]
+fn crash_at_every_checkpoint_step_keeps_committed_rows() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "ckptcrash", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 1000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    // Few dirty pages per round keep the checkpoint short (each of its
+    // steps costs a crash and a recovery) while it still has every kind.
+    let mut next = 1001;
+    let mut step = 1;
+    let want = loop {
+        // Committed changes on pages dirty at the checkpoint.
+        c.batch_execute(&format!(
+            "INSERT INTO t SELECT g, 'step {step}' FROM generate_series({next}, {}) g;
+             UPDATE t SET v = v || '+' WHERE id = {};
+             DELETE FROM t WHERE id = {};",
+            next + 19,
+            step * 7 % 1000 + 1,
+            step * 13 % 1000 + 1
+        ))
+        .unwrap();
+        next += 20;
+        let want = snapshot(&mut c);
+        let mut watch = cluster.connect("postgres");
+        c.batch_execute(&format!("SET orioledb.debug_checkpoint_crash_at = {step}"))
+            .unwrap();
+        match c.batch_execute("CHECKPOINT") {
+            Ok(()) => {
+                // Past the checkpoint's last step: it completed.
+                c.batch_execute("RESET orioledb.debug_checkpoint_crash_at")
+                    .unwrap();
+                break want;
+            }
+            Err(e) => assert!(
+                e.as_db_error().is_none(),
+                "step {step}: CHECKPOINT failed instead of ending the process: {}",
+                describe(&e)
+            ),
+        }
+        wait_for_crash_noticed(&mut watch);
+        c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
+        assert_eq!(
+            snapshot(&mut c),
+            want,
+            "crash at checkpoint step {step}: rows after recovery\n{}",
+            cluster.log_tail()
+        );
+        check_tree(&mut c, "t");
+        step += 1;
+        assert!(step < 1000, "the checkpoint never completed");
+    };
+    assert!(
+        step > 10,
+        "the checkpoint took only {} I/O steps?",
+        step - 1
+    );
+    eprintln!(
+        "crashes at each of {} checkpoint I/O steps lost no committed row",
+        step - 1
+    );
+    assert_eq!(snapshot(&mut c), want);
+    drop(c);
+    immediate_restart(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(
+        snapshot(&mut c),
+        want,
+        "after the last, complete checkpoint"
+    );
+    check_tree(&mut c, "t");
+}
+
+/// `orioledb.debug_checkpoint_fail_at = N` makes the N-th file operation of
+/// the engine checkpoint (and those after it) fail as on a full disk: the
+/// CHECKPOINT is an ERROR (53100) naming a file, the server keeps running,
+/// the previous checkpoint stays usable (an immediate stop loses no
+/// committed row) and a CHECKPOINT without the fault succeeds.
+#[test]
+fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "ckptfail", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 1000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let mut started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
+    let mut next = 1001;
+    let mut step = 1;
+    loop {
+        c.batch_execute(&format!(
+            "INSERT INTO t SELECT g, 'step {step}' FROM generate_series({next}, {}) g;
+             UPDATE t SET v = v || '+' WHERE id = {};",
+            next + 19,
+            step * 7 % 1000 + 1
+        ))
+        .unwrap();
+        next += 20;
+        let want = snapshot(&mut c);
+        c.batch_execute(&format!("SET orioledb.debug_checkpoint_fail_at = {step}"))
+            .unwrap();
+        let failed = c.batch_execute("CHECKPOINT");
+        c.batch_execute("RESET orioledb.debug_checkpoint_fail_at")
+            .unwrap();
+        let Err(e) = failed else {
+            break;
+        };
+        let db = e
+            .as_db_error()
+            .unwrap_or_else(|| panic!("step {step}: CHECKPOINT lost the connection: {e}"));
+        assert_eq!(db.code().code(), "53100", "step {step}: {}", describe(&e));
+        assert!(
+            db.message().contains("orioledb_data"),
+            "step {step}: the error names no file: {}",
+            db.message()
+        );
+        assert_eq!(
+            query_text(&mut c, "SELECT pg_postmaster_start_time()::text"),
+            started,
+            "step {step}: the server restarted"
+        );
+        assert_eq!(
+            snapshot(&mut c),
+            want,
+            "step {step}: rows after the failure"
+        );
+        if step % 4 == 1 {
+            // What is durable now (the last good checkpoint, or this one if
+            // it failed after its commit point) plus WAL has every row.
+            drop(c);
+            immediate_restart(cenv);
+            c = cluster.connect("postgres");
+            assert_eq!(
+                snapshot(&mut c),
+                want,
+                "step {step}: after an immediate stop"
+            );
+            check_tree(&mut c, "t");
+            started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
+        }
+        step += 1;
+        assert!(step < 1000, "the checkpoint never completed");
+    }
+    assert!(
+        step > 10,
+        "the checkpoint took only {} I/O steps?",
+        step - 1
+    );
+    // Completed above; one more works too, and it is what a restart loads.
+    c.batch_execute("INSERT INTO t VALUES (0, 'last'); CHECKPOINT")
+        .unwrap();
+    let want = snapshot(&mut c);
+    drop(c);
+    immediate_restart(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(snapshot(&mut c), want, "after the final checkpoint");
+    check_tree(&mut c, "t");
+}
