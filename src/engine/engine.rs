@@ -59,14 +59,21 @@ fn check_level(level: i32) -> Result<i32> {
 /// One process's view of the engine. Everything shared between processes
 /// lives in `pool` and `meta` (shared memory in the server); what is here is
 /// process-local: the directory path, file handles and a cache of tree slots.
-/// Invariant: `slots` maps a tree number only to a slot that held that
-/// number when cached; users re-check the slot before trusting it.
+/// Invariant: `slots` maps a tree number, and `ids` a tree id, only to a
+/// slot that held that tree when cached; users re-check the slot before
+/// trusting it (slots are freed and reused by other processes).
 pub(crate) struct Inner {
     pub dir: PathBuf,
     pub io: Arc<dyn FileIo>,
     pub pool: Pool,
     pub meta: Meta,
     pub slots: RwLock<HashMap<u32, usize>>,
+    /// Tree id -> slot of a live or damaged tree, so that finding a tree
+    /// (every replayed record, every open) is O(1) instead of a scan of
+    /// the directory; refilled by one scan when it misses.
+    pub ids: RwLock<HashMap<TreeId, usize>>,
+    /// Directory scans `lookup` made (tests check replay stays O(1)).
+    pub dir_scans: AtomicU64,
     /// Where changes are logged; None for an engine without a log (its
     /// changes since the last checkpoint are lost with the process).
     pub wal: Option<Arc<dyn WalSink>>,
@@ -186,11 +193,32 @@ impl Inner {
 
     /// The slot of tree `id` if it is live or damaged, with its state.
     pub fn lookup(&self, id: TreeId) -> Option<(usize, u32)> {
-        let i = self
-            .meta
-            .find(id, SLOT_LIVE)
-            .or_else(|| self.meta.find(id, SLOT_DAMAGED))?;
-        Some((i, self.meta.slot(i).state.load(Ordering::Acquire)))
+        let holds = |i: usize| {
+            let st = self.meta.slot(i).state.load(Ordering::Acquire);
+            // The id is published before the state (claim_slot), so a slot
+            // seen live or damaged with this id is this tree's.
+            ((st == SLOT_LIVE || st == SLOT_DAMAGED) && self.meta.slot_id(i) == id)
+                .then_some((i, st))
+        };
+        if let Some(&i) = self.ids.read().unwrap().get(&id) {
+            if let Some(r) = holds(i) {
+                return Some(r);
+            }
+        }
+        // A miss: one pass over the directory refreshes every entry, so a
+        // replay touching many trees scans once, not once per tree.
+        self.dir_scans.fetch_add(1, Ordering::Relaxed);
+        let mut ids = self.ids.write().unwrap();
+        ids.clear();
+        for i in 0..self.meta.max_trees() {
+            let st = self.meta.slot(i).state.load(Ordering::Acquire);
+            if st == SLOT_LIVE || st == SLOT_DAMAGED {
+                ids.insert(self.meta.slot_id(i), i);
+            }
+        }
+        let i = *ids.get(&id)?;
+        drop(ids);
+        holds(i)
     }
 
     /// The slot of live tree `id`; a damaged tree's error names its file.
@@ -500,6 +528,8 @@ impl Engine {
             pool,
             meta,
             slots: RwLock::new(HashMap::new()),
+            ids: RwLock::new(HashMap::new()),
+            dir_scans: AtomicU64::new(0),
             wal,
             seen_unlinks: AtomicU64::new(0),
             load_damage: Mutex::new(Vec::new()),
@@ -816,12 +846,15 @@ impl Engine {
         pruner: Option<Arc<dyn crate::btree::Pruner>>,
     ) -> Tree {
         let num = self.inner.meta.slot(slot).num.load(Ordering::Acquire);
+        let id = self.inner.meta.slot_id(slot);
         self.inner.slots.write().unwrap().insert(num, slot);
+        // A tree created here is found without a scan from now on.
+        self.inner.ids.write().unwrap().insert(id, slot);
         Tree {
             inner: self.inner.clone(),
             slot,
             num,
-            id: self.inner.meta.slot_id(slot),
+            id,
             cmp,
             pruner,
         }
