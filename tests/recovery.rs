@@ -317,3 +317,424 @@ fn wal_records_are_described() {
         "engine records in WAL: {kinds}"
     );
 }
+
+/// Settings of the small clusters the tests below make for themselves: a
+/// server of their own, so failed starts, damaged files and crashes touch
+/// nothing else, and a checkpoint's I/O steps are only their own trees'.
+const OWN_CLUSTER: &[&str] = &[
+    "shared_preload_libraries = 'orioledb_rs'",
+    "shared_buffers = 16MB",
+    "orioledb.main_buffers = 16MB",
+];
+
+fn cluster_path(env: &TestEnv, rel: &str) -> std::path::PathBuf {
+    env.pgdata
+        .as_ref()
+        .expect("a scratch cluster has a data directory")
+        .join(rel)
+}
+
+/// A damaged, truncated or missing `orioledb_data/control` stops the server
+/// at start (FATAL from the library's preload, naming the file); with the
+/// original bytes back it starts and every row is there.
+#[test]
+fn damaged_control_file_stops_the_server_at_start() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "badcontrol", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let before = snapshot(&mut c);
+    drop(c);
+    stop_server(cenv);
+    let control = cluster_path(cenv, "orioledb_data/control");
+    let orig = std::fs::read(&control).unwrap();
+    let mut flipped = orig.clone();
+    flipped[10] ^= 0x55;
+    flipped[20] ^= 0x55;
+    let damages: Vec<(&str, Option<Vec<u8>>, &str)> = vec![
+        ("flipped", Some(flipped), "checksum"),
+        ("truncated", Some(orig[..orig.len() / 2].to_vec()), "bytes"),
+        ("empty", Some(Vec::new()), "bytes"),
+        ("missing", None, "missing"),
+    ];
+    for (what, bytes, reason) in damages {
+        match &bytes {
+            Some(b) => write_cluster_file(cenv, &control, b),
+            None => std::fs::remove_file(&control).unwrap(),
+        }
+        let from = log_len(cenv);
+        let started = try_start_server(cenv);
+        let log = log_since(cenv, from);
+        assert!(
+            started.is_err(),
+            "the server started with a {what} control file\nlog:\n{log}"
+        );
+        let line = log
+            .lines()
+            .find(|l| l.contains("FATAL") && l.contains("orioledb_data/control"))
+            .unwrap_or_else(|| {
+                panic!(
+                    "{what} control file: no FATAL naming orioledb_data/control in the log:\n{log}"
+                )
+            });
+        assert!(line.contains(reason), "{what} control file: {line}");
+    }
+    write_cluster_file(cenv, &control, &orig);
+    start_server(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(
+        snapshot(&mut c),
+        before,
+        "rows after restoring the control file"
+    );
+    check_tree(&mut c, "t");
+}
+
+/// How the damage test harms a file.
+#[derive(Clone, Copy, Debug)]
+enum Damage {
+    /// Flip byte 100 of every 512-byte unit: inside every page image
+    /// (headers are 32 bytes), so every read fails its checksum.
+    FlipEveryUnit,
+    /// Flip one byte in the middle: an error or the right rows, never wrong
+    /// ones (the byte may be padding after an image).
+    FlipOne,
+    /// Keep the first half.
+    Truncate,
+}
+
+fn damage(bytes: &[u8], how: Damage) -> Vec<u8> {
+    let mut b = bytes.to_vec();
+    match how {
+        Damage::FlipEveryUnit => {
+            for at in (100..b.len()).step_by(512) {
+                b[at] ^= 0x5a;
+            }
+        }
+        Damage::FlipOne => {
+            let at = b.len() / 2;
+            b[at] ^= 0x5a;
+        }
+        Damage::Truncate => b.truncate(b.len() / 2),
+    }
+    b
+}
+
+/// The one map file of the tree whose data file is `data` (its checkpoint
+/// number changes as checkpoints carry it forward).
+fn map_of(data: &std::path::Path) -> std::path::PathBuf {
+    let rel = data.file_name().unwrap().to_string_lossy().into_owned();
+    let dir = data.parent().unwrap();
+    let maps: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("{rel}-")) && n.ends_with(".map"))
+        .collect();
+    assert_eq!(maps.len(), 1, "map files of {}: {maps:?}", data.display());
+    dir.join(&maps[0])
+}
+
+/// Damage to one table's data file or map, found after a restart (so
+/// nothing is cached): its queries fail with XX001 naming the file, the
+/// server does not restart, another table reads as before; with the bytes
+/// restored the table is whole again.
+#[test]
+fn damaged_table_files_are_errors_naming_the_file() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "badfiles", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE bad (id int, v text) USING orioledb;
+         CREATE TABLE good (id int, v text) USING orioledb;
+         INSERT INTO bad SELECT g, md5(g::text) FROM generate_series(1, 20000) g;
+         INSERT INTO good SELECT g, md5(g::text) FROM generate_series(1, 2000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let file = query_text(
+        &mut c,
+        "SELECT file FROM orioledb_trees WHERE reloid = 'bad'::regclass",
+    );
+    let sum =
+        |t: &str| format!("SELECT count(*) || ' ' || md5(string_agg(v, ',' ORDER BY id)) FROM {t}");
+    let want_bad = query_text(&mut c, &sum("bad"));
+    let want_good = query_text(&mut c, &sum("good"));
+    drop(c);
+    let data = cluster_path(cenv, &file);
+    let cases = [
+        ("data file", Damage::FlipEveryUnit),
+        ("data file", Damage::FlipOne),
+        ("data file", Damage::Truncate),
+        ("map file", Damage::FlipOne),
+        ("map file", Damage::Truncate),
+    ];
+    for (which, how) in cases {
+        let what = format!("{which} {how:?}");
+        stop_server(cenv);
+        let target = if which == "map file" {
+            map_of(&data)
+        } else {
+            data.clone()
+        };
+        let orig = std::fs::read(&target).unwrap();
+        write_cluster_file(cenv, &target, &damage(&orig, how));
+        start_server(cenv);
+        let mut c = cluster.connect("postgres");
+        let started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
+        let queries = [
+            sum("bad"),
+            "SELECT v FROM bad WHERE id = 777".to_string(),
+            "SELECT orioledb_check('bad'::regclass)".to_string(),
+        ];
+        for sql in &queries {
+            match c.simple_query(sql) {
+                Err(e) => {
+                    let db = e
+                        .as_db_error()
+                        .unwrap_or_else(|| panic!("{what}: `{sql}` lost the connection: {e}"));
+                    assert_eq!(
+                        db.code().code(),
+                        "XX001",
+                        "{what}: `{sql}`: {}",
+                        describe(&e)
+                    );
+                    assert!(
+                        db.message().contains(&file),
+                        "{what}: `{sql}`: the error does not name {file}: {}",
+                        db.message()
+                    );
+                }
+                Ok(_) if matches!(how, Damage::FlipOne) && which == "data file" => {
+                    // The flipped byte was padding or an unused extent: then
+                    // the rows must be exactly right.
+                    assert_eq!(query_text(&mut c, &sum("bad")), want_bad, "{what}");
+                }
+                Ok(_) => panic!("{what}: `{sql}` succeeded on a damaged table"),
+            }
+        }
+        assert_eq!(
+            query_text(&mut c, &sum("good")),
+            want_good,
+            "{what}: other table"
+        );
+        check_tree(&mut c, "good");
+        assert_eq!(
+            query_text(&mut c, "SELECT pg_postmaster_start_time()::text"),
+            started,
+            "{what}: the server restarted"
+        );
+        drop(c);
+        stop_server(cenv);
+        // A quarantined tree's map was carried to the shutdown checkpoint's name.
+        let now = if which == "map file" {
+            map_of(&data)
+        } else {
+            data.clone()
+        };
+        write_cluster_file(cenv, &now, &orig);
+        start_server(cenv);
+        let mut c = cluster.connect("postgres");
+        assert_eq!(
+            query_text(&mut c, &sum("bad")),
+            want_bad,
+            "{what}: after repair"
+        );
+        check_tree(&mut c, "bad");
+    }
+}
+
+/// Blocks until the server has noticed a crash: the postmaster ends every
+/// other session (`watch`) before it restarts.
+fn wait_for_crash_noticed(watch: &mut Client) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while watch.simple_query("SELECT 1").is_ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not notice the crash"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `orioledb.debug_checkpoint_crash_at = N` kills the backend at the N-th
+/// file operation of its engine checkpoint: for every N, until the
+/// checkpoint runs to its end, the server restarts and has every committed
+/// row and a valid tree.
+#[test]
+fn crash_at_every_checkpoint_step_keeps_committed_rows() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "ckptcrash", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 1000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    // Few dirty pages per round keep the checkpoint short (each of its
+    // steps costs a crash and a recovery) while it still has every kind.
+    let mut next = 1001;
+    let mut step = 1;
+    let want = loop {
+        // Committed changes on pages dirty at the checkpoint.
+        c.batch_execute(&format!(
+            "INSERT INTO t SELECT g, 'step {step}' FROM generate_series({next}, {}) g;
+             UPDATE t SET v = v || '+' WHERE id = {};
+             DELETE FROM t WHERE id = {};",
+            next + 19,
+            step * 7 % 1000 + 1,
+            step * 13 % 1000 + 1
+        ))
+        .unwrap();
+        next += 20;
+        let want = snapshot(&mut c);
+        let mut watch = cluster.connect("postgres");
+        c.batch_execute(&format!("SET orioledb.debug_checkpoint_crash_at = {step}"))
+            .unwrap();
+        match c.batch_execute("CHECKPOINT") {
+            Ok(()) => {
+                // Past the checkpoint's last step: it completed.
+                c.batch_execute("RESET orioledb.debug_checkpoint_crash_at")
+                    .unwrap();
+                break want;
+            }
+            Err(e) => assert!(
+                e.as_db_error().is_none(),
+                "step {step}: CHECKPOINT failed instead of ending the process: {}",
+                describe(&e)
+            ),
+        }
+        wait_for_crash_noticed(&mut watch);
+        c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
+        assert_eq!(
+            snapshot(&mut c),
+            want,
+            "crash at checkpoint step {step}: rows after recovery\n{}",
+            cluster.log_tail()
+        );
+        check_tree(&mut c, "t");
+        step += 1;
+        assert!(step < 1000, "the checkpoint never completed");
+    };
+    assert!(
+        step > 10,
+        "the checkpoint took only {} I/O steps?",
+        step - 1
+    );
+    eprintln!(
+        "crashes at each of {} checkpoint I/O steps lost no committed row",
+        step - 1
+    );
+    assert_eq!(snapshot(&mut c), want);
+    drop(c);
+    immediate_restart(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(
+        snapshot(&mut c),
+        want,
+        "after the last, complete checkpoint"
+    );
+    check_tree(&mut c, "t");
+}
+
+/// `orioledb.debug_checkpoint_fail_at = N` makes the N-th file operation of
+/// the engine checkpoint (and those after it) fail as on a full disk: the
+/// CHECKPOINT is an ERROR (53100) naming a file, the server keeps running,
+/// the previous checkpoint stays usable (an immediate stop loses no
+/// committed row) and a CHECKPOINT without the fault succeeds.
+#[test]
+fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "ckptfail", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 1000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let mut started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
+    let mut next = 1001;
+    let mut step = 1;
+    loop {
+        c.batch_execute(&format!(
+            "INSERT INTO t SELECT g, 'step {step}' FROM generate_series({next}, {}) g;
+             UPDATE t SET v = v || '+' WHERE id = {};",
+            next + 19,
+            step * 7 % 1000 + 1
+        ))
+        .unwrap();
+        next += 20;
+        let want = snapshot(&mut c);
+        c.batch_execute(&format!("SET orioledb.debug_checkpoint_fail_at = {step}"))
+            .unwrap();
+        let failed = c.batch_execute("CHECKPOINT");
+        c.batch_execute("RESET orioledb.debug_checkpoint_fail_at")
+            .unwrap();
+        let Err(e) = failed else {
+            break;
+        };
+        let db = e
+            .as_db_error()
+            .unwrap_or_else(|| panic!("step {step}: CHECKPOINT lost the connection: {e}"));
+        assert_eq!(db.code().code(), "53100", "step {step}: {}", describe(&e));
+        assert!(
+            db.message().contains("orioledb_data"),
+            "step {step}: the error names no file: {}",
+            db.message()
+        );
+        assert_eq!(
+            query_text(&mut c, "SELECT pg_postmaster_start_time()::text"),
+            started,
+            "step {step}: the server restarted"
+        );
+        assert_eq!(
+            snapshot(&mut c),
+            want,
+            "step {step}: rows after the failure"
+        );
+        if step % 4 == 1 {
+            // What is durable now (the last good checkpoint, or this one if
+            // it failed after its commit point) plus WAL has every row.
+            drop(c);
+            immediate_restart(cenv);
+            c = cluster.connect("postgres");
+            assert_eq!(
+                snapshot(&mut c),
+                want,
+                "step {step}: after an immediate stop"
+            );
+            check_tree(&mut c, "t");
+            started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
+        }
+        step += 1;
+        assert!(step < 1000, "the checkpoint never completed");
+    }
+    assert!(
+        step > 10,
+        "the checkpoint took only {} I/O steps?",
+        step - 1
+    );
+    // Completed above; one more works too, and it is what a restart loads.
+    c.batch_execute("INSERT INTO t VALUES (0, 'last'); CHECKPOINT")
+        .unwrap();
+    let want = snapshot(&mut c);
+    drop(c);
+    immediate_restart(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(snapshot(&mut c), want, "after the final checkpoint");
+    check_tree(&mut c, "t");
+}

@@ -94,7 +94,8 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     remember(id, When::DropAtAbort);
     if replacing {
         let old_id = tree_id(old.dbNode, old.relNode);
-        if engine.tree(old_id).is_ok() {
+        // has_tree, not tree(): a damaged tree must go with its file too.
+        if engine.has_tree(old_id) {
             remember(old_id, When::DropAtCommit);
         }
     }
@@ -178,7 +179,7 @@ unsafe extern "C-unwind" fn object_access(
     {
         if let Some((db, relnode)) = orioledb_relfile(object_id) {
             let id = tree_id(db, relnode);
-            if engine().tree(id).is_ok() {
+            if engine().has_tree(id) {
                 remember(id, When::DropAtCommit);
             }
         }

@@ -12,16 +12,17 @@ use crate::error::{EngineError, Result};
 use crate::id::TreeId;
 use crate::io::FileIo;
 use crate::latch::LatchMode;
-use crate::meta::{FileGuard, Meta, SLOT_DROPPED, SLOT_FREE, SLOT_LIVE};
+use crate::meta::{FileGuard, Meta, SLOT_DAMAGED, SLOT_DROPPED, SLOT_FREE, SLOT_LIVE};
 use crate::page::{PageMut, F_DELETED, NO_PAGE, PAGE_SIZE};
 use crate::store::control::Control;
 use crate::store::image::{self, UNIT};
 use crate::store::map::TreeMap;
+use crate::store::space::Extent;
 use crate::wal::{Lsn, Record, WalSink};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 /// Trees a private engine (tests, tools) can hold, and its metadata chunks.
 pub const PRIVATE_MAX_TREES: usize = 256;
@@ -58,19 +59,29 @@ fn check_level(level: i32) -> Result<i32> {
 /// One process's view of the engine. Everything shared between processes
 /// lives in `pool` and `meta` (shared memory in the server); what is here is
 /// process-local: the directory path, file handles and a cache of tree slots.
-/// Invariant: `slots` maps a tree number only to a slot that held that
-/// number when cached; users re-check the slot before trusting it.
+/// Invariant: `slots` maps a tree number, and `ids` a tree id, only to a
+/// slot that held that tree when cached; users re-check the slot before
+/// trusting it (slots are freed and reused by other processes).
 pub(crate) struct Inner {
     pub dir: PathBuf,
     pub io: Arc<dyn FileIo>,
     pub pool: Pool,
     pub meta: Meta,
     pub slots: RwLock<HashMap<u32, usize>>,
+    /// Tree id -> slot of a live or damaged tree, so that finding a tree
+    /// (every replayed record, every open) is O(1) instead of a scan of
+    /// the directory; refilled by one scan when it misses.
+    pub ids: RwLock<HashMap<TreeId, usize>>,
+    /// Directory scans `lookup` made (tests check replay stays O(1)).
+    pub dir_scans: AtomicU64,
     /// Where changes are logged; None for an engine without a log (its
     /// changes since the last checkpoint are lost with the process).
     pub wal: Option<Arc<dyn WalSink>>,
     /// The `unlinks` count when this process last dropped its file handles.
     pub seen_unlinks: AtomicU64,
+    /// Why trees were quarantined, if this handle loaded the durable
+    /// checkpoint (see [`Engine::take_load_damage`]).
+    pub load_damage: Mutex<Vec<EngineError>>,
 }
 
 /// Where a process finds the shared metadata region (see
@@ -140,6 +151,19 @@ fn map_name(rel: u32, ckpt: u64) -> String {
     format!("{rel}-{ckpt}.map")
 }
 
+/// The control file at `path`, None if there is none.
+fn read_control(io: &dyn FileIo, path: &Path) -> Result<Option<Control>> {
+    if !io.exists(path) {
+        return Ok(None);
+    }
+    let b = io
+        .read_file(path)
+        .map_err(|e| EngineError::io("read", path, e))?;
+    Control::decode(&b)
+        .map(Some)
+        .map_err(|d| EngineError::corrupt(path, 0, d))
+}
+
 /// Parses `<tree>-<checkpoint>.map`.
 fn parse_map_name(name: &str) -> Option<(u32, u64)> {
     let stem = name.strip_suffix(".map")?;
@@ -167,11 +191,110 @@ impl Inner {
         check(i)
     }
 
-    /// The slot of live tree `id` (a directory scan: open paths only).
+    /// The slot of tree `id` if it is live or damaged, with its state.
+    pub fn lookup(&self, id: TreeId) -> Option<(usize, u32)> {
+        let holds = |i: usize| {
+            let st = self.meta.slot(i).state.load(Ordering::Acquire);
+            // The id is published before the state (claim_slot), so a slot
+            // seen live or damaged with this id is this tree's.
+            ((st == SLOT_LIVE || st == SLOT_DAMAGED) && self.meta.slot_id(i) == id)
+                .then_some((i, st))
+        };
+        if let Some(&i) = self.ids.read().unwrap().get(&id) {
+            if let Some(r) = holds(i) {
+                return Some(r);
+            }
+        }
+        // A miss: one pass over the directory refreshes every entry, so a
+        // replay touching many trees scans once, not once per tree.
+        self.dir_scans.fetch_add(1, Ordering::Relaxed);
+        let mut ids = self.ids.write().unwrap();
+        ids.clear();
+        for i in 0..self.meta.max_trees() {
+            let st = self.meta.slot(i).state.load(Ordering::Acquire);
+            if st == SLOT_LIVE || st == SLOT_DAMAGED {
+                ids.insert(self.meta.slot_id(i), i);
+            }
+        }
+        let i = *ids.get(&id)?;
+        drop(ids);
+        holds(i)
+    }
+
+    /// The slot of live tree `id`; a damaged tree's error names its file.
     pub fn slot_of(&self, id: TreeId) -> Result<usize> {
-        self.meta
-            .find(id, SLOT_LIVE)
-            .ok_or(EngineError::NoSuchTree(id))
+        match self.lookup(id) {
+            Some((i, SLOT_LIVE)) => Ok(i),
+            Some(_) => Err(self.damage(id)),
+            None => Err(EngineError::NoSuchTree(id)),
+        }
+    }
+
+    /// Reads tree `id`'s map of checkpoint `ckpt` and validates it against
+    /// itself and the data file: everything loading relies on.
+    fn check_tree_files(&self, id: TreeId, ckpt: u64) -> Result<TreeMap> {
+        let path = self.map_path(id, ckpt);
+        let b = self
+            .io
+            .read_file(&path)
+            .map_err(|e| EngineError::io("read", &path, e))?;
+        let map = TreeMap::decode(&b).map_err(|d| EngineError::corrupt(&path, 0, d))?;
+        // Not `!=`: a damaged tree's map is carried forward unchanged, and
+        // once repaired it describes the older checkpoint it was written at.
+        if map.checkpoint > ckpt {
+            return Err(EngineError::corrupt(
+                &path,
+                8,
+                format!("map belongs to checkpoint {}, after {ckpt}", map.checkpoint),
+            ));
+        }
+        let mut exts: Vec<(Extent, usize)> = map
+            .pages
+            .iter()
+            .enumerate()
+            .filter_map(|(p, e)| e.map(|e| (e, p)))
+            .collect();
+        exts.sort_by_key(|(e, _)| e.off);
+        for w in exts.windows(2) {
+            if w[0].0.end() > w[1].0.off {
+                return Err(EngineError::corrupt(
+                    &path,
+                    TreeMap::entry_offset(w[1].1),
+                    format!("page {} shares units with page {}", w[1].1, w[0].1),
+                ));
+            }
+        }
+        let need = exts
+            .iter()
+            .map(|(e, _)| e.end() as u64 * UNIT as u64)
+            .max()
+            .unwrap_or(0);
+        let data = self.data_path(id);
+        let have = self.io.len(&data).unwrap_or(0);
+        if have < need {
+            return Err(EngineError::corrupt(
+                &data,
+                have,
+                format!("data file truncated: {have} bytes, the map needs {need}"),
+            ));
+        }
+        Ok(map)
+    }
+
+    /// The error for a use of damaged tree `id`. Validating its files again
+    /// names the same file and problem in every process (the one that
+    /// loaded them may be gone).
+    fn damage(&self, id: TreeId) -> EngineError {
+        let durable = self.meta.durable().load(Ordering::Acquire);
+        match self.check_tree_files(id, durable) {
+            Err(e @ EngineError::Corrupt { .. }) => e,
+            _ => EngineError::corrupt(
+                self.map_path(id, durable),
+                0,
+                "the tree's files failed validation when the engine loaded them; \
+                 restart the server to load them again",
+            ),
+        }
     }
 
     /// Drops this process's cached file handles if any data file was removed
@@ -303,9 +426,18 @@ impl PageIo for Inner {
         let path = self.data_path(id);
         let off = ext.off as u64 * UNIT as u64;
         let mut bytes = vec![0u8; ext.len as usize * UNIT];
-        self.io
-            .read_at(&path, off, &mut bytes)
-            .map_err(self.ioerr("read", &path))?;
+        self.io.read_at(&path, off, &mut bytes).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                // The map names this extent: a shorter file lost data.
+                EngineError::corrupt(
+                    &path,
+                    off,
+                    format!("page {page}: data file ends inside its image (truncated?)"),
+                )
+            } else {
+                EngineError::io("read", &path, e)
+            }
+        })?;
         image::decode(&bytes, page, buf).map_err(|d| EngineError::corrupt(&path, off, d))?;
         crate::page::validate(buf)
             .map_err(|d| EngineError::corrupt(&path, off, format!("page {page}: {d}")))?;
@@ -396,8 +528,11 @@ impl Engine {
             pool,
             meta,
             slots: RwLock::new(HashMap::new()),
+            ids: RwLock::new(HashMap::new()),
+            dir_scans: AtomicU64::new(0),
             wal,
             seen_unlinks: AtomicU64::new(0),
+            load_damage: Mutex::new(Vec::new()),
         });
         let engine = Engine { inner };
         if engine.inner.meta.loaded().load(Ordering::Acquire) == 0 {
@@ -414,21 +549,49 @@ impl Engine {
         Ok(engine)
     }
 
+    /// Checks the control file of engine directory `dir` before a server
+    /// starts using it, so that damage stops the server at start instead of
+    /// failing every query later. `Ok(None)`: no checkpoint was ever taken
+    /// (a new cluster). A missing control file beside data files is damage
+    /// too: loading would take every file for a leftover from before the
+    /// first checkpoint and remove it.
+    pub fn check_control(dir: impl AsRef<Path>, io: &dyn FileIo) -> Result<Option<Control>> {
+        let dir = dir.as_ref();
+        let path = dir.join("control");
+        if let Some(c) = read_control(io, &path)? {
+            return Ok(Some(c));
+        }
+        if !io.exists(dir) {
+            return Ok(None);
+        }
+        for name in io.list(dir).map_err(|e| EngineError::io("list", dir, e))? {
+            if name.parse::<u32>().is_err() {
+                continue;
+            }
+            let d = dir.join(&name);
+            let files = io.list(&d).map_err(|e| EngineError::io("list", &d, e))?;
+            if let Some(f) = files.iter().find(|f| !f.ends_with(".tmp")) {
+                return Err(EngineError::corrupt(
+                    &path,
+                    0,
+                    format!(
+                        "control file is missing, but data file \"{}\" exists",
+                        d.join(f).display()
+                    ),
+                ));
+            }
+        }
+        Ok(None)
+    }
+
     fn load(&self) -> Result<()> {
         let inner = &*self.inner;
         let (dir, io, meta) = (&inner.dir, &inner.io, &inner.meta);
         let control_path = dir.join("control");
-        let control = if io.exists(&control_path) {
-            let b = io
-                .read_file(&control_path)
-                .map_err(|e| EngineError::io("read", &control_path, e))?;
-            Control::decode(&b).map_err(|d| EngineError::corrupt(&control_path, 0, d))?
-        } else {
-            Control {
-                checkpoint: 0,
-                redo: 0,
-            }
-        };
+        let control = read_control(&**io, &control_path)?.unwrap_or(Control {
+            checkpoint: 0,
+            redo: 0,
+        });
         let durable = control.checkpoint;
         let mut files: Vec<(u32, String)> = Vec::new();
         for name in io.list(dir).map_err(|e| EngineError::io("list", dir, e))? {
@@ -447,24 +610,19 @@ impl Engine {
                 Err(_) => {}
             }
         }
+        // A tree whose files fail validation is quarantined, not fatal:
+        // the other trees load, and only its own table reports the damage.
         let mut maps = Vec::new();
+        let mut damaged = Vec::new();
         for (db, name) in &files {
             if let Some((rel, c)) = parse_map_name(name) {
                 if c == durable {
                     let id = TreeId::new(*db, rel);
-                    let path = inner.map_path(id, c);
-                    let b = io
-                        .read_file(&path)
-                        .map_err(|e| EngineError::io("read", &path, e))?;
-                    let map = TreeMap::decode(&b).map_err(|d| EngineError::corrupt(&path, 0, d))?;
-                    if map.checkpoint != durable {
-                        return Err(EngineError::corrupt(
-                            &path,
-                            8,
-                            format!("map belongs to checkpoint {}", map.checkpoint),
-                        ));
+                    match inner.check_tree_files(id, durable) {
+                        Ok(map) => maps.push((id, map)),
+                        Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, e)),
+                        Err(e) => return Err(e),
                     }
-                    maps.push((id, map));
                 }
             }
         }
@@ -485,21 +643,21 @@ impl Engine {
             let need = f.end_units() as u64 * UNIT as u64;
             drop(f);
             meta.slot(slot).root.store(map.root, Ordering::Release);
-            let have = io.len(&data).unwrap_or(0);
-            if have < need {
-                return Err(EngineError::corrupt(
-                    &data,
-                    have,
-                    format!("data file truncated: {have} bytes, the map needs {need}"),
-                ));
-            }
-            if have > need {
+            if io.len(&data).unwrap_or(0) > need {
                 // Images written after the durable checkpoint: garbage now.
                 io.set_len(&data, need)
                     .map_err(|e| EngineError::io("truncate", &data, e))?;
             }
             meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
             Ok(())
+        });
+        let loaded = loaded.and_then(|()| {
+            damaged.iter().try_for_each(|(id, _)| {
+                let slot = self.claim_slot(&dir, *id, -1)?;
+                claimed.push(slot);
+                meta.slot(slot).state.store(SLOT_DAMAGED, Ordering::Release);
+                Ok(())
+            })
         });
         if let Err(e) = loaded {
             // Leave the directory as empty as we found it, so a retry starts clean.
@@ -513,7 +671,11 @@ impl Engine {
             let stale = match parse_map_name(name) {
                 Some((_, c)) => c != durable,
                 None => match name.parse::<u32>() {
-                    Ok(rel) => !maps.iter().any(|(m, _)| *m == TreeId::new(*db, rel)),
+                    Ok(rel) => {
+                        let id = TreeId::new(*db, rel);
+                        !maps.iter().any(|(m, _)| *m == id)
+                            && !damaged.iter().any(|(d, _)| *d == id)
+                    }
                     Err(_) => name.ends_with(".tmp"),
                 },
             };
@@ -527,6 +689,7 @@ impl Engine {
         meta.redo().store(control.redo, Ordering::Release);
         meta.next_epoch().store(durable + 1, Ordering::Release);
         meta.running().store(0, Ordering::Release);
+        *inner.load_damage.lock().unwrap() = damaged.into_iter().map(|(_, e)| e).collect();
         Ok(())
     }
 
@@ -580,17 +743,25 @@ impl Engine {
 
     /// Re-applies one logged change (recovery). Idempotent: every record sets
     /// a final state. `cmp` gives the key order of a tree it creates or
-    /// opens. Nothing is logged while replaying.
-    pub fn replay(&self, bytes: &[u8], cmp: &dyn Fn(TreeId) -> Arc<dyn KeyCmp>) -> Result<()> {
+    /// opens. Nothing is logged while replaying. Records of a damaged tree
+    /// are skipped (its files are left for repair), except its drop.
+    pub fn replay(
+        &self,
+        bytes: &[u8],
+        cmp: &dyn Fn(TreeId) -> Arc<dyn KeyCmp>,
+    ) -> Result<Replayed> {
         let rec = Record::decode(bytes).map_err(|d| EngineError::Damaged {
             tree: TreeId::new(0, 0),
             detail: d,
         })?;
         let id = rec.tree();
-        let live = self.inner.slot_of(id).is_ok();
+        let state = self.inner.lookup(id).map(|(_, st)| st);
+        if state == Some(SLOT_DAMAGED) && !matches!(rec, Record::Drop { .. }) {
+            return Ok(Replayed::SkippedDamaged(id));
+        }
         match rec {
             Record::Create { compress, .. } => {
-                if !live {
+                if state.is_none() {
                     self.create_tree(
                         id,
                         TreeOptions {
@@ -603,7 +774,7 @@ impl Engine {
                 }
             }
             Record::Drop { .. } => {
-                if live {
+                if state.is_some() {
                     self.drop_tree_inner(id, false)?;
                 }
             }
@@ -621,7 +792,20 @@ impl Engine {
             }
             Record::Truncate { .. } => self.truncate_tree_inner(id, false)?,
         }
-        Ok(())
+        Ok(Replayed::Applied)
+    }
+
+    /// Why trees were quarantined when this handle loaded the durable
+    /// checkpoint (empty in every other handle), for the host to report
+    /// once; taking them leaves none.
+    pub fn take_load_damage(&self) -> Vec<EngineError> {
+        std::mem::take(&mut *self.inner.load_damage.lock().unwrap())
+    }
+
+    /// Whether tree `id` exists, live or damaged: what deciding to drop it
+    /// needs (a damaged tree's table must still be droppable).
+    pub fn has_tree(&self, id: impl Into<TreeId>) -> bool {
+        self.inner.lookup(id.into()).is_some()
     }
 
     /// A handle on an existing tree with the given comparator.
@@ -643,11 +827,12 @@ impl Engine {
             .collect()
     }
 
-    /// Ids of all trees.
+    /// Ids of all trees, damaged ones included (opening those fails).
     pub fn tree_ids(&self) -> Vec<TreeId> {
         let mut v: Vec<TreeId> = self
             .slots_in(SLOT_LIVE)
             .into_iter()
+            .chain(self.slots_in(SLOT_DAMAGED))
             .map(|(_, _, id)| id)
             .collect();
         v.sort();
@@ -661,12 +846,15 @@ impl Engine {
         pruner: Option<Arc<dyn crate::btree::Pruner>>,
     ) -> Tree {
         let num = self.inner.meta.slot(slot).num.load(Ordering::Acquire);
+        let id = self.inner.meta.slot_id(slot);
         self.inner.slots.write().unwrap().insert(num, slot);
+        // A tree created here is found without a scan from now on.
+        self.inner.ids.write().unwrap().insert(id, slot);
         Tree {
             inner: self.inner.clone(),
             slot,
             num,
-            id: self.inner.meta.slot_id(slot),
+            id,
             cmp,
             pruner,
         }
@@ -678,13 +866,16 @@ impl Engine {
         check_level(opts.compress)?;
         let inner = &*self.inner;
         let meta = &inner.meta;
-        if let Ok(i) = inner.slot_of(id) {
-            meta.slot(i)
-                .compress
-                .store(opts.compress, Ordering::Relaxed);
-            return Ok(self.handle(i, opts.cmp, opts.pruner));
+        match inner.slot_of(id) {
+            Ok(i) => {
+                meta.slot(i)
+                    .compress
+                    .store(opts.compress, Ordering::Relaxed);
+                Ok(self.handle(i, opts.cmp, opts.pruner))
+            }
+            Err(EngineError::NoSuchTree(_)) => self.create_tree(id, opts, true),
+            Err(e) => Err(e),
         }
-        self.create_tree(id, opts, true)
     }
 
     /// Creates tree `id` unless another process just did; logs the creation
@@ -702,6 +893,10 @@ impl Engine {
         }
         if meta.find(id, SLOT_DROPPED).is_some() {
             return Err(EngineError::TreeExists(id));
+        }
+        if meta.find(id, SLOT_DAMAGED).is_some() {
+            drop(dir);
+            return Err(inner.damage(id));
         }
         let slot = self.claim_slot(&dir, id, opts.compress)?;
         let created = (|| {
@@ -806,7 +1001,8 @@ impl Engine {
         // dirty pages, which dropping discards: wait for it to finish.
         let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
         let _b = Barrier::enter(&inner.pool);
-        let slot = inner.slot_of(id)?;
+        // A damaged tree is dropped like a live one: its table must go.
+        let (slot, _) = inner.lookup(id).ok_or(EngineError::NoSuchTree(id))?;
         if log {
             inner.log(&Record::Drop { tree: id });
         }
@@ -845,6 +1041,8 @@ impl Engine {
         meta.running().store(n, Ordering::Release);
         meta.next_epoch().store(n + 1, Ordering::Release);
         let trees = self.slots_in(SLOT_LIVE);
+        let damaged = self.slots_in(SLOT_DAMAGED);
+        let prev = meta.durable().load(Ordering::Acquire);
         let dropped: Vec<(usize, u32, TreeId)> = self
             .slots_in(SLOT_DROPPED)
             .into_iter()
@@ -857,7 +1055,10 @@ impl Engine {
         at_start();
         latches.release(barrier, LatchMode::Exclusive);
 
-        let result = self.write_checkpoint(n, redo, &trees);
+        let result = self
+            .write_images(n, &trees)
+            .and_then(|()| self.carry_damaged_maps(prev, n, &damaged))
+            .and_then(|()| self.commit_checkpoint(n, redo, &trees, &damaged));
         meta.running().store(0, Ordering::Release);
         match result {
             Ok(()) => {
@@ -902,12 +1103,10 @@ impl Engine {
         }
     }
 
-    fn write_checkpoint(&self, n: u64, redo: u64, trees: &[(usize, u32, TreeId)]) -> Result<()> {
+    /// Writes checkpoint `n`'s image of every tree in `trees` and its map.
+    fn write_images(&self, n: u64, trees: &[(usize, u32, TreeId)]) -> Result<()> {
         let inner = &*self.inner;
         let meta = &inner.meta;
-        let mut dbs: Vec<u32> = trees.iter().map(|t| t.2.db).collect();
-        dbs.sort();
-        dbs.dedup();
         for &(slot, num, id) in trees {
             let (_, npages, root) = meta
                 .file(slot)
@@ -966,6 +1165,54 @@ impl Engine {
                 .rename(&tmp, &map_path)
                 .map_err(inner.ioerr("rename", &tmp))?;
         }
+        Ok(())
+    }
+
+    /// Copies each damaged tree's map from checkpoint `prev` to `n` byte for
+    /// byte: its files must outlive the checkpoint that retires `prev`'s
+    /// maps, unchanged, so the damage stays reported and a repair (restoring
+    /// the files) still loads.
+    fn carry_damaged_maps(
+        &self,
+        prev: u64,
+        n: u64,
+        damaged: &[(usize, u32, TreeId)],
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        for &(_, _, id) in damaged {
+            let from = inner.map_path(id, prev);
+            let bytes = inner
+                .io
+                .read_file(&from)
+                .map_err(inner.ioerr("read", &from))?;
+            let to = inner.map_path(id, n);
+            let tmp = to.with_extension("map.tmp");
+            inner
+                .io
+                .write_file(&tmp, &bytes)
+                .map_err(inner.ioerr("write", &tmp))?;
+            inner.io.sync(&tmp).map_err(inner.ioerr("sync", &tmp))?;
+            inner
+                .io
+                .rename(&tmp, &to)
+                .map_err(inner.ioerr("rename", &tmp))?;
+        }
+        Ok(())
+    }
+
+    /// Makes checkpoint `n` durable once every map is written: directory
+    /// syncs, the log up to `redo`, then the control file's rename.
+    fn commit_checkpoint(
+        &self,
+        n: u64,
+        redo: u64,
+        trees: &[(usize, u32, TreeId)],
+        damaged: &[(usize, u32, TreeId)],
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let mut dbs: Vec<u32> = trees.iter().chain(damaged).map(|t| t.2.db).collect();
+        dbs.sort();
+        dbs.dedup();
         for db in dbs {
             let d = inner.db_dir(db);
             inner.io.sync_dir(&d).map_err(inner.ioerr("sync", &d))?;
@@ -1121,6 +1368,16 @@ impl Tree {
     pub(crate) fn is_free(&self, p: u32) -> bool {
         self.file().entry(p).free
     }
+}
+
+/// What [`Engine::replay`] did with a record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replayed {
+    Applied,
+    /// Not applied: the record's tree is damaged (its files failed
+    /// validation at load), so its changes since its map are lost unless
+    /// the files are repaired and the record replayed again.
+    SkippedDamaged(TreeId),
 }
 
 /// A tree's size figures. `file_bytes` is the data file's length after the

@@ -124,13 +124,24 @@ impl FileIo for StdIo {
     }
 }
 
+/// Decides what the call at which a [`CrashAfter`] "dies" does: it gets the
+/// operation and its path and returns the error that call (and every later
+/// one) fails with, or never returns, which stops a real process at exactly
+/// that step (the server's `orioledb.debug_checkpoint_crash_at`).
+pub type FaultHook = Arc<dyn Fn(&'static str, &Path) -> io::Error + Send + Sync>;
+
 /// Wraps another [`FileIo`] and "kills the process" after a given number of
 /// state-changing calls: that call and every later one fails, as if the
 /// process had died there. Reads keep working (a dead process reads nothing,
-/// and nothing it reads matters).
+/// and nothing it reads matters). Steps are numbered the same way in the
+/// engine's tests and in the server's fault-injection settings.
+///
+/// Invariant: `hook` is only consulted once `remaining` reached 0; `arm`
+/// and `arm_with` set both together.
 pub struct CrashAfter<I: FileIo> {
     inner: I,
     remaining: AtomicU64,
+    hook: Mutex<Option<FaultHook>>,
 }
 
 impl<I: FileIo> CrashAfter<I> {
@@ -139,10 +150,20 @@ impl<I: FileIo> CrashAfter<I> {
         CrashAfter {
             inner,
             remaining: AtomicU64::new(steps),
+            hook: Mutex::new(None),
         }
     }
 
+    /// Let `steps` more state-changing calls succeed, then fail every call
+    /// with an "injected crash" error (`u64::MAX`: disarmed).
     pub fn arm(&self, steps: u64) {
+        *self.hook.lock().unwrap() = None;
+        self.remaining.store(steps, Ordering::SeqCst);
+    }
+
+    /// As [`arm`](Self::arm), with `hook` deciding what the failing calls do.
+    pub fn arm_with(&self, steps: u64, hook: FaultHook) {
+        *self.hook.lock().unwrap() = Some(hook);
         self.remaining.store(steps, Ordering::SeqCst);
     }
 
@@ -150,11 +171,16 @@ impl<I: FileIo> CrashAfter<I> {
         self.remaining.load(Ordering::SeqCst) == 0
     }
 
-    fn step(&self) -> io::Result<()> {
+    fn step(&self, op: &'static str, path: &Path) -> io::Result<()> {
         let mut cur = self.remaining.load(Ordering::SeqCst);
         loop {
             if cur == 0 {
-                return Err(io::Error::other("injected crash"));
+                // Cloned out so a hook that never returns holds no lock.
+                let hook = self.hook.lock().unwrap().clone();
+                return Err(match hook {
+                    Some(h) => h(op, path),
+                    None => io::Error::other("injected crash"),
+                });
             }
             if cur == u64::MAX {
                 return Ok(());
@@ -175,37 +201,37 @@ impl<I: FileIo> FileIo for CrashAfter<I> {
         self.inner.read_at(path, off, buf)
     }
     fn write_at(&self, path: &Path, off: u64, buf: &[u8]) -> io::Result<()> {
-        self.step()?;
+        self.step("write", path)?;
         self.inner.write_at(path, off, buf)
     }
     fn sync(&self, path: &Path) -> io::Result<()> {
-        self.step()?;
+        self.step("sync", path)?;
         self.inner.sync(path)
     }
     fn set_len(&self, path: &Path, len: u64) -> io::Result<()> {
-        self.step()?;
+        self.step("truncate", path)?;
         self.inner.set_len(path, len)
     }
     fn len(&self, path: &Path) -> io::Result<u64> {
         self.inner.len(path)
     }
     fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        self.step()?;
+        self.step("write", path)?;
         self.inner.write_file(path, bytes)
     }
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
         self.inner.read_file(path)
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        self.step()?;
+        self.step("rename", from)?;
         self.inner.rename(from, to)
     }
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
-        self.step()?;
+        self.step("sync", dir)?;
         self.inner.sync_dir(dir)
     }
     fn remove(&self, path: &Path) -> io::Result<()> {
-        self.step()?;
+        self.step("remove", path)?;
         self.inner.remove(path)
     }
     fn exists(&self, path: &Path) -> bool {
@@ -215,7 +241,7 @@ impl<I: FileIo> FileIo for CrashAfter<I> {
         self.inner.list(dir)
     }
     fn create_dir(&self, dir: &Path) -> io::Result<()> {
-        self.step()?;
+        self.step("create directory", dir)?;
         self.inner.create_dir(dir)
     }
     fn forget_handles(&self) {

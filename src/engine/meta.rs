@@ -34,6 +34,11 @@ const UNITS_PER_CHUNK: usize = CHUNK * 8;
 pub(crate) const SLOT_FREE: u32 = 0;
 pub(crate) const SLOT_LIVE: u32 = 1;
 pub(crate) const SLOT_DROPPED: u32 = 2;
+/// A tree whose files failed validation when the engine loaded them: the
+/// slot holds its id and a tree number but no page table, nothing of it is
+/// in the pool, its files are never changed, and each checkpoint copies its
+/// map file forward unchanged, so the damage (and any repair) survives.
+pub(crate) const SLOT_DAMAGED: u32 = 3;
 
 const E_FREE: u16 = 1;
 const E_FREE_AT_START: u16 = 2;

@@ -4,7 +4,7 @@
 //! each backend attaches on first use. The first process ever to attach
 //! loads the durable checkpoint from `$PGDATA/orioledb_data/`.
 
-use orioledb_engine::io::StdIo;
+use orioledb_engine::io::{CrashAfter, StdIo};
 use orioledb_engine::{Engine, EngineError, SharedMeta, TreeId};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -17,6 +17,15 @@ pub const DATA_DIR: &str = "orioledb_data";
 
 /// Invariant: set once per process, after a successful attach.
 static ENGINE: OnceLock<Engine> = OnceLock::new();
+
+/// This process's file I/O: ordinary files behind the fault injector that
+/// the `orioledb.debug_checkpoint_*` settings arm for one checkpoint.
+/// Invariant: disarmed (`u64::MAX` steps) outside [`checkpoint`].
+static IO: OnceLock<Arc<CrashAfter<StdIo>>> = OnceLock::new();
+
+fn io() -> &'static Arc<CrashAfter<StdIo>> {
+    IO.get_or_init(|| Arc::new(CrashAfter::new(StdIo::new(), u64::MAX)))
+}
 
 /// The engine, attached on first use. Raises an ERROR if the library was
 /// not preloaded or the engine directory cannot be opened.
@@ -45,7 +54,7 @@ pub fn engine() -> &'static Engine {
             DATA_DIR,
             pool,
             region,
-            Arc::new(StdIo::new()),
+            io().clone(),
             Some(crate::pg::wal::sink()),
         )
     };
@@ -58,6 +67,17 @@ pub fn engine() -> &'static Engine {
         };
     }
     if first {
+        // Only the process that loaded the durable checkpoint has these:
+        // each quarantined tree is reported once per start, in the log.
+        for e in ENGINE.get().expect("just set").take_load_damage() {
+            ErrorReport::new(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!("orioledb: {e}"),
+                "orioledb_rs",
+            )
+            .set_detail("The tree is quarantined: queries on its table fail until its files are repaired and the server restarted; other tables are unaffected.")
+            .report(PgLogLevel::WARNING);
+        }
         // The engine's records since its last checkpoint, once per start.
         if let Some(state) = crate::pg::shmem::replay_state() {
             crate::pg::wal::replay_gap_once(state);
@@ -66,12 +86,95 @@ pub fn engine() -> &'static Engine {
     ENGINE.get().expect("just set")
 }
 
+/// Refuses to let the server start (FATAL in the postmaster, from
+/// `_PG_init`) when the engine's control file is damaged or missing beside
+/// data files. Every orioledb table depends on it, and at first use it
+/// would only be an ERROR repeated by every query while the cluster looks
+/// healthy; a missing one on a new cluster is fine.
+pub(crate) fn check_control_at_start() {
+    // The postmaster loads preload libraries after moving into the data
+    // directory, so the relative path is the one every process uses.
+    if let Err(e) = Engine::check_control(DATA_DIR, &StdIo::new()) {
+        let code = match &e {
+            EngineError::Io { .. } => PgSqlErrorCode::ERRCODE_IO_ERROR,
+            _ => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        };
+        ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs")
+            .set_detail(format!(
+                "{DATA_DIR}/control names the engine's durable checkpoint; without it no orioledb table can be read."
+            ))
+            .set_hint(format!(
+                "Restore {DATA_DIR}/control from a backup taken with the rest of {DATA_DIR}, \
+                 or remove orioledb_rs from shared_preload_libraries to start without orioledb tables."
+            ))
+            .report(PgLogLevel::FATAL);
+    }
+}
+
 /// Runs an engine checkpoint and moves the WAL-retaining slot to its redo
 /// point.
 pub fn checkpoint() -> Result<u64, EngineError> {
-    let n = engine().checkpoint(0)?;
+    let engine = engine();
+    let n = {
+        let _armed = arm_checkpoint_faults();
+        engine.checkpoint(0)?
+    };
     crate::pg::wal::advance_slot();
     Ok(n)
+}
+
+/// Disarms the fault injector when dropped, however the checkpoint ends.
+struct Armed;
+
+impl Drop for Armed {
+    fn drop(&mut self) {
+        io().arm(u64::MAX);
+    }
+}
+
+extern "C" {
+    /// libc's `_exit`: ends the process without exit callbacks.
+    fn _exit(status: std::ffi::c_int) -> !;
+}
+
+/// Arms this process's fault injector for the checkpoint about to run, as
+/// the session's `orioledb.debug_checkpoint_crash_at` / `_fail_at` ask.
+/// Steps count the checkpoint's state-changing file operations from 1,
+/// the numbering of the engine's crash tests (`CrashAfter`); other
+/// processes' I/O is not counted, and nothing else of this backend does
+/// I/O while it runs the checkpoint.
+fn arm_checkpoint_faults() -> Armed {
+    let crash = crate::pg::guc::debug_checkpoint_crash_at();
+    let fail = crate::pg::guc::debug_checkpoint_fail_at();
+    if crash > 0 {
+        io().arm_with(
+            crash - 1,
+            Arc::new(move |op, path| {
+                pgrx::log!(
+                    "orioledb: orioledb.debug_checkpoint_crash_at = {crash}: exiting at checkpoint I/O step {crash} ({op} \"{}\")",
+                    path.display()
+                );
+                // SAFETY: ends the process on the spot, like a kill: no exit
+                // callbacks, so the postmaster sees a child that did not
+                // clean up (exit code 2) and runs crash recovery, which is
+                // what the setting asks for.
+                unsafe { _exit(2) }
+            }),
+        );
+    } else if fail > 0 {
+        io().arm_with(
+            fail - 1,
+            Arc::new(move |_, _| {
+                std::io::Error::new(
+                    std::io::ErrorKind::StorageFull,
+                    format!(
+                        "no space left on device (injected by orioledb.debug_checkpoint_fail_at = {fail})"
+                    ),
+                )
+            }),
+        );
+    }
+    Armed
 }
 
 /// Before the first tree exists: make sure a durable checkpoint (and so a
@@ -102,6 +205,9 @@ pub fn report(e: EngineError) -> ! {
     let code = match &e {
         EngineError::Corrupt { .. } | EngineError::Damaged { .. } => {
             PgSqlErrorCode::ERRCODE_DATA_CORRUPTED
+        }
+        EngineError::Io { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+            PgSqlErrorCode::ERRCODE_DISK_FULL
         }
         EngineError::Io { .. } => PgSqlErrorCode::ERRCODE_IO_ERROR,
         EngineError::PoolExhausted(_)

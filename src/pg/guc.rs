@@ -32,6 +32,14 @@ static DEFAULT_TOAST_COMPRESS: GucSetting<i32> = GucSetting::<i32>::new(COMPRESS
 /// Seconds between the checkpointer's engine checkpoints (1 s .. 1 day).
 static CHECKPOINT_TIMEOUT: GucSetting<i32> = GucSetting::<i32>::new(300);
 
+/// Testing aid: the state-changing file operation (1-based) of a session's
+/// engine checkpoint at which the process exits as if killed; 0 = off.
+static DEBUG_CHECKPOINT_CRASH_AT: GucSetting<i32> = GucSetting::<i32>::new(0);
+/// Testing aid: the state-changing file operation (1-based) of a session's
+/// engine checkpoint from which on file operations fail with "no space
+/// left on device"; 0 = off.
+static DEBUG_CHECKPOINT_FAIL_AT: GucSetting<i32> = GucSetting::<i32>::new(0);
+
 /// Defines all `orioledb.*` GUCs and reserves the prefix.
 ///
 /// Must be called once, from `_PG_init` during preload.
@@ -91,6 +99,32 @@ pub(crate) fn register() {
         GucContext::Sighup,
         GucFlags::UNIT_S,
     );
+    GucRegistry::define_int_guc(
+        c"orioledb.debug_checkpoint_crash_at",
+        c"Testing aid: stop the process at this I/O step of the engine checkpoint.",
+        c"A CHECKPOINT run by this session exits the server process abruptly (the \
+          postmaster then restarts the server and runs crash recovery) at its N-th file \
+          write, sync, truncation, rename or removal, counted from 1. 0 turns it off. \
+          For crash tests only.",
+        &DEBUG_CHECKPOINT_CRASH_AT,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"orioledb.debug_checkpoint_fail_at",
+        c"Testing aid: fail the engine checkpoint with a disk-full error at this I/O step.",
+        c"A CHECKPOINT run by this session fails with SQLSTATE 53100 from its N-th file \
+          write, sync, truncation, rename or removal on, counted from 1, as on a full \
+          disk; the previous checkpoint stays the durable one. 0 turns it off. \
+          For tests only.",
+        &DEBUG_CHECKPOINT_FAIL_AT,
+        0,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::default(),
+    );
     // SAFETY: called from _PG_init in the postmaster's main thread with a
     // NUL-terminated static string; PostgreSQL keeps its own copy.
     unsafe { pgrx::pg_sys::MarkGUCPrefixReserved(c"orioledb".as_ptr()) };
@@ -120,4 +154,14 @@ pub fn default_toast_compress() -> i32 {
 /// `orioledb.checkpoint_timeout`.
 pub fn checkpoint_timeout() -> std::time::Duration {
     std::time::Duration::from_secs(CHECKPOINT_TIMEOUT.get().max(1) as u64)
+}
+
+/// `orioledb.debug_checkpoint_crash_at`: 0 = off, else a 1-based I/O step.
+pub fn debug_checkpoint_crash_at() -> u64 {
+    DEBUG_CHECKPOINT_CRASH_AT.get().max(0) as u64
+}
+
+/// `orioledb.debug_checkpoint_fail_at`: 0 = off, else a 1-based I/O step.
+pub fn debug_checkpoint_fail_at() -> u64 {
+    DEBUG_CHECKPOINT_FAIL_AT.get().max(0) as u64
 }

@@ -50,6 +50,9 @@ pub extern "C-unwind" fn _PG_init() {
         return;
     }
     PRELOADED.store(true, Ordering::Relaxed);
+    // Before anything is registered: a damaged control file stops the
+    // postmaster here, so `pg_ctl start` fails and the log names the file.
+    crate::pg::engine::check_control_at_start();
     crate::pg::guc::register();
     crate::pg::shmem::install_hooks();
     crate::pg::options::install_hook();

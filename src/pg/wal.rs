@@ -21,6 +21,7 @@
 
 use orioledb_engine::cmp::Bytewise;
 use orioledb_engine::wal::{Lsn, Record, WalSink};
+use orioledb_engine::{Replayed, TreeId};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_char, CStr, CString};
@@ -101,9 +102,29 @@ pub fn sink() -> Arc<dyn WalSink> {
 
 fn replay_one(bytes: &[u8]) {
     let engine = crate::pg::engine::engine();
-    engine
+    let done = engine
         .replay(bytes, &|_| Arc::new(Bytewise))
         .unwrap_or_else(|e| crate::pg::engine::report(e));
+    if let Replayed::SkippedDamaged(id) = done {
+        warn_skipped(id);
+    }
+}
+
+/// Says once per process and tree that replay passes over a damaged tree's
+/// records: failing recovery instead would keep the whole server down for
+/// one table's files, which the table's queries report anyway.
+fn warn_skipped(id: TreeId) {
+    thread_local! {
+        static WARNED: std::cell::RefCell<std::collections::HashSet<TreeId>> =
+            std::cell::RefCell::new(std::collections::HashSet::new());
+    }
+    if WARNED.with(|w| w.borrow_mut().insert(id)) {
+        pgrx::warning!(
+            "orioledb: skipping WAL records of damaged tree {}/{}: its changes since its last checkpoint are not applied",
+            id.db,
+            id.rel
+        );
+    }
 }
 
 /// The main data of a decoded record (empty when it has none: a NULL

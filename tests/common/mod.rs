@@ -422,6 +422,74 @@ pub fn start_server(env: &TestEnv) {
     ));
 }
 
+/// `pg_ctl stop -m fast`: a clean shutdown (the extension's checkpointer
+/// checkpoints once more). Hold [`exclusive`] for the shared test server.
+pub fn stop_server(env: &TestEnv) {
+    let mut cmd = pg_command(env, "pg_ctl");
+    cmd.arg("-D")
+        .arg(pgdata(env))
+        .args(["-w", "-t", "120", "-m", "fast", "stop"]);
+    run_checked(cmd, "pg_ctl stop");
+}
+
+/// `pg_ctl start` for a server that may refuse to start: Ok once
+/// connections succeed, Err(pg_ctl's output) if it did not start (the
+/// server log says why).
+pub fn try_start_server(env: &TestEnv) -> Result<(), String> {
+    let mut cmd = pg_command(env, "pg_ctl");
+    cmd.arg("-D").arg(pgdata(env)).args(["-w", "-t", "120"]);
+    if let Some(log) = &env.log {
+        cmd.arg("-l").arg(log);
+    }
+    cmd.arg("start");
+    if env.log.is_none() {
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    if !out.status.success() {
+        return Err(format!(
+            "pg_ctl start failed ({}): {}{}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    drop(connect_retry(
+        &env.host,
+        env.port,
+        "postgres",
+        Duration::from_secs(60),
+    ));
+    Ok(())
+}
+
+/// Bytes in the server log so far (0 without a log), to read what a later
+/// step wrote with [`log_since`].
+pub fn log_len(env: &TestEnv) -> u64 {
+    env.log
+        .as_ref()
+        .and_then(|l| std::fs::metadata(l).ok())
+        .map_or(0, |m| m.len())
+}
+
+/// The server log from byte `from` on (empty without a log).
+pub fn log_since(env: &TestEnv, from: u64) -> String {
+    let Some(text) = env.log.as_ref().and_then(|l| std::fs::read(l).ok()) else {
+        return String::new();
+    };
+    String::from_utf8_lossy(&text[(from as usize).min(text.len())..]).into_owned()
+}
+
+/// Writes `bytes` to `path` in the cluster's data directory and gives the
+/// file to the cluster's OS user (tests run as root and may create it).
+pub fn write_cluster_file(env: &TestEnv, path: &Path, bytes: &[u8]) {
+    std::fs::write(path, bytes).unwrap_or_else(|e| panic!("write {}: {e}", path.display()));
+    chown_to(env, path);
+}
+
 // ------------------------------------------------------------------ extra clusters
 
 static NEXT_SCRATCH_PORT: AtomicU16 = AtomicU16::new(0);

@@ -31,6 +31,11 @@ pub struct TreeMap {
 }
 
 impl TreeMap {
+    /// Where page `page`'s entry starts in the file (for error offsets).
+    pub const fn entry_offset(page: usize) -> u64 {
+        (HEAD + 8 * page) as u64
+    }
+
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEAD + 8 * self.pages.len() + 4);
         out.extend_from_slice(&MAGIC.to_le_bytes());

@@ -363,3 +363,37 @@ fn trees_of_several_databases() {
         b"in 5"
     );
 }
+
+/// The host's hook decides what the failing call does (the server turns it
+/// into a "disk full" error or a process exit): the checkpoint reports the
+/// hook's error for the step it armed, and disarming makes the next one work.
+#[test]
+fn fault_hook_decides_the_failing_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = Arc::new(CrashAfter::new(StdIo::new(), u64::MAX));
+    let (e, _before, after) = crash_fixture(dir.path(), io.clone());
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    io.arm_with(
+        2,
+        Arc::new(move |op, path| {
+            log.lock().unwrap().push((op, path.to_path_buf()));
+            std::io::Error::new(std::io::ErrorKind::StorageFull, "injected: disk full")
+        }),
+    );
+    match e.checkpoint(2) {
+        Err(crate::EngineError::Io { source, path, .. }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::StorageFull);
+            assert_eq!(seen.lock().unwrap()[0].1, path);
+        }
+        other => panic!("expected the hook's error, got {other:?}"),
+    }
+    // The third state-changing call failed first; each later one asks again.
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    io.arm(u64::MAX);
+    assert_eq!(e.checkpoint(3).unwrap(), 3);
+    drop(e);
+    let (n, got) = reopened_contents(dir.path());
+    assert_eq!(n, 3);
+    assert!(got == after);
+}

@@ -3,14 +3,21 @@
 
 use super::*;
 use crate::error::EngineError;
+use crate::io::FileIo;
 use crate::store::image::UNIT;
 
+/// Tree 5 (4000 rows) and tree 6 (100 rows) in durable checkpoint 1;
+/// returns tree 5's contents.
 fn fixture() -> (tempfile::TempDir, BTreeMap<Vec<u8>, Vec<u8>>) {
     let dir = tempfile::tempdir().unwrap();
     let e = open(dir.path(), 16);
     let t = tree(&e, 5, 1);
     for i in 0..4000 {
         t.insert(&key(i), &value(i, 0, 90)).unwrap();
+    }
+    let other = tree(&e, 6, -1);
+    for i in 0..100 {
+        other.insert(&key(i), &value(i, 6, 40)).unwrap();
     }
     e.checkpoint(0).unwrap();
     let c = contents(&t);
@@ -90,51 +97,237 @@ fn every_damaged_unit_start_is_detected() {
     assert!(detected > 0);
 }
 
+/// Opening damaged tree `id` (either way) fails with a `Corrupt` error
+/// naming `path` and containing `needle`.
+fn expect_damaged(e: &Engine, id: u32, path: &std::path::Path, needle: &str) {
+    let opened = [
+        e.tree(id).map(|_| ()),
+        e.open_tree(id, TreeOptions::default()).map(|_| ()),
+    ];
+    for r in opened {
+        match r {
+            Err(EngineError::Corrupt {
+                path: p, detail, ..
+            }) => {
+                assert_eq!(p, path, "{detail}");
+                assert!(detail.contains(needle), "{detail}");
+            }
+            Err(other) => panic!("unexpected error {other}"),
+            Ok(()) => panic!("damaged tree {id} was opened"),
+        }
+    }
+}
+
+/// Tree 6 of the fixture, read through a fresh handle: untouched by
+/// damage to tree 5.
+fn assert_other_tree_intact(e: &Engine, extra: usize) {
+    let t = e.tree(6).unwrap();
+    assert_valid(&t);
+    assert_eq!(contents(&t).len(), 100 + extra);
+}
+
 #[test]
-fn truncated_data_file_is_reported_at_open() {
-    let (dir, _) = fixture();
+fn truncated_data_file_quarantines_only_its_tree() {
+    let (dir, good) = fixture();
     let data = dir.path().join("0").join("5");
-    let len = std::fs::metadata(&data).unwrap().len();
+    let orig = std::fs::read(&data).unwrap();
+    std::fs::write(&data, &orig[..orig.len() - 512]).unwrap();
+    {
+        let e = open(dir.path(), 16);
+        let damage = e.take_load_damage();
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(damage[0].to_string().contains("truncated"), "{}", damage[0]);
+        assert!(e.take_load_damage().is_empty(), "reported once");
+        expect_damaged(&e, 5, &data, "truncated");
+        assert!(e.has_tree(5));
+        assert_eq!(e.tree_ids().len(), 2);
+        // The other tree reads, writes and checkpoints as usual, and
+        // checkpoints keep the damaged tree's files as they are.
+        e.tree(6).unwrap().insert(b"new", b"row").unwrap();
+        assert_eq!(e.checkpoint(0).unwrap(), 2);
+        assert_eq!(e.checkpoint(0).unwrap(), 3);
+        expect_damaged(&e, 5, &data, "truncated");
+        assert_other_tree_intact(&e, 1);
+    }
+    assert_eq!(
+        StdIo::new().list(&dir.path().join("0")).unwrap(),
+        vec!["5", "5-3.map", "6", "6-3.map"]
+    );
+    assert_eq!(
+        std::fs::metadata(&data).unwrap().len(),
+        orig.len() as u64 - 512
+    );
+    {
+        let e = open(dir.path(), 16);
+        assert_eq!(e.take_load_damage().len(), 1);
+        expect_damaged(&e, 5, &data, "truncated");
+        assert_other_tree_intact(&e, 1);
+    }
+    // Repaired (the bytes restored), the tree loads from its carried map.
+    std::fs::write(&data, &orig).unwrap();
+    let e = open(dir.path(), 16);
+    assert!(e.take_load_damage().is_empty());
+    let t = tree(&e, 5, 1);
+    assert!(contents(&t) == good);
+    assert_valid(&t);
+    t.upsert(b"after", b"repair").unwrap();
+    e.checkpoint(0).unwrap();
+    drop(t);
+    drop(e);
+    let e = open(dir.path(), 16);
+    let t = e.tree(5).unwrap();
+    assert_eq!(contents(&t).len(), good.len() + 1);
+    assert_valid(&t);
+}
+
+#[test]
+fn damaged_map_quarantines_only_its_tree() {
+    let (dir, good) = fixture();
+    let map = dir.path().join("0").join("5-1.map");
+    let orig = std::fs::read(&map).unwrap();
+    let flipped = |at: usize| {
+        let mut b = orig.clone();
+        b[at] ^= 0x20;
+        b
+    };
+    let damages = [
+        flipped(0),
+        flipped(orig.len() / 2),
+        flipped(orig.len() - 1),
+        orig[..orig.len() / 2].to_vec(),
+        Vec::new(),
+    ];
+    for bad in &damages {
+        std::fs::write(&map, bad).unwrap();
+        let e = open(dir.path(), 16);
+        assert_eq!(e.take_load_damage().len(), 1);
+        expect_damaged(&e, 5, &map, "map");
+        assert_other_tree_intact(&e, 0);
+        drop(e);
+        std::fs::write(&map, &orig).unwrap();
+    }
+    // Damaged across a checkpoint: the bad bytes move to the new map's name,
+    // and restoring the original bytes there repairs the tree.
+    std::fs::write(&map, &damages[1]).unwrap();
+    let e = open(dir.path(), 16);
+    assert_eq!(e.checkpoint(0).unwrap(), 2);
+    let map2 = dir.path().join("0").join("5-2.map");
+    expect_damaged(&e, 5, &map2, "checksum");
+    drop(e);
+    assert!(!map.exists());
+    assert_eq!(std::fs::read(&map2).unwrap(), damages[1]);
+    std::fs::write(&map2, &orig).unwrap();
+    let e = open(dir.path(), 16);
+    assert!(e.take_load_damage().is_empty());
+    let t = e.tree(5).unwrap();
+    assert!(contents(&t) == good);
+    assert_valid(&t);
+}
+
+#[test]
+fn damaged_tree_can_be_dropped() {
+    let (dir, _) = fixture();
+    let map = dir.path().join("0").join("5-1.map");
+    flip(&map, 50);
+    let e = open(dir.path(), 16);
+    e.drop_tree(5).unwrap();
+    assert!(!e.has_tree(5));
+    assert!(matches!(e.tree(5), Err(EngineError::NoSuchTree(_))));
+    e.checkpoint(0).unwrap();
+    assert_eq!(
+        StdIo::new().list(&dir.path().join("0")).unwrap(),
+        vec!["6", "6-2.map"]
+    );
+    // The id is free again.
+    let t = tree(&e, 5, -1);
+    t.insert(b"k", b"v").unwrap();
+    assert_valid(&t);
+}
+
+#[test]
+fn data_file_truncated_while_open_is_corruption() {
+    let (dir, _) = fixture();
+    let e = open(dir.path(), 16);
+    let data = dir.path().join("0").join("5");
     std::fs::OpenOptions::new()
         .write(true)
         .open(&data)
         .unwrap()
-        .set_len(len - 512)
+        .set_len(UNIT as u64)
         .unwrap();
-    match Engine::open(dir.path(), 16, Arc::new(StdIo::new())) {
+    let t = e.tree(5).unwrap();
+    match t.scan().collect::<Result<Vec<_>, _>>() {
         Err(EngineError::Corrupt { path, detail, .. }) => {
             assert_eq!(path, data);
             assert!(detail.contains("truncated"), "{detail}");
         }
-        Err(e) => panic!("unexpected error {e}"),
-        Ok(_) => panic!("a truncated data file was accepted"),
+        Err(other) => panic!("unexpected error {other}"),
+        Ok(_) => panic!("a truncated data file read without error"),
     }
 }
 
 #[test]
-fn damaged_map_and_control_are_reported() {
+fn damaged_control_is_an_error_at_open_and_check() {
     let (dir, _) = fixture();
-    for name in ["0/5-1.map", "control"] {
-        let p = dir.path().join(name);
-        let orig = std::fs::read(&p).unwrap();
-        for at in [0, orig.len() / 2, orig.len() - 1] {
-            flip(&p, at as u64);
-            match Engine::open(dir.path(), 16, Arc::new(StdIo::new())) {
+    let io = StdIo::new();
+    let p = dir.path().join("control");
+    let orig = std::fs::read(&p).unwrap();
+    assert_eq!(
+        Engine::check_control(dir.path(), &io)
+            .unwrap()
+            .map(|c| c.checkpoint),
+        Some(1)
+    );
+    let mut damages: Vec<Vec<u8>> = [0, orig.len() / 2, orig.len() - 1]
+        .iter()
+        .map(|&at| {
+            let mut b = orig.clone();
+            b[at] ^= 0x80;
+            b
+        })
+        .collect();
+    damages.push(orig[..orig.len() / 2].to_vec());
+    damages.push(Vec::new());
+    for bad in &damages {
+        std::fs::write(&p, bad).unwrap();
+        for r in [
+            Engine::open(dir.path(), 16, Arc::new(StdIo::new())).map(|_| ()),
+            Engine::check_control(dir.path(), &io).map(|_| ()),
+        ] {
+            match r {
                 Err(EngineError::Corrupt { path, .. }) => assert_eq!(path, p),
                 Err(e) => panic!("unexpected error {e}"),
-                Ok(_) => panic!("damaged {name} (byte {at}) was accepted"),
+                Ok(_) => panic!("damaged control file {bad:?} was accepted"),
             }
-            std::fs::write(&p, &orig).unwrap();
         }
-        std::fs::write(&p, &orig[..orig.len() / 2]).unwrap();
-        assert!(matches!(
-            Engine::open(dir.path(), 16, Arc::new(StdIo::new())),
-            Err(EngineError::Corrupt { .. })
-        ));
-        std::fs::write(&p, &orig).unwrap();
     }
-    let e = open(dir.path(), 16);
-    assert_valid(&tree(&e, 5, 1));
+    // Missing beside data files: loading would delete them all as leftovers.
+    std::fs::remove_file(&p).unwrap();
+    match Engine::check_control(dir.path(), &io) {
+        Err(EngineError::Corrupt { path, detail, .. }) => {
+            assert_eq!(path, p);
+            assert!(detail.contains("missing"), "{detail}");
+        }
+        other => panic!("a missing control file beside data files: {other:?}"),
+    }
+    std::fs::write(&p, &orig).unwrap();
+    assert_valid(&tree(&open(dir.path(), 16), 5, 1));
+}
+
+#[test]
+fn new_directories_pass_the_control_check() {
+    let io = StdIo::new();
+    let dir = tempfile::tempdir().unwrap();
+    assert!(Engine::check_control(dir.path().join("absent"), &io)
+        .unwrap()
+        .is_none());
+    assert!(Engine::check_control(dir.path(), &io).unwrap().is_none());
+    // An empty database directory, or a temporary file left by a first
+    // checkpoint that died, is no data.
+    std::fs::create_dir(dir.path().join("5")).unwrap();
+    std::fs::write(dir.path().join("5").join("1-1.map.tmp"), b"x").unwrap();
+    std::fs::write(dir.path().join("control.tmp"), b"x").unwrap();
+    assert!(Engine::check_control(dir.path(), &io).unwrap().is_none());
 }
 
 #[test]
