@@ -1,79 +1,86 @@
--- orioledb_rs walkthrough. scripts/run.sh runs it in database "postgres" with
+-- orioledb_rs walkthrough: the seed's tbl1 / tbl2 / tbl3 experiment.
+-- scripts/run.sh runs it in database "postgres" with
 --   psql -v ON_ERROR_STOP=1 -e -f sql/demo.sql
--- after CREATE EXTENSION orioledb_rs. Run it yourself the same way.
---
--- How to extend: add a new numbered section at the end (an \echo header, the
--- statements, and a DROP of whatever it created, so the file can be re-run).
--- A statement that is *expected* to fail for now goes between
--- \set ON_ERROR_STOP 0 / \set ON_ERROR_STOP 1 with a comment saying why.
--- Still to add from the seed walkthrough (scenario tbl1) once rows are stored:
--- 100 rows of 3000 random bytes, the toast tree, and the sizes for compress
--- -1, 1 and 20.
+-- after CREATE EXTENSION orioledb_rs. Run it yourself the same way; it drops
+-- what it creates, so it can be re-run. tests/walkthrough.rs checks the same
+-- steps and figures.
 
 \pset footer off
 
 \echo
-\echo '== 1. The table access method "orioledb" is registered'
+\echo '== 1. The table access method "orioledb" and its settings'
 SELECT amname, amtype FROM pg_am WHERE amname = 'orioledb';
-
 SELECT orioledb_rs_version();
+SELECT name, setting, unit, context FROM pg_settings WHERE name LIKE 'orioledb.%' ORDER BY name;
+
+-- 3000 bytes of random data (incompressible), like the seed's lob column.
+CREATE OR REPLACE FUNCTION pg_temp.random_bytes(n int) RETURNS bytea
+LANGUAGE sql VOLATILE AS $$
+  SELECT decode(string_agg(lpad(to_hex(floor(random() * 256)::int), 2, '0'), ''), 'hex')
+  FROM generate_series(1, n)
+$$;
 
 \echo
-\echo '== 2. Settings (orioledb.main_buffers is the shared page pool, fixed at server start)'
-SHOW orioledb.main_buffers;
-SELECT name, setting, unit, context, short_desc
-  FROM pg_settings
- WHERE name LIKE 'orioledb.%'
- ORDER BY name;
-
--- Compression levels are per session: -1 = off (default), 0 = zstd default, 1..22.
-SET orioledb.default_compress = 3;
-SHOW orioledb.default_compress;
-RESET orioledb.default_compress;
-
--- The shared page pool (orioledb.main_buffers / 8 kB pages) as this backend sees it.
-SELECT * FROM orioledb_pool_info();
-
-\echo
-\echo '== 3. A table stored by orioledb (seed scenario tbl1, schema only for now)'
--- The seed declares "id int PRIMARY KEY"; building indexes is not supported
--- yet, so the key is left out until it is.
-DROP TABLE IF EXISTS tbl1;
-CREATE TABLE tbl1 (
-    id  int,
-    c1  int,
-    ts  timestamp,
-    lob bytea
-) USING orioledb;
--- \d+ shows "Access method: orioledb"
+\echo '== 2. tbl1: 100 rows of 3000 random bytes, a secondary index, CHECKPOINT'
+DROP TABLE IF EXISTS tbl1, tbl2, tbl3, tbl20;
+CREATE TABLE tbl1 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb;
+CREATE INDEX idx_tbl1_ts ON tbl1 (ts);
+INSERT INTO tbl1 SELECT g, g, now(), pg_temp.random_bytes(3000) FROM generate_series(1, 100) g;
 \d+ tbl1
-SELECT c.relname, a.amname
-  FROM pg_class c JOIN pg_am a ON a.oid = c.relam
- WHERE c.relname = 'tbl1';
-
-\echo
-\echo '== 4. Row storage is still being built: scans and DML raise SQLSTATE 0A000 (expected)'
-\set ON_ERROR_STOP 0
-\set VERBOSITY verbose
-INSERT INTO tbl1 VALUES (1, 1, now(), '\x00');
-SELECT count(*) FROM tbl1;
-\set VERBOSITY default
-\set ON_ERROR_STOP 1
-
-\echo
-\echo '== 5. Each table is a tree in the engine; CHECKPOINT writes its files'
--- tbl3 = tbl1 WITH (compress = 1): the levels are stored in reloptions.
-DROP TABLE IF EXISTS tbl3;
-CREATE TABLE tbl3 (id int, c1 int, ts timestamp, lob bytea) USING orioledb WITH (compress = 1);
 CHECKPOINT;
--- Files: orioledb_data/<database oid>/<relfilenode> (+ <relfilenode>-<checkpoint>.map)
-SELECT reloid, tree, file, pages, file_bytes, compress FROM orioledb_trees ORDER BY reloid::text;
-SELECT orioledb_relation_size('tbl1'::regclass) AS tbl1_bytes,
-       orioledb_relation_size('tbl3'::regclass) AS tbl3_bytes,
-       pg_relation_size('tbl3') AS pg_relation_size;   -- stock PostgreSQL sees no file under base/
+
+\echo
+\echo '== 3. Its files: orioledb_data/<database oid>/<relfilenode>[-<checkpoint>.map]'
+-- The primary tree (the table body in primary-key order, with the row-id map
+-- inside) is named by the table's relfilenode, the toast tree by its toast
+-- relation's. The primary key and idx_tbl1_ts are PostgreSQL btrees in base/.
+SELECT "table", tree, file, key, pages, file_bytes, compress
+  FROM orioledb_trees WHERE "table" = 'tbl1'::regclass ORDER BY tree;
+SELECT f AS file_in_orioledb_data, (pg_stat_file('orioledb_data/' || d.oid || '/' || f)).size
+  FROM pg_database d, pg_ls_dir('orioledb_data/' || d.oid) f
+ WHERE d.datname = current_database()
+   AND split_part(split_part(f, '-', 1), '.', 1)::oid IN
+       (SELECT relfilenode FROM pg_class WHERE oid = 'tbl1'::regclass
+        UNION SELECT t.relfilenode FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid
+              WHERE c.oid = 'tbl1'::regclass)
+ ORDER BY 1;
+SELECT relname, pg_relation_size(oid) FROM pg_class
+ WHERE oid IN ('tbl1_pkey'::regclass, 'idx_tbl1_ts'::regclass) ORDER BY 1;
+-- pg_relation_size() sees no table file; orioledb_relation_size() is the sum of
+-- every file above (engine files plus PostgreSQL's index files).
+SELECT pg_relation_size('tbl1') AS pg_relation_size,
+       orioledb_relation_size('tbl1'::regclass) AS orioledb_relation_size;
+
+\echo
+\echo '== 4. tbl2: the toast threshold (about a third of a page)'
+CREATE TABLE tbl2 (id int PRIMARY KEY, lob bytea) USING orioledb;
+INSERT INTO tbl2 VALUES (1, pg_temp.random_bytes(1000)), (2, pg_temp.random_bytes(2100));
+CHECKPOINT;
+-- 1000 and 2100 bytes: inline, the toast tree holds no chunk ("0 keys")
+SELECT orioledb_check(reltoastrelid) AS toast_tree FROM pg_class WHERE relname = 'tbl2';
+INSERT INTO tbl2 VALUES (3, pg_temp.random_bytes(3000));
+CHECKPOINT;
+-- 3000 bytes: moved to the toast tree, in 2000-byte chunks ("2 keys")
+SELECT orioledb_check(reltoastrelid) AS toast_tree FROM pg_class WHERE relname = 'tbl2';
+
+\echo
+\echo '== 5. tbl3 = tbl1 WITH (compress = 1), and compress = 20'
+CREATE TABLE tbl3 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb WITH (compress = 1);
+CREATE TABLE tbl20 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb WITH (compress = 20);
+INSERT INTO tbl3 SELECT * FROM tbl1;
+INSERT INTO tbl20 SELECT * FROM tbl1;
+CHECKPOINT;
+SELECT "table", tree, compress, file_bytes FROM orioledb_trees
+ WHERE "table" IN ('tbl1'::regclass, 'tbl3'::regclass, 'tbl20'::regclass) ORDER BY tree, compress;
 SELECT * FROM orioledb_table WHERE reloid = 'tbl3'::regclass;
 
-DROP TABLE tbl1, tbl3;
+\echo
+\echo '== 6. Reading by primary key: one descent into the table itself'
+EXPLAIN (COSTS OFF) SELECT c1 FROM tbl1 WHERE id = 42;
+EXPLAIN (COSTS OFF) SELECT id FROM tbl1 WHERE id BETWEEN 10 AND 20 ORDER BY id DESC;
+SELECT id, c1, length(lob) FROM tbl1 WHERE id BETWEEN 10 AND 12 ORDER BY id DESC;
+
+DROP TABLE tbl1, tbl2, tbl3, tbl20;
 
 \echo
 \echo '== done'

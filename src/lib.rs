@@ -85,13 +85,17 @@ fn orioledb_tree_stats() -> TableIterator<
 pgrx::extension_sql!(
     r#"
 CREATE VIEW orioledb_trees AS
-SELECT c.oid::regclass AS reloid, t.relnode, 'primary'::text AS tree, t.file,
+SELECT c.oid::regclass AS reloid, t.relnode,
+       CASE WHEN c.relkind = 't' THEN 'toast' ELSE 'primary' END AS tree, t.file,
        t.pages, t.resident_pages, t.dirty_pages, t.file_bytes, t.compress,
        CASE WHEN t.key_attnums IS NULL THEN 'row id'
             ELSE (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY u.ord)
                   FROM unnest(t.key_attnums) WITH ORDINALITY u(n, ord)
                   JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = u.n)
-       END AS key
+       END AS key,
+       CASE WHEN c.relkind = 't'
+            THEN (SELECT o.oid::regclass FROM pg_class o WHERE o.reltoastrelid = c.oid)
+            ELSE c.oid::regclass END AS "table"
 FROM orioledb_tree_stats() t
 LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
 "#,
@@ -99,14 +103,56 @@ LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
     requires = [orioledb_tree_stats]
 );
 
-/// Bytes of relation `rel`'s engine trees on disk (today its primary tree's
-/// data file); ERROR if `rel` is not an orioledb table.
+/// Bytes of relation `rel`'s engine files on disk: for its primary tree and
+/// its toast tree, the data file and the checkpoint map(s) present in
+/// `orioledb_data/<database oid>/` (the row-id map is part of the primary
+/// tree); ERROR if `rel` is not an orioledb table.
 #[pg_extern]
 fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
-    match orioledb_tree_of(rel) {
-        Ok(t) => t.stats().file_bytes as i64,
-        Err(_) => 0,
+    let Some((db, relnode)) = am::storage::orioledb_relfile(rel) else {
+        // Raises the "not an orioledb table" ERROR.
+        let _ = orioledb_tree_of(rel);
+        return 0;
+    };
+    let mut nodes = vec![relnode.to_u32()];
+    // SAFETY: a syscache lookup of the table's toast relation and its file.
+    unsafe {
+        let toast = pg_sys::get_rel_relkind(rel) as u8 == pg_sys::RELKIND_RELATION;
+        if toast {
+            let toastrel = pgrx::Spi::get_one_with_args::<pg_sys::Oid>(
+                "SELECT reltoastrelid FROM pg_class WHERE oid = $1",
+                &[rel.into()],
+            )
+            .ok()
+            .flatten()
+            .filter(|o| *o != pg_sys::InvalidOid);
+            if let Some(t) = toastrel {
+                if let Some((_, n)) = am::storage::orioledb_relfile(t) {
+                    nodes.push(n.to_u32());
+                }
+            }
+        }
     }
+    let dir = std::path::Path::new(pg::engine::DATA_DIR).join(db.to_u32().to_string());
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return 0;
+    };
+    let mut total = 0u64;
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let ours = nodes.iter().any(|n| {
+            let n = n.to_string();
+            name == n
+                || name
+                    .strip_prefix(&format!("{n}-"))
+                    .is_some_and(|rest| rest.ends_with(".map"))
+        });
+        if ours {
+            total += e.metadata().map_or(0, |m| m.len());
+        }
+    }
+    total as i64
 }
 
 /// The primary tree of orioledb table `rel` (Err if the table has none in
@@ -180,10 +226,13 @@ CREATE FUNCTION orioledb_relation_size(rel oid) RETURNS bigint
 LANGUAGE sql STRICT STABLE AS $$
     SELECT orioledb_tree_bytes(rel)
          + coalesce((SELECT sum(pg_relation_size(i.indexrelid))
-                     FROM pg_index i WHERE i.indrelid = rel), 0)::bigint
+                     FROM pg_index i
+                     WHERE i.indrelid = rel
+                        OR i.indrelid = (SELECT reltoastrelid FROM pg_class WHERE oid = rel)),
+                    0)::bigint
 $$;
 COMMENT ON FUNCTION orioledb_relation_size(oid) IS
-  'Bytes an orioledb table occupies on disk: its engine trees plus its indexes';
+  'Bytes an orioledb table occupies on disk: its engine files (primary and toast trees, with their checkpoint maps) plus its indexes';
 
 CREATE FUNCTION orioledb_table_description(rel oid) RETURNS text
 LANGUAGE sql STRICT STABLE AS $$

@@ -44,6 +44,15 @@ fn tables_are_stored_and_read_in_key_order() {
     assert_eq!(key_of(&mut c, "t"), "id");
     assert_eq!(key_of(&mut c, "c2"), "a, b");
     assert_eq!(key_of(&mut c, "norow"), "row id");
+    c.batch_execute(
+        "CREATE TABLE nk (n numeric PRIMARY KEY) USING orioledb;
+         CREATE TABLE fk (f float8 PRIMARY KEY) USING orioledb;
+         CREATE TABLE tk (s text COLLATE \"C.utf8\" PRIMARY KEY) USING orioledb;",
+    )
+    .unwrap();
+    assert_eq!(key_of(&mut c, "nk"), "n");
+    assert_eq!(key_of(&mut c, "tk"), "s");
+    assert_eq!(key_of(&mut c, "fk"), "row id", "no byte-order encoding for floats");
     // Rows inserted in random order come back in key order from a plain scan.
     let ids: Vec<i32> = c
         .query("SELECT id FROM t", &[])
@@ -140,6 +149,7 @@ fn keys_added_later_and_partitions_key_the_tree() {
     c.batch_execute("RESET enable_seqscan; ALTER TABLE l DROP CONSTRAINT l_pkey")
         .unwrap();
     assert!(!plan(&mut c, "SELECT * FROM l WHERE a = 7").contains("OrioleDB Primary Scan"));
+    assert_eq!(key_of(&mut c, "l"), "row id", "dropping the key goes back to row-id order");
     let n: i64 = c.query_one("SELECT count(*) FROM l", &[]).unwrap().get(0);
     assert_eq!(n, 3000);
 

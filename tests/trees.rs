@@ -194,14 +194,45 @@ fn relation_size_and_table_view() {
     .unwrap();
     let n = relnode(&mut c, "tbl3");
     let (dboid, db_dir) = engine_db_dir(&env, &mut c);
-    let file = db_dir.join(n.to_string());
+    let toast_node: u32 = {
+        let o: postgres::types::Oid = c
+            .query_one(
+                "SELECT t.relfilenode FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid WHERE c.relname = 'tbl3'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        o
+    };
     let size: i64 = c
         .query_one("SELECT orioledb_relation_size('tbl3'::regclass)", &[])
         .unwrap()
         .get(0);
+    let toast_index: i64 = c
+        .query_one(
+            "SELECT coalesce(sum(pg_relation_size(indexrelid)), 0)::int8 FROM pg_index
+              WHERE indrelid = (SELECT reltoastrelid FROM pg_class WHERE relname = 'tbl3')",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    // Data files and checkpoint maps of the primary and toast trees.
+    let engine_files: u64 = std::fs::read_dir(&db_dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            [n, toast_node].iter().any(|x| {
+                name == x.to_string()
+                    || name.starts_with(&format!("{x}-")) && name.ends_with(".map")
+            })
+        })
+        .map(|e| e.metadata().unwrap().len())
+        .sum();
+    assert!(std::fs::metadata(db_dir.join(n.to_string())).is_ok());
     assert_eq!(
         size as u64,
-        std::fs::metadata(&file).unwrap().len(),
+        engine_files + toast_index as u64,
         "after CHECKPOINT: the sum of the files"
     );
     assert!(size > 0);

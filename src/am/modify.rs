@@ -109,6 +109,7 @@ pub unsafe fn complete_speculative(
                 if let Some(h) = Header::decode(v) {
                     crate::am::toast::doom(version::tail_and_toast(&h, v).1);
                 }
+                tree.forget_map_entry(id);
                 return (Change::Delete, ());
             }
             let mut h = Header::decode(v).expect("our own version");

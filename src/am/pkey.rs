@@ -22,6 +22,29 @@ unsafe extern "C-unwind" {
     fn lc_collate_is_c(collation: pg_sys::Oid) -> bool;
 }
 
+/// Whether text under collation `coll` sorts in plain byte order: "C" and
+/// "POSIX" (also as the database default: PostgreSQL compares those with
+/// memcmp), and glibc's "C.utf8" collation (code point order, which is
+/// UTF-8 byte order).
+fn byte_order_collation(coll: pg_sys::Oid) -> bool {
+    // SAFETY: lc_collate_is_c and get_collation_name only read collation
+    // state (get_collation_name returns NULL for an unknown oid).
+    unsafe {
+        if lc_collate_is_c(coll) {
+            return true;
+        }
+        if coll == pg_sys::DEFAULT_COLLATION_OID {
+            return false;
+        }
+        let name = pg_sys::get_collation_name(coll);
+        !name.is_null()
+            && matches!(
+                std::ffi::CStr::from_ptr(name).to_bytes(),
+                b"C.UTF-8" | b"C.utf8"
+            )
+    }
+}
+
 /// How one key column's datum is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -39,6 +62,8 @@ pub enum Kind {
     /// bpchar under a "C" collation: the bytes without trailing spaces
     /// (bpchar comparison ignores them).
     Bpchar = 8,
+    /// numeric: the engine's decimal encoding of its text form.
+    Numeric = 9,
 }
 
 impl Kind {
@@ -53,6 +78,7 @@ impl Kind {
             6 => Uuid,
             7 => Bytes,
             8 => Bpchar,
+            9 => Numeric,
             _ => return None,
         })
     }
@@ -62,15 +88,14 @@ impl Kind {
     fn of(typid: pg_sys::Oid, coll: pg_sys::Oid) -> Option<Kind> {
         use pg_sys::BuiltinOid::*;
         let t = pg_sys::BuiltinOid::from_u32(typid.to_u32()).ok()?;
-        // SAFETY: lc_collate_is_c only reads collation state (the catalog
-        // for a non-default collation, which may ERROR if it is missing).
-        let c_order = || unsafe { lc_collate_is_c(coll) };
+        let c_order = || byte_order_collation(coll);
         Some(match t {
             BOOLOID => Kind::Bool,
             INT2OID => Kind::Int2,
             INT4OID | DATEOID => Kind::Int4,
             INT8OID | TIMESTAMPOID | TIMESTAMPTZOID | TIMEOID => Kind::Int8,
             OIDOID => Kind::Oid,
+            NUMERICOID => Kind::Numeric,
             UUIDOID => Kind::Uuid,
             BYTEAOID => Kind::Bytes,
             TEXTOID | VARCHAROID if c_order() => Kind::Bytes,
@@ -228,6 +253,21 @@ impl KeyDesc {
                 Kind::Uuid => {
                     let p = d.cast_mut_ptr::<[u8; 16]>();
                     encode_part(&KeyPart::Uuid(*p), out)
+                }
+                Kind::Numeric => {
+                    let p = pg_sys::OidOutputFunctionCall(
+                        pg_sys::Oid::from(pg_sys::F_NUMERIC_OUT),
+                        d,
+                    );
+                    let s = std::ffi::CStr::from_ptr(p).to_str().unwrap_or("");
+                    let ok = orioledb_engine::keys::encode_decimal(s, out);
+                    pg_sys::pfree(p.cast());
+                    if !ok {
+                        crate::am::rows::raise(
+                            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+                            "orioledb: cannot encode a numeric key value".into(),
+                        );
+                    }
                 }
                 Kind::Bytes | Kind::Bpchar => {
                     let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());

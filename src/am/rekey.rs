@@ -69,6 +69,18 @@ pub unsafe fn primary_index_built(table: pg_sys::Relation, index: pg_sys::Relati
     }
 }
 
+/// The primary key of `table` is being dropped: the table goes back to
+/// row-id order at the end of the statement (if it is still there and
+/// held exclusively).
+pub fn key_dropped(table: pg_sys::Oid) {
+    PENDING.with(|p| {
+        let mut p = p.borrow_mut();
+        if !p.contains(&table) {
+            p.push(table);
+        }
+    });
+}
+
 /// Forgets pending work (transaction end).
 pub fn forget_pending() {
     PENDING.with(|p| p.borrow_mut().clear());

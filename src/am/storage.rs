@@ -73,11 +73,17 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     // level; a brand-new one starts at the defaults, and the options hook
     // applies the CREATE statement's own options right after.
     let replacing = old.relNode != new.relNode && old.relNode != pg_sys::InvalidOid;
-    let level = if replacing {
-        // SAFETY: `rel` is an open relation (contract).
-        crate::pg::options::stored_levels(unsafe { (*rel).rd_id }).primary
-    } else {
-        crate::pg::options::new_table_levels().primary
+    // SAFETY: `rel` is an open relation (contract).
+    let is_toast = unsafe { (*(*rel).rd_rel).relkind } as u8 == pg_sys::RELKIND_TOASTVALUE;
+    let level = match (replacing, is_toast) {
+        // A toast relation's level is its table's toast level.
+        (true, true) => crate::pg::options::toast_owner(rel)
+            .map(|t| crate::pg::options::stored_levels(t).toast)
+            .unwrap_or(-1),
+        // SAFETY: as above.
+        (true, false) => crate::pg::options::stored_levels(unsafe { (*rel).rd_id }).primary,
+        (false, true) => crate::pg::options::new_table_levels().toast,
+        (false, false) => crate::pg::options::new_table_levels().primary,
     };
     let opts = TreeOptions {
         compress: level,
@@ -182,7 +188,32 @@ unsafe extern "C-unwind" fn object_access(
             if engine().has_tree(id) {
                 remember(id, When::DropAtCommit);
             }
+        } else if let Some(table) = primary_key_owner(object_id) {
+            // The primary key of one of our tables goes (DROP CONSTRAINT,
+            // DROP COLUMN of a key column): back to row-id order.
+            crate::am::rekey::key_dropped(table);
         }
+    }
+}
+
+/// The orioledb table whose primary-key index is `index`, if it is one.
+fn primary_key_owner(index: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: a syscache lookup of pg_index by index oid; the tuple is
+    // released before returning and only its fixed-width part is read.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::INDEXRELID as i32,
+            pg_sys::Datum::from(index),
+        );
+        if tup.is_null() {
+            return None;
+        }
+        let data = (*tup).t_data;
+        let form = (data as *const u8).add((*data).t_hoff as usize)
+            as *const pg_sys::FormData_pg_index;
+        let (primary, table) = ((*form).indisprimary, (*form).indrelid);
+        pg_sys::ReleaseSysCache(tup);
+        (primary && orioledb_relfile(table).is_some()).then_some(table)
     }
 }
 

@@ -202,6 +202,14 @@ impl Table {
         Some(k)
     }
 
+    /// Queues the deletion of version `id`'s map entry (the version is
+    /// being removed under a latch; the entry goes right after).
+    pub fn forget_map_entry(&self, id: u64) {
+        if let Layout::Keyed(_) = self.layout {
+            DOOMED.with(|d| d.borrow_mut().push((self.tree.id(), map_key(id))));
+        }
+    }
+
     /// Reads version `id`.
     pub fn get(&self, id: u64) -> Option<Vec<u8>> {
         let k = self.key_of(id)?;

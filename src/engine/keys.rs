@@ -172,6 +172,68 @@ pub fn decode_key(mut b: &[u8], types: &[KeyType]) -> Option<Vec<KeyValue>> {
     b.is_empty().then_some(out)
 }
 
+/// Appends an order-preserving, self-delimiting encoding of a decimal
+/// number written as PostgreSQL's `numeric` output (`-12.340`, `NaN`,
+/// `Infinity`, `-Infinity`), in `numeric`'s btree order: -Infinity <
+/// negatives < 0 < positives < Infinity < NaN, equal values (1.0, 1.00)
+/// encoding identically. Returns false (and appends nothing) for text that
+/// is not such a number.
+///
+/// Layout: a class byte (1 -Inf, 2 negative, 3 zero, 4 positive, 5 +Inf,
+/// 6 NaN); a nonzero value `0.d1d2… × 10^e` (d1 ≠ 0, no trailing zeros)
+/// then has `e` as a sign-flipped big-endian i32, one byte `d + 1` per
+/// digit and a 0 terminator — all bits inverted for negatives, which
+/// reverses their order.
+pub fn encode_decimal(text: &str, out: &mut Vec<u8>) -> bool {
+    match text {
+        "NaN" => {
+            out.push(6);
+            return true;
+        }
+        "Infinity" => {
+            out.push(5);
+            return true;
+        }
+        "-Infinity" => {
+            out.push(1);
+            return true;
+        }
+        _ => {}
+    }
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(b) => (true, b),
+        None => (false, text),
+    };
+    let (int, frac) = body.split_once('.').unwrap_or((body, ""));
+    if int.is_empty() && frac.is_empty()
+        || !int.bytes().chain(frac.bytes()).all(|c| c.is_ascii_digit())
+    {
+        return false;
+    }
+    let digits: Vec<u8> = int.bytes().chain(frac.bytes()).map(|c| c - b'0').collect();
+    let Some(first) = digits.iter().position(|&d| d != 0) else {
+        out.push(3);
+        return true;
+    };
+    let last = digits.iter().rposition(|&d| d != 0).expect("a nonzero digit");
+    let exp = int.len() as i64 - first as i64;
+    let Ok(exp) = i32::try_from(exp) else {
+        return false;
+    };
+    let mut enc = Vec::with_capacity(6 + last - first);
+    enc.extend_from_slice(&((exp as u32) ^ 0x8000_0000).to_be_bytes());
+    enc.extend(digits[first..=last].iter().map(|&d| d + 1));
+    enc.push(0);
+    if negative {
+        out.push(2);
+        out.extend(enc.iter().map(|b| !b));
+    } else {
+        out.push(4);
+        out.extend_from_slice(&enc);
+    }
+    true
+}
+
 /// Length of the version suffix.
 pub const SUFFIX: usize = 6;
 
@@ -194,6 +256,7 @@ pub fn version_suffix(key: &[u8]) -> Option<u64> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::cmp::Ordering;
 
     fn part() -> impl Strategy<Value = (u8, i64, Vec<u8>)> {
         (
@@ -264,6 +327,67 @@ mod tests {
             push_version_suffix(&mut c, 0);
             prop_assert!(a < c);
         }
+    }
+
+    /// `mantissa × 10^-scale` as PostgreSQL prints it with that scale.
+    fn decimal_text(mantissa: i64, scale: u32) -> String {
+        let digits = mantissa.unsigned_abs().to_string();
+        let s = scale as usize;
+        let padded = format!("{digits:0>width$}", width = s + 1);
+        let (i, f) = padded.split_at(padded.len() - s);
+        let sign = if mantissa < 0 { "-" } else { "" };
+        if s == 0 {
+            format!("{sign}{i}")
+        } else {
+            format!("{sign}{i}.{f}")
+        }
+    }
+
+    proptest! {
+        /// Decimal encodings compare as the values do (any scales), equal
+        /// values encode identically, and an encoding followed by more
+        /// bytes still compares by the number alone (self-delimiting).
+        #[test]
+        fn decimal_byte_order_is_value_order(
+            a in -1_000_000_000i64..1_000_000_000, sa in 0u32..6,
+            b in -1_000_000_000i64..1_000_000_000, sb in 0u32..6,
+            tail_a in any::<u8>(), tail_b in any::<u8>(),
+        ) {
+            let (ta, tb) = (decimal_text(a, sa), decimal_text(b, sb));
+            let want = (a as i128 * 10i128.pow(sb)).cmp(&(b as i128 * 10i128.pow(sa)));
+            let (mut ea, mut eb) = (Vec::new(), Vec::new());
+            prop_assert!(encode_decimal(&ta, &mut ea));
+            prop_assert!(encode_decimal(&tb, &mut eb));
+            prop_assert_eq!(ea.cmp(&eb), want, "{} vs {}", ta, tb);
+            if want == Ordering::Equal {
+                prop_assert_eq!(&ea, &eb);
+            } else {
+                ea.push(tail_a);
+                eb.push(tail_b);
+                prop_assert_eq!(ea.cmp(&eb), want);
+            }
+        }
+    }
+
+    #[test]
+    fn decimal_special_values_sort_like_numeric() {
+        let order = ["-Infinity", "-1e0", "-0.5", "0", "0.000", "0.5", "12.30", "Infinity", "NaN"];
+        let enc: Vec<Vec<u8>> = order
+            .iter()
+            .map(|t| {
+                let t = if *t == "-1e0" { "-1" } else { t };
+                let mut v = Vec::new();
+                assert!(encode_decimal(t, &mut v), "{t}");
+                v
+            })
+            .collect();
+        for w in enc.windows(2) {
+            assert!(w[0] <= w[1]);
+        }
+        assert_eq!(enc[3], enc[4], "0 = 0.000");
+        assert!(!encode_decimal("1e5", &mut Vec::new()));
+        assert!(!encode_decimal("", &mut Vec::new()));
+        assert!(!encode_decimal("-", &mut Vec::new()));
     }
 
     #[test]

@@ -304,9 +304,41 @@ unsafe fn write_levels(reloid: pg_sys::Oid, levels: Option<Levels>) {
         pg_sys::CommandCounterIncrement();
     }
     if let Some(l) = levels {
-        // Pages of the primary tree written from now on use the new level.
+        // Pages written from now on use the new levels: the primary tree
+        // the primary level, the toast tree the toast level.
         crate::am::storage::set_tree_compression(reloid, l.primary);
+        if let Some(toast) = toast_relation_of(reloid) {
+            crate::am::storage::set_tree_compression(toast, l.toast);
+        }
     }
+}
+
+/// The toast relation of table `reloid`, if it has one.
+fn toast_relation_of(reloid: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: a relcache lookup of a relation the caller has locked; the
+    // reference is released before returning.
+    unsafe {
+        let rel = pg_sys::RelationIdGetRelation(reloid);
+        if rel.is_null() {
+            return None;
+        }
+        let toast = (*(*rel).rd_rel).reltoastrelid;
+        pg_sys::RelationClose(rel);
+        (toast != pg_sys::InvalidOid).then_some(toast)
+    }
+}
+
+/// The table a toast relation belongs to: PostgreSQL names toast relations
+/// `pg_toast_<table oid>` (and keeps that name across rewrites).
+pub fn toast_owner(toast: pg_sys::Relation) -> Option<pg_sys::Oid> {
+    // SAFETY: an open relation has its pg_class row; relname is NUL-terminated.
+    let name = unsafe { std::ffi::CStr::from_ptr((*(*toast).rd_rel).relname.data.as_ptr()) };
+    name.to_str()
+        .ok()?
+        .strip_prefix("pg_toast_")?
+        .parse::<u32>()
+        .ok()
+        .map(pg_sys::Oid::from)
 }
 
 // ---------------------------------------------------------------------------

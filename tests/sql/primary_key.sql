@@ -113,3 +113,21 @@ UPDATE df SET id = id + 1;
 SELECT * FROM df WHERE id IN (1, 2, 6) ORDER BY id;
 COMMIT;
 SELECT * FROM df ORDER BY id;
+-- numeric keys: scales, signs, NaN and infinities in numeric's order
+CREATE TABLE nk (n numeric PRIMARY KEY, v int);
+INSERT INTO nk VALUES ('NaN', 1), ('Infinity', 2), ('-Infinity', 3), (0, 4), (-0.5, 5), (0.5, 6),
+  (12.30, 7), (12.3001, 8), (-12.3, 9), (100, 10), (99.99999, 11), (1e-20, 12), (-1e20, 13);
+SELECT n FROM nk ORDER BY n;
+SELECT n FROM nk ORDER BY n DESC LIMIT 4;
+SELECT v FROM nk WHERE n = 12.3;
+SELECT v FROM nk WHERE n = 12.300000;
+SELECT n FROM nk WHERE n > 0 AND n < 100 ORDER BY n;
+SELECT n FROM nk WHERE n >= 'Infinity' ORDER BY n;
+SELECT n FROM nk WHERE n IN (0, 0.5, 'NaN', 7) ORDER BY n;
+INSERT INTO nk VALUES (12.300, 99);
+-- text keys under the C.utf8 collation
+CREATE TABLE tk (s text COLLATE "C.utf8" PRIMARY KEY);
+INSERT INTO tk VALUES ('b'), ('a'), ('é'), ('Z'), ('ab'), (''), ('a b');
+SELECT s FROM tk ORDER BY s;
+SELECT s FROM tk WHERE s > 'a' AND s < 'b' ORDER BY s;
+SELECT s FROM tk WHERE s = 'é';
