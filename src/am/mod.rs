@@ -1,9 +1,8 @@
 //! The `orioledb` table access method.
 //!
 //! `handler` is the SQL entry point PostgreSQL calls to obtain the callback
-//! table; `routine` holds the callbacks. Until the engine is wired in, tables
-//! can be created, analysed, truncated and dropped, and everything that would
-//! read or write rows raises `feature_not_supported` (0A000).
+//! table; `routine` holds the callbacks, which read rows in `scan` and write
+//! them in `modify` (see docs/architecture.md).
 pub mod handler;
 pub mod modify;
 pub mod pkey;
