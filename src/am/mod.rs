@@ -1,8 +1,8 @@
 //! The `orioledb` table access method.
 //!
 //! `handler` is the SQL entry point PostgreSQL calls to obtain the callback
-//! table; `routine` holds the callbacks, which read rows in `scan` and write
-//! them in `modify` (see docs/architecture.md).
+//! table; `routine` holds the callbacks, which read rows in `scan`, write
+//! them in `modify` and vacuum in `vacuum` (see docs/architecture.md).
 pub mod handler;
 pub mod modify;
 pub mod pkey;
@@ -16,5 +16,6 @@ pub mod ssi;
 pub mod storage;
 pub mod table;
 pub mod toast;
+pub mod vacuum;
 
 pub use routine::ROUTINE;

@@ -3,7 +3,7 @@
 //! Every callback is filled: PostgreSQL calls them without NULL checks, so a
 //! missing one is a backend crash. Rows are read in `scan` (sequential,
 //! index, bitmap, TID range and sample scans), written in `modify` (format
-//! and visibility in `rows`). What is not supported
+//! and visibility in `rows`); VACUUM is in `vacuum`. What is not supported
 //! yet (parallel scans, CLUSTER, moving tablespaces, CREATE INDEX
 //! CONCURRENTLY) raises `orioledb: <operation> is not supported yet` with
 //! SQLSTATE 0A000.
@@ -502,12 +502,12 @@ unsafe extern "C-unwind" fn relation_copy_for_cluster(
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_vacuum(
-    _rel: pg_sys::Relation,
-    _params: *mut pg_sys::VacuumParams,
-    _bstrategy: pg_sys::BufferAccessStrategy,
+    rel: pg_sys::Relation,
+    params: *mut pg_sys::VacuumParams,
+    bstrategy: pg_sys::BufferAccessStrategy,
 ) {
-    // The engine prunes old versions during normal page modification, so
-    // VACUUM has nothing to do; succeeding keeps database-wide VACUUM working.
+    // SAFETY: VACUUM passes an open, locked relation and its parameters.
+    unsafe { crate::am::vacuum::vacuum(rel, params, bstrategy) }
 }
 
 // ---------------------------------------------------------------------------
