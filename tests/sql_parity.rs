@@ -61,6 +61,7 @@ parity_tests! {
     parity_toast => "toast",
     parity_self_modify => "self_modify",
     parity_scans => "scans",
+    parity_scan_kinds => "scan_kinds",
 }
 
 fn sql_dir() -> PathBuf {

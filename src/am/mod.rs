@@ -1,9 +1,8 @@
 //! The `orioledb` table access method.
 //!
 //! `handler` is the SQL entry point PostgreSQL calls to obtain the callback
-//! table; `routine` holds the callbacks. Until the engine is wired in, tables
-//! can be created, analysed, truncated and dropped, and everything that would
-//! read or write rows raises `feature_not_supported` (0A000).
+//! table; `routine` holds the callbacks, which read rows in `scan`, write
+//! them in `modify` and vacuum in `vacuum` (see docs/architecture.md).
 pub mod handler;
 pub mod modify;
 pub mod pkey;
@@ -17,5 +16,6 @@ pub mod ssi;
 pub mod storage;
 pub mod table;
 pub mod toast;
+pub mod vacuum;
 
 pub use routine::ROUTINE;

@@ -74,7 +74,7 @@ pub(crate) fn install() {
 ///
 /// # Safety
 /// `l` is NIL or a valid pointer list.
-unsafe fn ptrs<T>(l: *mut pg_sys::List) -> Vec<*mut T> {
+pub(crate) unsafe fn ptrs<T>(l: *mut pg_sys::List) -> Vec<*mut T> {
     if l.is_null() {
         return Vec::new();
     }

@@ -1,11 +1,12 @@
 //! The `TableAmRoutine` of the `orioledb` access method.
 //!
 //! Every callback is filled: PostgreSQL calls them without NULL checks, so a
-//! missing one is a backend crash. Rows are read in `scan`, written in
-//! `modify` (format and visibility in `rows`); what is not supported yet
-//! (parallel scans, TID range, bitmap and sample scans, CLUSTER, moving
-//! tablespaces, CREATE INDEX CONCURRENTLY) raises
-//! `orioledb: <operation> is not supported yet` with SQLSTATE 0A000.
+//! missing one is a backend crash. Rows are read in `scan` (sequential,
+//! index, bitmap, TID range and sample scans), written in `modify` (format
+//! and visibility in `rows`); VACUUM is in `vacuum`. What is not supported
+//! yet (parallel scans, CLUSTER, moving tablespaces, CREATE INDEX
+//! CONCURRENTLY) raises `orioledb: <operation> is not supported yet` with
+//! SQLSTATE 0A000.
 //!
 //! No storage is created under `base/`: engine files will live in
 //! `orioledb_data/`, and PostgreSQL tolerates a missing main fork when it
@@ -22,11 +23,11 @@ use std::ffi::{c_int, CStr};
 
 /// The callback table returned by `orioledb_tableam_handler`.
 ///
-/// Invariant: every callback is `Some` (checked by a test) except the
-/// optional ones PostgreSQL checks for NULL: with the TID-range and bitmap
-/// callbacks absent the planner never builds those plans (`plancat.c`,
-/// `tableam.h`). The value is never modified, so handing out `*const`
-/// pointers to it is sound.
+/// Invariant: every callback is `Some` (checked by a test), including the
+/// optional TID-range and bitmap ones: with them the planner offers those
+/// plans (`plancat.c` sets `amhasgetbitmap` and `AMFLAG_HAS_TID_RANGE` from
+/// them). The value is never modified, so handing out `*const` pointers to
+/// it is sound.
 pub static ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
     type_: pg_sys::NodeTag::T_TableAmRoutine,
     slot_callbacks: Some(slot_callbacks),
@@ -34,8 +35,8 @@ pub static ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
     scan_end: Some(scan_end),
     scan_rescan: Some(scan_rescan),
     scan_getnextslot: Some(scan_getnextslot),
-    scan_set_tidrange: None,
-    scan_getnextslot_tidrange: None,
+    scan_set_tidrange: Some(scan_set_tidrange),
+    scan_getnextslot_tidrange: Some(scan_getnextslot_tidrange),
     parallelscan_estimate: Some(parallelscan_estimate),
     parallelscan_initialize: Some(parallelscan_initialize),
     parallelscan_reinitialize: Some(parallelscan_reinitialize),
@@ -70,8 +71,8 @@ pub static ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
     relation_toast_am: Some(relation_toast_am),
     relation_fetch_toast_slice: Some(relation_fetch_toast_slice),
     relation_estimate_size: Some(relation_estimate_size),
-    scan_bitmap_next_block: None,
-    scan_bitmap_next_tuple: None,
+    scan_bitmap_next_block: Some(scan_bitmap_next_block),
+    scan_bitmap_next_tuple: Some(scan_bitmap_next_tuple),
     scan_sample_next_block: Some(scan_sample_next_block),
     scan_sample_next_tuple: Some(scan_sample_next_tuple),
 };
@@ -112,8 +113,8 @@ unsafe extern "C-unwind" fn slot_callbacks(
 }
 
 // ---------------------------------------------------------------------------
-// Sequential scans. ANALYZE is the only scan that can start: the table is
-// necessarily empty and `relation_size` says 0 blocks, so it reads nothing.
+// Scans: one descriptor (`scan::scan_begin`) serves sequential, bitmap,
+// TID range, sample and ANALYZE scans.
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_begin(
@@ -155,6 +156,29 @@ unsafe extern "C-unwind" fn scan_getnextslot(
 ) -> bool {
     // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
     unsafe { crate::am::scan::scan_getnextslot(scan, direction, slot) }
+}
+
+// ---------------------------------------------------------------------------
+// TID range scans (`WHERE ctid >= ... AND ctid < ...`)
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_set_tidrange(
+    scan: pg_sys::TableScanDesc,
+    mintid: pg_sys::ItemPointer,
+    maxtid: pg_sys::ItemPointer,
+) {
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::set_tidrange(scan, mintid, maxtid) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_getnextslot_tidrange(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::getnextslot_tidrange(scan, direction, slot) }
 }
 
 // ---------------------------------------------------------------------------
@@ -478,16 +502,16 @@ unsafe extern "C-unwind" fn relation_copy_for_cluster(
 
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_vacuum(
-    _rel: pg_sys::Relation,
-    _params: *mut pg_sys::VacuumParams,
-    _bstrategy: pg_sys::BufferAccessStrategy,
+    rel: pg_sys::Relation,
+    params: *mut pg_sys::VacuumParams,
+    bstrategy: pg_sys::BufferAccessStrategy,
 ) {
-    // The engine prunes old versions during normal page modification, so
-    // VACUUM has nothing to do; succeeding keeps database-wide VACUUM working.
+    // SAFETY: VACUUM passes an open, locked relation and its parameters.
+    unsafe { crate::am::vacuum::vacuum(rel, params, bstrategy) }
 }
 
 // ---------------------------------------------------------------------------
-// ANALYZE: samples blocks of the row-id space (see scan::analyze_blocks).
+// ANALYZE: samples blocks of the row-id space (see scan::reported_blocks).
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_analyze_next_block(
@@ -562,13 +586,14 @@ unsafe extern "C-unwind" fn relation_size(
     rel: pg_sys::Relation,
     fork: pg_sys::ForkNumber::Type,
 ) -> u64 {
-    // Blocks of the row-id space (291 ids per block), as ANALYZE samples
-    // them; other forks are empty.
+    // Blocks of the row-id space: TID blocks of 291 ids (fewer, larger
+    // blocks while ANALYZE samples a very large table); other forks are
+    // empty.
     if fork != pg_sys::ForkNumber::MAIN_FORKNUM && fork != pg_sys::ForkNumber::InvalidForkNumber {
         return 0;
     }
     // SAFETY: PostgreSQL passes an open relation.
-    let blocks = unsafe { crate::am::scan::analyze_blocks(rel) };
+    let blocks = unsafe { crate::am::scan::reported_blocks(rel) };
     blocks * pg_sys::BLCKSZ as u64
 }
 
@@ -636,7 +661,7 @@ unsafe extern "C-unwind" fn relation_estimate_size(
             // Analysed: scale the sampled density of the row-id space by its
             // growth since (new ids = inserts and updates; dead ones pruned
             // are not subtracted, so this errs high like heap's estimate).
-            let blocks = crate::am::scan::analyze_blocks(rel) as f64;
+            let blocks = crate::am::scan::current_blocks(rel) as f64;
             *tuples = (reltuples / relpages * blocks).round();
         } else {
             let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1) as f64;
@@ -653,22 +678,41 @@ unsafe extern "C-unwind" fn relation_estimate_size(
 // Bitmap and sample scans
 
 #[pg_guard]
+unsafe extern "C-unwind" fn scan_bitmap_next_block(
+    scan: pg_sys::TableScanDesc,
+    tbmres: *mut pg_sys::TBMIterateResult,
+) -> bool {
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::bitmap_next_block(scan, tbmres) }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn scan_bitmap_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    _tbmres: *mut pg_sys::TBMIterateResult,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::bitmap_next_tuple(scan, slot) }
+}
+
+#[pg_guard]
 unsafe extern "C-unwind" fn scan_sample_next_block(
     scan: pg_sys::TableScanDesc,
-    _scanstate: *mut pg_sys::SampleScanState,
+    scanstate: *mut pg_sys::SampleScanState,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "TABLESAMPLE on {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::sample_next_block(scan, scanstate) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn scan_sample_next_tuple(
     scan: pg_sys::TableScanDesc,
-    _scanstate: *mut pg_sys::SampleScanState,
-    _slot: *mut pg_sys::TupleTableSlot,
+    scanstate: *mut pg_sys::SampleScanState,
+    slot: *mut pg_sys::TupleTableSlot,
 ) -> bool {
-    // SAFETY: PostgreSQL passes the scan it began, over an open relation.
-    unsafe { unsupported_on((*scan).rs_rd, "TABLESAMPLE on {}") }
+    // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
+    unsafe { crate::am::scan::sample_next_tuple(scan, scanstate, slot) }
 }
 
 /// Whether every callback slot of [`ROUTINE`] is filled (used by tests).
@@ -678,15 +722,5 @@ pub fn all_callbacks_set() -> bool {
     // only Option<fn> fields, each one word with None == 0. Reading it as
     // words is reading initialised plain data.
     let words: &[usize; WORDS] = unsafe { &*(&raw const ROUTINE).cast::<[usize; WORDS]>() };
-    const OPTIONAL: [usize; 4] = [
-        std::mem::offset_of!(pg_sys::TableAmRoutine, scan_set_tidrange),
-        std::mem::offset_of!(pg_sys::TableAmRoutine, scan_getnextslot_tidrange),
-        std::mem::offset_of!(pg_sys::TableAmRoutine, scan_bitmap_next_block),
-        std::mem::offset_of!(pg_sys::TableAmRoutine, scan_bitmap_next_tuple),
-    ];
-    words
-        .iter()
-        .enumerate()
-        .skip(1)
-        .all(|(i, &w)| w != 0 || OPTIONAL.contains(&(i * size_of::<usize>())))
+    words.iter().skip(1).all(|&w| w != 0)
 }

@@ -298,13 +298,50 @@ pub fn to_item_pointer(id: u64, out: &mut pg_sys::ItemPointerData) {
     out.ip_posid = offset;
 }
 
+/// Block number and offset of an ItemPointer.
+fn pointer_parts(p: &pg_sys::ItemPointerData) -> (u32, u16) {
+    (
+        ((p.ip_blkid.bi_hi as u32) << 16) | p.ip_blkid.bi_lo as u32,
+        p.ip_posid,
+    )
+}
+
 /// ItemPointer → row id; None if it names no possible row.
 pub fn from_item_pointer(p: &pg_sys::ItemPointerData) -> Option<u64> {
-    let block = ((p.ip_blkid.bi_hi as u32) << 16) | p.ip_blkid.bi_lo as u32;
+    let (block, offset) = pointer_parts(p);
     if block == pg_sys::InvalidBlockNumber {
         return None;
     }
-    tid::from_pointer(block, p.ip_posid)
+    tid::from_pointer(block, offset)
+}
+
+/// First row id at or after TID `(block, offset)`: the start of a TID
+/// range whose inclusive lower bound is that TID. Bounds may be TIDs no row
+/// has (offset 0, offsets above 291, block `InvalidBlockNumber`): offset 0
+/// is before the block's first row, an offset above 291 after its last.
+pub fn first_id_at_or_after(block: u32, offset: u16) -> u64 {
+    let base = block as u64 * tid::PER_BLOCK;
+    base + (offset as u64).saturating_sub(1).min(tid::PER_BLOCK)
+}
+
+/// One past the last row id at or before TID `(block, offset)`: the
+/// (exclusive) end of a TID range whose inclusive upper bound is that TID.
+pub fn end_id_through(block: u32, offset: u16) -> u64 {
+    block as u64 * tid::PER_BLOCK + (offset as u64).min(tid::PER_BLOCK)
+}
+
+/// Row ids `first..end` of the TIDs from `min` to `max`, both inclusive
+/// (`table_beginscan_tidrange`'s bounds); empty (`first == end`) when
+/// `max < min`.
+pub fn id_range_of_tids(
+    min: &pg_sys::ItemPointerData,
+    max: &pg_sys::ItemPointerData,
+) -> (u64, u64) {
+    let (b, o) = pointer_parts(min);
+    let first = first_id_at_or_after(b, o);
+    let (b, o) = pointer_parts(max);
+    let end = end_id_through(b, o);
+    (first, end.max(first))
 }
 
 /// `ctid` of a version moved to another partition by an UPDATE
@@ -519,4 +556,36 @@ pub unsafe fn decode(rel: pg_sys::Relation, id: u64, value: &[u8]) -> Header {
             format!("orioledb: malformed row version {id} in table \"{name}\""),
         )
     })
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn tid_range_bounds_map_to_row_ids() {
+        // A row's own TID is included at either end.
+        for id in [0u64, 1, 290, 291, 292, 1000, 12345] {
+            let (b, o) = tid::to_pointer(id);
+            assert_eq!(first_id_at_or_after(b, o), id);
+            assert_eq!(end_id_through(b, o), id + 1);
+        }
+        // ctid >= '(1,0)' starts at block 1's first row; ctid < '(5,0)' is
+        // normalized by the executor to ctid <= '(4,65535)'.
+        assert_eq!(first_id_at_or_after(1, 0), 291);
+        assert_eq!(end_id_through(4, u16::MAX), 5 * 291);
+        // Offsets past 291 are after the block's last row.
+        assert_eq!(first_id_at_or_after(2, 292), 3 * 291);
+        assert_eq!(first_id_at_or_after(2, 2048), 3 * 291);
+        assert_eq!(end_id_through(2, 292), 3 * 291);
+        // Offset 0 as an upper bound is before the block's first row.
+        assert_eq!(end_id_through(3, 0), 3 * 291);
+        assert_eq!(end_id_through(0, 0), 0);
+        // The executor's unbounded ends.
+        assert_eq!(first_id_at_or_after(0, 0), 0);
+        assert_eq!(
+            end_id_through(pg_sys::InvalidBlockNumber, u16::MAX),
+            (pg_sys::InvalidBlockNumber as u64 + 1) * 291
+        );
+    }
 }

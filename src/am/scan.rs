@@ -16,6 +16,7 @@ use orioledb_engine::{Cursor, Direction};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgMemoryContexts;
+use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::ops::Bound;
 
@@ -25,11 +26,44 @@ struct ScanState {
     tree: Table,
     cursor: Option<Cursor>,
     /// ANALYZE: the versions of the sampled block.
-    sample: Option<IdRange>,
+    analyze: Option<IdRange>,
     dir: Direction,
     last: Option<Vec<u8>>,
     /// SERIALIZABLE: report rw-conflicts out for the versions examined.
     ssi_out: bool,
+    /// SERIALIZABLE: the relation is predicate-locked (bitmap scans lock it
+    /// when they first read, not when the executor sets them up).
+    ssi_locked: bool,
+    /// Bitmap heap scans: the visible versions of the current block.
+    bitmap: VecDeque<(u64, Vec<u8>)>,
+    /// TID range scans: the range and the position in it.
+    tids: Option<TidRange>,
+    /// TABLESAMPLE: the block being sampled.
+    sample: Sample,
+}
+
+/// A TID range scan's row ids and position. Invariant: `first <= end`;
+/// `last`, when set, is the row id of the last version returned or passed
+/// over (so a direction change resumes next to it) and lies in
+/// `first..end`; `iter` reads in direction `dir`.
+struct TidRange {
+    first: u64,
+    end: u64,
+    last: Option<u64>,
+    dir: Direction,
+    iter: Option<IdRange>,
+}
+
+/// A TABLESAMPLE scan's block. Invariant: `rows` are the versions of block
+/// `block` (row ids `block * 291 ..` — blocks are TID blocks), in row-id
+/// order, and `maxoffset` is the largest TID offset among them (0: none);
+/// `nblocks` is fixed when the scan (re)starts, as heap's is.
+#[derive(Default)]
+struct Sample {
+    nblocks: u32,
+    block: Option<u32>,
+    rows: Vec<(u64, Vec<u8>)>,
+    maxoffset: u16,
 }
 
 /// The scan descriptor: PostgreSQL's part first, then ours.
@@ -71,16 +105,34 @@ pub unsafe fn scan_begin(
     // the state is owned by the current memory context (dropped with it).
     unsafe {
         let tree = table_of(rel);
-        if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
+        // Scans that read the table as a whole lock it now, as heap does
+        // for sequential and sample scans; a bitmap scan is set up even by
+        // a plain EXPLAIN, so it locks when it first reads.
+        let whole = pg_sys::ScanOptions::SO_TYPE_SEQSCAN
+            | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN
+            | pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN;
+        if flags & whole != 0 {
             ssi::lock_relation(rel, snapshot);
         }
+        let sample = Sample {
+            nblocks: if flags & pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN != 0 {
+                tid_blocks(&tree)
+            } else {
+                0
+            },
+            ..Sample::default()
+        };
         let state = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(ScanState {
             tree,
             cursor: None,
-            sample: None,
+            analyze: None,
             dir: Direction::Forward,
             last: None,
             ssi_out: ssi::out_needed(rel, snapshot),
+            ssi_locked: flags & whole != 0,
+            bitmap: VecDeque::new(),
+            tids: None,
+            sample,
         });
         let scan = pg_sys::palloc0(size_of::<OScan>()) as *mut OScan;
         (*scan).base.rs_rd = rel;
@@ -98,7 +150,12 @@ pub unsafe fn scan_end(scan: pg_sys::TableScanDesc) {
     // SAFETY: only scan_begin creates scans.
     unsafe {
         let s = scan.cast::<OScan>();
-        (*(*s).state).cursor = None;
+        let st = &mut *(*s).state;
+        st.cursor = None;
+        st.analyze = None;
+        st.bitmap = VecDeque::new();
+        st.tids = None;
+        st.sample = Sample::default();
         if (*scan).rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
             pg_sys::UnregisterSnapshot((*scan).rs_snapshot);
         }
@@ -112,6 +169,17 @@ pub unsafe fn scan_rescan(scan: pg_sys::TableScanDesc) {
         let st = &mut *(*scan.cast::<OScan>()).state;
         st.cursor = None;
         st.last = None;
+        st.bitmap.clear();
+        // A TID range scan gets its (new) range from scan_set_tidrange
+        // right after this.
+        st.tids = None;
+        // Heap recounts its blocks at a rescan; so does a sample scan here.
+        if (*scan).rs_flags & pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN != 0 {
+            st.sample = Sample {
+                nblocks: tid_blocks(&st.tree),
+                ..Sample::default()
+            };
+        }
     }
 }
 
@@ -165,6 +233,263 @@ pub unsafe fn scan_getnextslot(
         st.last = None;
         pg_sys::ExecClearTuple(slot);
         false
+    }
+}
+
+/// One version read by a bitmap, TID range or sample scan: decoded, tested
+/// against the scan's snapshot, and (SERIALIZABLE) reported as a conflict
+/// out as the sequential scan does. Returns whether the scan sees it.
+///
+/// # Safety
+/// Valid open relation and snapshot; `st` is that scan's state.
+unsafe fn examine(
+    st: &ScanState,
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    id: u64,
+    v: &[u8],
+) -> bool {
+    // SAFETY: caller guarantees valid pointers.
+    unsafe {
+        let h = decode(rel, id, v);
+        let visible = satisfies(&h, snapshot, rel);
+        if st.ssi_out {
+            ssi::check_out(rel, &h, visible, snapshot);
+        }
+        visible
+    }
+}
+
+/// Bitmap heap scan: reads the versions of one TID block that the bitmap
+/// names (`heapam_scan_bitmap_next_block`). An exact page lists offsets:
+/// each is one row id, read by a point lookup. A lossy page (`ntuples <
+/// 0`) stands for the whole block: every version with a row id in it.
+/// Only versions visible to the scan's snapshot are kept; false when there
+/// are none (the executor then skips the block).
+pub unsafe fn bitmap_next_block(
+    scan: pg_sys::TableScanDesc,
+    tbmres: *mut pg_sys::TBMIterateResult,
+) -> bool {
+    // SAFETY: only scan_begin creates scans; the executor passes the
+    // bitmap's current page, with `ntuples` offsets when it is exact.
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snapshot = (*scan).rs_snapshot;
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        st.bitmap.clear();
+        if !st.ssi_locked {
+            ssi::lock_relation(rel, snapshot);
+            st.ssi_locked = true;
+        }
+        let block = (*tbmres).blockno;
+        let ntuples = (*tbmres).ntuples;
+        let mut found = VecDeque::new();
+        if ntuples >= 0 {
+            for &offset in (*tbmres).offsets.as_slice(ntuples as usize) {
+                let Some(id) = tid::from_pointer(block, offset) else {
+                    continue;
+                };
+                if let Some(v) = get_version(&st.tree, id) {
+                    if examine(st, rel, snapshot, id, &v) {
+                        found.push_back((id, v));
+                    }
+                }
+            }
+        } else {
+            let first = block as u64 * tid::PER_BLOCK;
+            for (id, v) in st.tree.id_range(first, first + tid::PER_BLOCK) {
+                if examine(st, rel, snapshot, id, &v) {
+                    found.push_back((id, v));
+                }
+            }
+        }
+        st.bitmap = found;
+        !st.bitmap.is_empty()
+    }
+}
+
+/// Bitmap heap scan: the next visible version of the current block.
+pub unsafe fn bitmap_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: only scan_begin creates scans; the slot is the scan's.
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        match st.bitmap.pop_front() {
+            Some((id, v)) => {
+                store_version(rel, slot, id, &v);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// TID range scan: the row ids of TIDs `mintid..=maxtid` (any values,
+/// also beyond the table or reversed: `tableam.h`'s contract).
+pub unsafe fn set_tidrange(
+    scan: pg_sys::TableScanDesc,
+    mintid: pg_sys::ItemPointer,
+    maxtid: pg_sys::ItemPointer,
+) {
+    // SAFETY: only scan_begin creates scans; the executor passes two
+    // valid ItemPointers.
+    unsafe {
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        let (first, end) = rows::id_range_of_tids(&*mintid, &*maxtid);
+        st.tids = Some(TidRange {
+            first,
+            end,
+            last: None,
+            dir: Direction::Forward,
+            iter: None,
+        });
+    }
+}
+
+/// TID range scan: the next visible version in row-id order (forward) or
+/// its reverse, turning round next to the last version like the
+/// sequential scan.
+pub unsafe fn getnextslot_tidrange(
+    scan: pg_sys::TableScanDesc,
+    direction: pg_sys::ScanDirection::Type,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: only scan_begin creates scans; the relation and snapshot stay
+    // valid for the scan's life.
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snapshot = (*scan).rs_snapshot;
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        let dir = if direction == pg_sys::ScanDirection::BackwardScanDirection {
+            Direction::Backward
+        } else {
+            Direction::Forward
+        };
+        let Some(mut r) = st.tids.take() else {
+            pg_sys::ExecClearTuple(slot);
+            return false;
+        };
+        if r.iter.is_none() || r.dir != dir {
+            let (lo, hi) = match (dir, r.last) {
+                (Direction::Forward, Some(l)) => (l + 1, r.end),
+                (Direction::Backward, Some(l)) => (r.first, l),
+                (_, None) => (r.first, r.end),
+            };
+            r.iter = Some(st.tree.ids(lo, hi, dir));
+            r.dir = dir;
+        }
+        let mut found = None;
+        for (id, v) in r.iter.as_mut().expect("just set").by_ref() {
+            r.last = Some(id);
+            if examine(st, rel, snapshot, id, &v) {
+                found = Some((id, v));
+                break;
+            }
+        }
+        if found.is_none() {
+            // At the end in this direction (see scan_getnextslot).
+            r.last = None;
+        }
+        st.tids = Some(r);
+        match found {
+            Some((id, v)) => {
+                store_version(rel, slot, id, &v);
+                true
+            }
+            None => {
+                pg_sys::ExecClearTuple(slot);
+                false
+            }
+        }
+    }
+}
+
+/// `InvalidOffsetNumber` (a macro in `off.h`).
+const INVALID_OFFSET: pg_sys::OffsetNumber = 0;
+
+/// TABLESAMPLE: moves to the next block to sample
+/// (`heapam_scan_sample_next_block`). Blocks are TID blocks: the method's
+/// `NextSampleBlock` picks among them, or, without one (BERNOULLI), every
+/// block is visited in order. The block's versions are read here; false
+/// when there are no more blocks.
+pub unsafe fn sample_next_block(
+    scan: pg_sys::TableScanDesc,
+    scanstate: *mut pg_sys::SampleScanState,
+) -> bool {
+    // SAFETY: only scan_begin creates scans; the executor passes its
+    // sample scan state with the method's routine.
+    unsafe {
+        let st = &mut *(*scan.cast::<OScan>()).state;
+        let sample = &mut st.sample;
+        sample.rows.clear();
+        sample.maxoffset = 0;
+        if sample.nblocks == 0 {
+            return false;
+        }
+        let tsm = (*scanstate).tsmroutine;
+        let next = match (*tsm).NextSampleBlock {
+            Some(f) => f(scanstate, sample.nblocks),
+            None => match sample.block {
+                None => 0,
+                Some(b) if b + 1 < sample.nblocks => b + 1,
+                Some(_) => pg_sys::InvalidBlockNumber,
+            },
+        };
+        if next == pg_sys::InvalidBlockNumber || next >= sample.nblocks {
+            sample.block = None;
+            return false;
+        }
+        let first = next as u64 * tid::PER_BLOCK;
+        sample.rows = st.tree.id_range(first, first + tid::PER_BLOCK).collect();
+        sample.maxoffset = sample.rows.last().map_or(0, |(id, _)| tid::to_pointer(*id).1);
+        sample.block = Some(next);
+        true
+    }
+}
+
+/// TABLESAMPLE: the next visible version of the current block among the
+/// offsets the method's `NextSampleTuple` picks; false (slot cleared) once
+/// it has no more for this block.
+pub unsafe fn sample_next_tuple(
+    scan: pg_sys::TableScanDesc,
+    scanstate: *mut pg_sys::SampleScanState,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: only scan_begin creates scans; as above.
+    unsafe {
+        let rel = (*scan).rs_rd;
+        let snapshot = (*scan).rs_snapshot;
+        let st = &*(*scan.cast::<OScan>()).state;
+        let tsm = (*scanstate).tsmroutine;
+        let next_tuple = (*tsm).NextSampleTuple.expect("tablesample method without NextSampleTuple");
+        let Some(block) = st.sample.block else {
+            pg_sys::ExecClearTuple(slot);
+            return false;
+        };
+        loop {
+            pgrx::check_for_interrupts!();
+            let offset = next_tuple(scanstate, block, st.sample.maxoffset);
+            if offset == INVALID_OFFSET {
+                // This block is done.
+                pg_sys::ExecClearTuple(slot);
+                return false;
+            }
+            let Some(id) = tid::from_pointer(block, offset) else {
+                continue;
+            };
+            let rows = &st.sample.rows;
+            let Ok(i) = rows.binary_search_by_key(&id, |(id, _)| *id) else {
+                continue;
+            };
+            let (id, v) = &rows[i];
+            if examine(st, rel, snapshot, *id, v) {
+                store_version(rel, slot, *id, v);
+                return true;
+            }
+        }
     }
 }
 
@@ -380,10 +705,15 @@ pub unsafe fn index_build_range_scan(
         let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
         let oldest = pg_sys::GetOldestNonRemovableTransactionId(table_rel);
         let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest);
-        // Whole-table builds read in key order; block ranges (BRIN
-        // summaries) read the row ids those blocks cover.
+        // Whole-table builds read in key order, except BRIN's: it
+        // summarizes ranges of blocks and expects rows in TID order (as a
+        // heap scan delivers them), which a keyed table's key order is not.
+        // Block ranges (BRIN summaries) read the row ids those blocks cover.
+        let brin = (*(*index_rel).rd_rel).relam == pg_sys::BRIN_AM_OID;
         let versions: Box<dyn Iterator<Item = (u64, Vec<u8>)>> =
-            if numblocks == pg_sys::InvalidBlockNumber {
+            if numblocks == pg_sys::InvalidBlockNumber && brin {
+                Box::new(tree.id_range(0, u64::MAX))
+            } else if numblocks == pg_sys::InvalidBlockNumber {
                 let t = tree.clone();
                 Box::new(
                     tree.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
@@ -461,26 +791,69 @@ unsafe fn exec_qual(state: *mut pg_sys::ExprState, econtext: *mut pg_sys::ExprCo
     }
 }
 
-/// Largest block count reported to PostgreSQL: code that prefetches table
-/// blocks (ANALYZE) opens them through md.c, which refuses blocks beyond
-/// the first 1 GB segment of our (empty) main fork.
+/// Largest block count ANALYZE may be told of: it prefetches the blocks it
+/// samples through md.c, which refuses blocks beyond the first 1 GB segment
+/// of our (empty) main fork.
 const MAX_BLOCKS: u64 = pg_sys::RELSEG_SIZE as u64 - 1;
 
-/// Row ids per reported block: 291 (the TID layout) unless the table has
-/// more ids than [`MAX_BLOCKS`] blocks of 291 cover.
+/// Row ids per block ANALYZE samples: 291 (the TID layout) unless the table
+/// has more ids than [`MAX_BLOCKS`] blocks of 291 cover.
 fn ids_per_block(next_id: u64) -> u64 {
     let blocks = next_id.div_ceil(tid::PER_BLOCK);
     tid::PER_BLOCK * blocks.div_ceil(MAX_BLOCKS).max(1)
 }
 
-/// Blocks of the row-id space, for `relation_size`.
+/// TID blocks (291 row ids each) holding every row id handed out so far,
+/// as a block number (at most `InvalidBlockNumber - 1`).
+fn tid_blocks(table: &Table) -> u32 {
+    table
+        .tree
+        .next_id()
+        .div_ceil(tid::PER_BLOCK)
+        .min(pg_sys::InvalidBlockNumber as u64 - 1) as u32
+}
+
+/// Whether this backend is running ANALYZE (of any table: inherited
+/// statistics sample the children under the parent's progress entry).
+/// ANALYZE reports progress from before it asks for the table's size
+/// until it has sampled it; with `track_activities` off it reports none.
+fn analyzing() -> bool {
+    // SAFETY: MyBEEntry is this backend's own status entry (or NULL in
+    // processes without one); only this backend writes its progress fields.
+    unsafe {
+        let be = pg_sys::MyBEEntry;
+        !be.is_null()
+            && (*be).st_progress_command
+                == pg_sys::ProgressCommandType::PROGRESS_COMMAND_ANALYZE
+    }
+}
+
+/// The table's size in blocks, for `relation_size`: TID blocks (291 row
+/// ids each), which is what BRIN and bitmap scans need — they walk the
+/// blocks a size reports and expect each row at its TID's block. While
+/// ANALYZE runs it gets the blocks it samples instead: at most
+/// [`MAX_BLOCKS`], more row ids each for very large tables.
 ///
 /// # Safety
 /// `rel` must be a valid open orioledb relation.
-pub unsafe fn analyze_blocks(rel: pg_sys::Relation) -> u64 {
+pub unsafe fn reported_blocks(rel: pg_sys::Relation) -> u64 {
     // SAFETY: caller guarantees an open relation.
-    let next = unsafe { table_of(rel) }.tree.next_id();
-    next.div_ceil(ids_per_block(next))
+    let table = unsafe { table_of(rel) };
+    if analyzing() {
+        let next = table.tree.next_id();
+        next.div_ceil(ids_per_block(next))
+    } else {
+        tid_blocks(&table) as u64
+    }
+}
+
+/// TID blocks of the table (291 row ids each), for size estimates.
+///
+/// # Safety
+/// `rel` must be a valid open orioledb relation.
+pub unsafe fn current_blocks(rel: pg_sys::Relation) -> u64 {
+    // SAFETY: caller guarantees an open relation.
+    tid_blocks(&unsafe { table_of(rel) }) as u64
 }
 
 /// Starts sampling one block: the versions whose row ids it covers.
@@ -491,9 +864,14 @@ pub unsafe fn analyze_next_block(
     // SAFETY: only scan_begin creates scans.
     unsafe {
         let st = &mut *(*scan.cast::<OScan>()).state;
-        let per = ids_per_block(st.tree.tree.next_id());
+        // The block size relation_size reported to this ANALYZE.
+        let per = if analyzing() {
+            ids_per_block(st.tree.tree.next_id())
+        } else {
+            tid::PER_BLOCK
+        };
         let first = blockno as u64 * per;
-        st.sample = Some(st.tree.id_range(first, first + per));
+        st.analyze = Some(st.tree.id_range(first, first + per));
         true
     }
 }
@@ -514,7 +892,7 @@ pub unsafe fn analyze_next_tuple(
         let rel = (*scan).rs_rd;
         let st = &mut *(*scan.cast::<OScan>()).state;
         let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest_xmin);
-        let Some(sample) = st.sample.as_mut() else {
+        let Some(sample) = st.analyze.as_mut() else {
             return false;
         };
         for (id, v) in sample.by_ref() {
@@ -555,7 +933,7 @@ pub unsafe fn analyze_next_tuple(
                 return true;
             }
         }
-        st.sample = None;
+        st.analyze = None;
         pg_sys::ExecClearTuple(slot);
         false
     }

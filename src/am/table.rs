@@ -285,6 +285,13 @@ impl Table {
 
     /// Versions with row ids in `first..end`, in row-id order.
     pub fn id_range(&self, first: u64, end: u64) -> IdRange {
+        self.ids(first, end, Direction::Forward)
+    }
+
+    /// Versions with row ids in `first..end`, in row-id order (`Forward`)
+    /// or its reverse (`Backward`). Empty when `end <= first`.
+    pub fn ids(&self, first: u64, end: u64, dir: Direction) -> IdRange {
+        let end = end.max(first);
         let (lo, hi) = match self.layout {
             Layout::RowId => (tid::key(first).to_vec(), tid::key(end).to_vec()),
             Layout::Keyed(_) => (map_key(first).to_vec(), map_key(end).to_vec()),
@@ -293,12 +300,14 @@ impl Table {
             table: self.clone(),
             cursor: self
                 .tree
-                .range(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward),
+                .range(Bound::Included(lo), Bound::Excluded(hi), dir),
         }
     }
 }
 
-/// Versions with row ids in a range, in row-id order: `(id, value)`.
+/// Versions with row ids in a range, in row-id order or its reverse:
+/// `(id, value)`. Invariant: the cursor covers only row-id keys (the
+/// row-id layout) or only row-id map keys (the primary-key layout).
 pub struct IdRange {
     table: Table,
     cursor: Cursor,

@@ -10,12 +10,6 @@ CREATE TABLE t (id int PRIMARY KEY, v text);
 INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 100) g;
 CREATE INDEX t_v ON t (v);
 
--- sample scans
--- expect SQLSTATE 0A000
-SELECT count(*) FROM t TABLESAMPLE SYSTEM (50);
--- expect SQLSTATE 0A000
-SELECT count(*) FROM t TABLESAMPLE BERNOULLI (50) REPEATABLE (1);
-
 -- table rewrites through relation_copy_for_cluster
 -- expect SQLSTATE 0A000
 CLUSTER t USING t_pkey;

@@ -1,0 +1,240 @@
+//! VACUUM of an orioledb table (`relation_vacuum`).
+//!
+//! Dead row versions leave the table without VACUUM (the pruner and the
+//! per-backend sweep, `rows.rs`), but their index entries stay until an
+//! index scan happens to mark them dead or a btree page fills up with
+//! entries of unchanged keys (bottom-up deletion). An index on a column
+//! that every UPDATE changes gets neither, so VACUUM cleans indexes the way
+//! `vacuumlazy.c` does after its heap pass:
+//!
+//! 1. every leaf of the table's tree is pruned (the sweep's step, over the
+//!    whole tree at once);
+//! 2. the versions left are counted (live, and dead but still visible to
+//!    someone) for the statistics;
+//! 3. unless `INDEX_CLEANUP off`, every index gets `index_bulk_delete` with a
+//!    callback that calls an entry dead when its row id has no version any
+//!    more (pruned; row ids are never reused) or its version is dead to
+//!    every snapshot, then `index_vacuum_cleanup`;
+//! 4. `pg_class` (`relpages` in TID blocks, `reltuples`) and the cumulative
+//!    statistics (`n_live_tup`, `n_dead_tup`, last vacuum time) are updated,
+//!    so autovacuum, which triggers on dead rows counted by UPDATE and
+//!    DELETE, comes back only after more of them.
+//!
+//! Nothing is frozen (`relfrozenxid` is left alone) and nothing is
+//! truncated. Toast relations are skipped: their tree holds chunks, not
+//! versions, and their index stays empty.
+// The `pub unsafe fn` here implements a `TableAmRoutine` callback: its
+// safety contract is PostgreSQL's for that callback.
+#![allow(clippy::missing_safety_doc)]
+
+use crate::am::rows::{self, decode, from_item_pointer, table_of, Horizon};
+use crate::am::table::Table;
+use orioledb_engine::version::{self, Hints, VacuumState, Xid};
+use orioledb_engine::Direction;
+use pgrx::pg_sys;
+use pgrx::pg_sys::panic::ErrorReport;
+use pgrx::prelude::*;
+use std::ffi::CStr;
+use std::ops::Bound;
+
+/// What `index_bulk_delete`'s callback needs. Invariant: `rel` is the open
+/// (VACUUM-locked) table whose primary tree `table` is, for the whole
+/// bulk deletion.
+struct DeadCheck {
+    rel: pg_sys::Relation,
+    table: Table,
+}
+
+/// `IndexBulkDeleteCallback`: whether the index entry pointing at `tid` may
+/// go — its version is gone or dead to every snapshot. TIDs that name no
+/// possible row id are kept (no orioledb index holds one).
+#[pg_guard]
+unsafe extern "C-unwind" fn entry_is_dead(
+    tid: pg_sys::ItemPointer,
+    state: *mut std::ffi::c_void,
+) -> bool {
+    // SAFETY: `state` is the DeadCheck that `vacuum` passed to
+    // index_bulk_delete, alive for the call; the index AM passes a valid
+    // ItemPointer.
+    unsafe {
+        let check = &*state.cast::<DeadCheck>();
+        let Some(id) = from_item_pointer(&*tid) else {
+            return false;
+        };
+        match rows::get_version(&check.table, id) {
+            None => true,
+            Some(v) => rows::surely_dead(&decode(check.rel, id, &v), check.rel),
+        }
+    }
+}
+
+/// Version counts of a table after pruning.
+#[derive(Default)]
+struct Counts {
+    /// Live versions and versions whose deleter is still running (heap
+    /// counts both as live).
+    live: f64,
+    /// Dead versions some snapshot may still see.
+    recently_dead: f64,
+}
+
+/// Prunes every leaf of the table's tree and counts what is left.
+///
+/// # Safety
+/// `rel` must be a valid open orioledb relation (not a toast relation).
+unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table) -> Counts {
+    let mut at: Option<Vec<u8>> = None;
+    loop {
+        pgrx::check_for_interrupts!();
+        let next = table
+            .tree
+            .prune_leaf_at(at.as_deref())
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        rows::after_change();
+        match next {
+            Some(k) => at = Some(k),
+            None => break,
+        }
+    }
+    // SAFETY: caller guarantees an open relation.
+    let horizon = unsafe { Horizon::of(rel) };
+    let removable = |x: Xid| horizon.removable(x);
+    let mut counts = Counts::default();
+    for (n, item) in table
+        .versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+        .enumerate()
+    {
+        if n % 1024 == 0 {
+            pgrx::check_for_interrupts!();
+        }
+        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+        // SAFETY: as above.
+        let h = unsafe { decode(rel, table.id_of(&k), &v) };
+        match version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default()) {
+            VacuumState::Live | VacuumState::DeleteInProgress => counts.live += 1.0,
+            VacuumState::RecentlyDead => counts.recently_dead += 1.0,
+            // Dead versions a concurrent pruner has not reached yet, and
+            // inserts that will count themselves when they commit.
+            VacuumState::Dead | VacuumState::InsertInProgress => {}
+        }
+    }
+    counts
+}
+
+/// The name of an open relation, for messages.
+///
+/// # Safety
+/// `rel` must be a valid open relation.
+unsafe fn name(rel: pg_sys::Relation) -> String {
+    // SAFETY: an open relation has its pg_class row; relname is NUL-terminated.
+    unsafe { CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `relation_vacuum`: see the module documentation.
+pub unsafe fn vacuum(
+    rel: pg_sys::Relation,
+    params: *mut pg_sys::VacuumParams,
+    bstrategy: pg_sys::BufferAccessStrategy,
+) {
+    // SAFETY: VACUUM passes an open relation locked ShareUpdateExclusive,
+    // its parameters and strategy, with a transaction snapshot pushed;
+    // indexes are opened and closed here (their locks held to the end of
+    // the transaction, as vacuumlazy.c does).
+    unsafe {
+        if (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
+            return;
+        }
+        let verbose = (*params).options & pg_sys::VACOPT_VERBOSE != 0;
+        let level = if verbose {
+            PgLogLevel::INFO
+        } else {
+            PgLogLevel::DEBUG2
+        };
+        let report = |msg: String| {
+            ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg, "orioledb_rs")
+                .report(level)
+        };
+        let relname = name(rel);
+        report(format!("orioledb: vacuuming table \"{relname}\""));
+        let table = table_of(rel);
+        let counts = prune_and_count(rel, &table);
+
+        let mut nindexes: std::ffi::c_int = 0;
+        let mut indexes: *mut pg_sys::Relation = std::ptr::null_mut();
+        pg_sys::vac_open_indexes(
+            rel,
+            pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
+            &mut nindexes,
+            &mut indexes,
+        );
+        let cleanup = (*params).index_cleanup != pg_sys::VacOptValue::VACOPTVALUE_DISABLED;
+        if cleanup && nindexes > 0 {
+            let mut check = DeadCheck {
+                rel,
+                table: table.clone(),
+            };
+            let old_tuples = ((*(*rel).rd_rel).reltuples as f64).max(0.0);
+            for i in 0..nindexes as usize {
+                let index = *indexes.add(i);
+                let mut info = pg_sys::IndexVacuumInfo {
+                    index,
+                    analyze_only: false,
+                    report_progress: false,
+                    estimated_count: true,
+                    message_level: pg_sys::DEBUG2 as std::ffi::c_int,
+                    num_heap_tuples: old_tuples,
+                    strategy: bstrategy,
+                };
+                let mut stats = pg_sys::index_bulk_delete(
+                    &mut info,
+                    std::ptr::null_mut(),
+                    Some(entry_is_dead),
+                    (&raw mut check).cast(),
+                );
+                info.num_heap_tuples = counts.live + counts.recently_dead;
+                stats = pg_sys::index_vacuum_cleanup(&mut info, stats);
+                if !stats.is_null() {
+                    report(format!(
+                        "orioledb: index \"{}\" of table \"{relname}\": removed {:.0} entries of \
+                         dead row versions, {:.0} entries remain in {} pages",
+                        name(index),
+                        (*stats).tuples_removed,
+                        (*stats).num_index_tuples,
+                        (*stats).num_pages
+                    ));
+                    pg_sys::pfree(stats.cast());
+                }
+            }
+        }
+        pg_sys::vac_close_indexes(nindexes, indexes, pg_sys::NoLock as pg_sys::LOCKMODE);
+
+        // relpages in TID blocks, as ANALYZE stores them (analyze.c asks
+        // for the table's size before it starts sampling).
+        let blocks = crate::am::scan::current_blocks(rel);
+        pg_sys::vac_update_relstats(
+            rel,
+            blocks as pg_sys::BlockNumber,
+            counts.live,
+            0,
+            nindexes > 0,
+            pg_sys::InvalidTransactionId,
+            pg_sys::InvalidTransactionId,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            false,
+        );
+        pg_sys::pgstat_report_vacuum(
+            (*rel).rd_id,
+            (*(*rel).rd_rel).relisshared,
+            counts.live as i64,
+            counts.recently_dead as i64,
+        );
+        report(format!(
+            "orioledb: table \"{relname}\": {:.0} live row versions, {:.0} dead row versions \
+             not yet removable",
+            counts.live, counts.recently_dead
+        ));
+    }
+}

@@ -1,0 +1,246 @@
+//! Integration tests: the planner offers bitmap heap scans, TID range scans
+//! and sample scans on orioledb tables, and each returns what the plain
+//! scans of the same table return. (`tests/sql/scan_kinds.sql` compares the
+//! placement-independent results with heap.)
+
+#[macro_use]
+mod common;
+
+use common::*;
+
+fn plan(c: &mut Client, sql: &str) -> String {
+    c.query(&format!("EXPLAIN (COSTS OFF) {sql}"), &[])
+        .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {}", describe(&e)))
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn analyzed_plan(c: &mut Client, sql: &str) -> String {
+    c.query(
+        &format!("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) {sql}"),
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("EXPLAIN ANALYZE {sql}: {}", describe(&e)))
+    .iter()
+    .map(|r| r.get::<_, String>(0))
+    .collect::<Vec<_>>()
+    .join("\n")
+}
+
+/// Rows of `sql` as text lines, in server order.
+fn rows(c: &mut Client, sql: &str) -> Vec<String> {
+    c.simple_query(sql)
+        .unwrap_or_else(|e| panic!("{sql}: {}", describe(&e)))
+        .into_iter()
+        .filter_map(|m| match m {
+            SimpleQueryMessage::Row(r) => Some(
+                (0..r.len())
+                    .map(|i| r.get(i).unwrap_or("NULL").to_string())
+                    .collect::<Vec<_>>()
+                    .join("|"),
+            ),
+            _ => None,
+        })
+        .collect()
+}
+
+fn count(c: &mut Client, sql: &str) -> i64 {
+    c.query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {}", describe(&e)))
+        .get(0)
+}
+
+/// Plain scans only (sequential scans), for reference results.
+const PLAIN: &str = "SET enable_seqscan = on; SET enable_indexscan = off; \
+     SET enable_indexonlyscan = off; SET enable_bitmapscan = off; SET enable_tidscan = off";
+/// Bitmap heap scans wherever an index can serve.
+const BITMAP: &str = "SET enable_seqscan = off; SET enable_indexscan = off; \
+     SET enable_indexonlyscan = off; SET enable_bitmapscan = on; SET enable_tidscan = on";
+
+/// Two tables with the same rows (keyed by primary key, and by row id),
+/// updated and partly deleted so that their indexes name dead versions.
+fn load(c: &mut Client) {
+    c.batch_execute(
+        "CREATE TABLE k (id int PRIMARY KEY, a int, b int, c int, tags int[]) USING orioledb;
+         INSERT INTO k SELECT (g * 7919) % 50021, g % 100, g % 37, g, ARRAY[g % 5, g % 7]
+           FROM generate_series(1, 50000) g;
+         CREATE TABLE r (id int, a int, b int, c int, tags int[]) USING orioledb;
+         INSERT INTO r SELECT * FROM k;",
+    )
+    .unwrap();
+    for t in ["k", "r"] {
+        c.batch_execute(&format!(
+            "CREATE INDEX {t}_a ON {t} (a);
+             CREATE INDEX {t}_b ON {t} (b);
+             CREATE INDEX {t}_tags ON {t} USING gin (tags);
+             CREATE INDEX {t}_c ON {t} USING brin (c) WITH (pages_per_range = 4);
+             UPDATE {t} SET a = a + 1000 WHERE c % 10 = 0;
+             DELETE FROM {t} WHERE c % 17 = 0;
+             ANALYZE {t};"
+        ))
+        .unwrap();
+    }
+}
+
+#[test]
+fn bitmap_scans_are_planned_and_agree_with_sequential_scans() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_scan_bitmap");
+    load(&mut c);
+    let queries = [
+        ("SELECT id, a, b FROM {t} WHERE a = 42 ORDER BY id", "Bitmap Index Scan"),
+        ("SELECT id, a FROM {t} WHERE a BETWEEN 10 AND 12 ORDER BY id", "Bitmap Index Scan"),
+        ("SELECT id FROM {t} WHERE a = ANY ('{1,3,1099}') ORDER BY id", "Bitmap Index Scan"),
+        ("SELECT id FROM {t} WHERE a = 5 OR b = 6 ORDER BY id", "BitmapOr"),
+        ("SELECT id FROM {t} WHERE a = 5 AND b = 6 ORDER BY id", "Bitmap Index Scan"),
+        ("SELECT id FROM {t} WHERE tags @> ARRAY[3, 4] ORDER BY id", "{t}_tags"),
+        ("SELECT id, c FROM {t} WHERE c BETWEEN 20000 AND 20500 ORDER BY id", "{t}_c"),
+        ("SELECT id FROM {t} WHERE a >= 1000 AND b < 4 ORDER BY id", "Bitmap Index Scan"),
+    ];
+    for t in ["k", "r"] {
+        for (q, index) in queries {
+            let q = q.replace("{t}", t);
+            let index = index.replace("{t}", t);
+            c.batch_execute(BITMAP).unwrap();
+            let p = plan(&mut c, &q);
+            assert!(
+                p.contains("Bitmap Heap Scan") && p.contains(&index),
+                "{q}: expected a bitmap heap scan using {index}, got\n{p}"
+            );
+            let got = rows(&mut c, &q);
+            c.batch_execute(PLAIN).unwrap();
+            assert!(plan(&mut c, &q).contains("Seq Scan"));
+            let want = rows(&mut c, &q);
+            assert!(!want.is_empty(), "{q}: no rows to compare");
+            assert_eq!(got, want, "{q}: the bitmap heap scan disagrees with a seq scan");
+        }
+        // BRIN hands out lossy pages: whole blocks, rechecked.
+        c.batch_execute(BITMAP).unwrap();
+        let p = analyzed_plan(
+            &mut c,
+            &format!("SELECT count(*) FROM {t} WHERE c BETWEEN 20000 AND 20500"),
+        );
+        assert!(p.contains("lossy="), "{t}: expected lossy pages from BRIN, got\n{p}");
+    }
+}
+
+#[test]
+fn tid_range_scans_agree_with_a_filtered_sequential_scan() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_scan_tidrange");
+    load(&mut c);
+    let ranges = [
+        "ctid >= '(1,0)' AND ctid < '(5,0)'",
+        "ctid > '(3,17)' AND ctid <= '(40,2)'",
+        "ctid >= '(100,291)' AND ctid < '(100,300)'",
+        "ctid < '(2,0)'",
+        "ctid >= '(150,5)'",
+        "ctid > '(20,290)' AND ctid < '(21,2)'",
+        "ctid >= '(9,0)' AND ctid < '(3,0)'",
+        "ctid >= '(1000000,0)'",
+    ];
+    for t in ["k", "r"] {
+        for range in ranges {
+            let q = format!("SELECT ctid, id, a FROM {t} WHERE {range} ORDER BY ctid");
+            c.batch_execute(BITMAP).unwrap();
+            let p = plan(&mut c, &q);
+            assert!(p.contains("Tid Range Scan"), "{q}: expected a TID range scan, got\n{p}");
+            let got = rows(&mut c, &q);
+            c.batch_execute(PLAIN).unwrap();
+            let p = plan(&mut c, &q);
+            assert!(p.contains("Seq Scan"), "{q}: expected a seq scan, got\n{p}");
+            assert_eq!(got, rows(&mut c, &q), "{q}");
+        }
+        // The range scan itself returns TID order, both ways (a scroll
+        // cursor reads it backward without a Material node).
+        c.batch_execute(BITMAP).unwrap();
+        let fwd = rows(&mut c, &format!("SELECT id FROM {t} WHERE ctid >= '(2,0)' AND ctid < '(6,0)'"));
+        c.batch_execute(PLAIN).unwrap();
+        let want = rows(
+            &mut c,
+            &format!("SELECT id FROM {t} WHERE ctid >= '(2,0)' AND ctid < '(6,0)' ORDER BY ctid"),
+        );
+        assert_eq!(fwd, want);
+        c.batch_execute(BITMAP).unwrap();
+        c.batch_execute(&format!(
+            "BEGIN; DECLARE cur SCROLL CURSOR FOR SELECT id FROM {t} \
+             WHERE ctid >= '(2,0)' AND ctid < '(6,0)'"
+        ))
+        .unwrap();
+        let p = plan(
+            &mut c,
+            &format!(
+                "DECLARE cur2 SCROLL CURSOR FOR SELECT id FROM {t} \
+                 WHERE ctid >= '(2,0)' AND ctid < '(6,0)'"
+            ),
+        );
+        assert!(
+            p.contains("Tid Range Scan") && !p.contains("Materialize"),
+            "expected a backward-capable TID range scan, got\n{p}"
+        );
+        let first3 = rows(&mut c, "FETCH 3 FROM cur");
+        assert_eq!(first3, want[..3].to_vec());
+        let back2 = rows(&mut c, "FETCH BACKWARD 2 FROM cur");
+        assert_eq!(back2, vec![want[1].clone(), want[0].clone()]);
+        let last = rows(&mut c, "FETCH LAST FROM cur");
+        assert_eq!(last, vec![want[want.len() - 1].clone()]);
+        let mut all_back = rows(&mut c, "FETCH BACKWARD ALL FROM cur");
+        all_back.reverse();
+        assert_eq!(all_back, want[..want.len() - 1].to_vec());
+        let again = rows(&mut c, "FETCH ALL FROM cur");
+        assert_eq!(again, want);
+        c.batch_execute("COMMIT").unwrap();
+    }
+}
+
+#[test]
+fn table_samples_have_plausible_sizes_and_repeat() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_scan_sample");
+    c.batch_execute(
+        "CREATE TABLE s (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO s SELECT g, 'v' || g FROM generate_series(1, 100000) g;
+         DELETE FROM s WHERE id % 4 = 0;
+         UPDATE s SET v = v || 'u' WHERE id % 5 = 0;
+         CREATE TABLE e (id int) USING orioledb;",
+    )
+    .unwrap();
+    let total = count(&mut c, "SELECT count(*) FROM s");
+    assert_eq!(total, 75000);
+    let p = plan(&mut c, "SELECT * FROM s TABLESAMPLE BERNOULLI (10)");
+    assert!(p.contains("Sample Scan"), "expected a sample scan, got\n{p}");
+    assert_eq!(count(&mut c, "SELECT count(*) FROM s TABLESAMPLE BERNOULLI (100)"), total);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM s TABLESAMPLE SYSTEM (100)"), total);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM s TABLESAMPLE SYSTEM (0)"), 0);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM s TABLESAMPLE BERNOULLI (0)"), 0);
+    assert_eq!(count(&mut c, "SELECT count(*) FROM e TABLESAMPLE SYSTEM (50)"), 0);
+    // 10% of 75,000 rows: BERNOULLI picks rows (sd ~82), SYSTEM picks TID
+    // blocks (396 blocks of ~190 live rows on average; sd ~1,200 rows).
+    let b = count(&mut c, "SELECT count(*) FROM s TABLESAMPLE BERNOULLI (10)");
+    assert!((6500..=8500).contains(&b), "BERNOULLI (10) returned {b} of {total} rows");
+    let sys = count(&mut c, "SELECT count(*) FROM s TABLESAMPLE SYSTEM (10)");
+    assert!((2000..=13000).contains(&sys), "SYSTEM (10) returned {sys} of {total} rows");
+    // Rows sampled are visible rows of the table.
+    assert_eq!(
+        count(
+            &mut c,
+            "SELECT count(*) FROM (SELECT id, v FROM s TABLESAMPLE BERNOULLI (20)
+               EXCEPT ALL SELECT id, v FROM s) x"
+        ),
+        0
+    );
+    for method in ["BERNOULLI (10)", "SYSTEM (10)"] {
+        let q = format!("SELECT id FROM s TABLESAMPLE {method} REPEATABLE (42) ORDER BY id");
+        let one = rows(&mut c, &q);
+        let two = rows(&mut c, &q);
+        assert!(!one.is_empty(), "{q}: empty sample");
+        assert_eq!(one, two, "{q}: REPEATABLE gave different rows");
+        let other = rows(
+            &mut c,
+            &format!("SELECT id FROM s TABLESAMPLE {method} REPEATABLE (43) ORDER BY id"),
+        );
+        assert_ne!(one, other, "{method}: different seeds gave the same sample");
+    }
+}
