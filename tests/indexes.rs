@@ -75,7 +75,7 @@ fn vacuum_keeps_an_index_on_a_changing_column_small() {
         "CREATE PROCEDURE churn(first int8, n int) LANGUAGE plpgsql AS $$
          BEGIN
            FOR i IN first .. first + n - 1 LOOP
-             UPDATE t SET v = ((i * 2654435761) % 2147483647)::int
+             UPDATE t SET v = ((i * 2654435761) % {rows})::int + 1
               WHERE id = (i * 7919) % {rows} + 1;
              COMMIT;
            END LOOP;

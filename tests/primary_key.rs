@@ -138,6 +138,7 @@ fn keys_added_later_and_partitions_key_the_tree() {
         .unwrap()
         .get(0);
     assert_eq!(n, 3000);
+    c.batch_execute("RESET enable_seqscan").unwrap();
     let ids: Vec<i32> = c
         .query("SELECT a FROM l", &[])
         .unwrap()

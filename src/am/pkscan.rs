@@ -309,7 +309,21 @@ unsafe extern "C-unwind" fn rel_pathlist(
         let saved_partial = (*rel).partial_pathlist;
         (*rel).pathlist = std::ptr::null_mut();
         (*rel).partial_pathlist = std::ptr::null_mut();
+        // Bitmap paths would push out the index paths they beat (same, no,
+        // pathkeys); only the index paths matter here.
+        // The setting is put back even if planning raises an ERROR.
+        struct Restore(bool);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                // SAFETY: the planner's GUC variable, read and written in
+                // this single-threaded backend.
+                unsafe { pg_sys::enable_bitmapscan = self.0 };
+            }
+        }
+        let restore = Restore(pg_sys::enable_bitmapscan);
+        pg_sys::enable_bitmapscan = false;
         pg_sys::create_index_paths(root, rel);
+        drop(restore);
         let index_paths = (*rel).pathlist;
         (*rel).pathlist = saved;
         (*rel).partial_pathlist = saved_partial;
