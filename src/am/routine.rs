@@ -259,11 +259,11 @@ unsafe extern "C-unwind" fn tuple_fetch_row_version(
 
 #[pg_guard]
 unsafe extern "C-unwind" fn tuple_tid_valid(
-    _scan: pg_sys::TableScanDesc,
+    scan: pg_sys::TableScanDesc,
     tid: pg_sys::ItemPointer,
 ) -> bool {
     // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
-    unsafe { crate::am::scan::tuple_tid_valid(tid) }
+    unsafe { crate::am::scan::tuple_tid_valid(scan, tid) }
 }
 
 #[pg_guard]

@@ -595,9 +595,13 @@ unsafe fn read_checked(rel: pg_sys::Relation, h: &Header, snapshot: pg_sys::Snap
     }
 }
 
-pub unsafe fn tuple_tid_valid(tidp: pg_sys::ItemPointer) -> bool {
-    // SAFETY: PostgreSQL passes a valid pointer.
-    from_item_pointer(unsafe { &*tidp }).is_some()
+/// Whether `*tidp` could name a version of the scan's table: a row id
+/// already handed out (heap: a block below the table's length).
+pub unsafe fn tuple_tid_valid(scan: pg_sys::TableScanDesc, tidp: pg_sys::ItemPointer) -> bool {
+    // SAFETY: PostgreSQL passes its scan and a valid pointer.
+    unsafe {
+        from_item_pointer(&*tidp).is_some_and(|id| id < table_of((*scan).rs_rd).tree.next_id())
+    }
 }
 
 /// Follows the update chain from `*tidp` and leaves there the newest

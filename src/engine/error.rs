@@ -33,7 +33,7 @@ pub enum EngineError {
     BadCompression(i32),
     #[error("all {0} buffers of the page pool are pinned")]
     PoolExhausted(usize),
-    #[error("engine metadata is full ({0} chunks of 8 kB in use); raise the metadata size")]
+    #[error("engine metadata is full ({0} chunks of 8 kB in use)")]
     MetadataFull(usize),
     #[error("no free tree slot (all {0} in use)")]
     TooManyTrees(usize),

@@ -34,11 +34,18 @@ pub trait FileIo: Send + Sync {
 /// Ordinary files through `std::fs`, with open handles cached per path.
 ///
 /// Invariant: a cached handle always refers to the file currently at its
-/// path (removal and rename drop the cache entry first).
+/// path (removal and rename drop the cache entry first), and at most
+/// [`MAX_CACHED_HANDLES`] handles are cached: every server process has one
+/// of these, beside PostgreSQL's own descriptors, which PostgreSQL budgets
+/// without knowing about ours (a process that had touched a thousand tables
+/// ran out of descriptors).
 #[derive(Default)]
 pub struct StdIo {
     handles: Mutex<HashMap<PathBuf, Arc<File>>>,
 }
+
+/// Most file handles a process keeps open between operations.
+pub const MAX_CACHED_HANDLES: usize = 32;
 
 impl StdIo {
     pub fn new() -> Self {
@@ -58,8 +65,19 @@ impl StdIo {
                 .truncate(false)
                 .open(path)?,
         );
+        if map.len() >= MAX_CACHED_HANDLES {
+            // Any one will do: handles in use stay open through their Arc.
+            if let Some(k) = map.keys().next().cloned() {
+                map.remove(&k);
+            }
+        }
         map.insert(path.to_path_buf(), f.clone());
         Ok(f)
+    }
+
+    /// Handles cached now (tests).
+    pub fn cached_handles(&self) -> usize {
+        self.handles.lock().unwrap().len()
     }
 
     fn forget(&self, path: &Path) {
@@ -246,5 +264,30 @@ impl<I: FileIo> FileIo for CrashAfter<I> {
     }
     fn forget_handles(&self) {
         self.inner.forget_handles()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Touching many files keeps only a bounded number of handles open, and
+    /// a file whose handle was dropped is reopened with its contents.
+    #[test]
+    fn cached_handles_are_bounded() {
+        let dir = std::env::temp_dir().join(format!("orioledb_io_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let io = StdIo::new();
+        for i in 0..200u64 {
+            io.write_at(&dir.join(i.to_string()), 0, &i.to_le_bytes()).unwrap();
+            assert!(io.cached_handles() <= MAX_CACHED_HANDLES);
+        }
+        for i in 0..200u64 {
+            let mut b = [0u8; 8];
+            io.read_at(&dir.join(i.to_string()), 0, &mut b).unwrap();
+            assert_eq!(u64::from_le_bytes(b), i);
+        }
+        assert_eq!(io.cached_handles(), MAX_CACHED_HANDLES);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

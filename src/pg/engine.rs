@@ -219,6 +219,23 @@ pub fn report(e: EngineError) -> ! {
         EngineError::BadCompression(_) => PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         _ => PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
     };
-    ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs").report(PgLogLevel::ERROR);
+    let hint = match &e {
+        EngineError::MetadataFull(_) => Some(
+            "Each table's trees need metadata chunks until the next engine checkpoint \
+             releases those of dropped tables; run CHECKPOINT, or raise \
+             orioledb.main_buffers (the metadata region is one chunk per four pool pages, \
+             at least 1024).",
+        ),
+        EngineError::TooManyTrees(_) => Some(
+            "Slots of dropped tables are released by the next engine checkpoint; run CHECKPOINT.",
+        ),
+        EngineError::PoolExhausted(_) => Some("Raise orioledb.main_buffers."),
+        _ => None,
+    };
+    let mut report = ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs");
+    if let Some(h) = hint {
+        report = report.set_hint(h);
+    }
+    report.report(PgLogLevel::ERROR);
     unreachable!("ERROR does not return")
 }
