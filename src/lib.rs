@@ -890,11 +890,9 @@ mod tests {
         Spi::run("CREATE TABLE t_opt_p1 PARTITION OF t_opt_p FOR VALUES FROM (1) TO (10) WITH (compress = 7)")
             .unwrap();
         assert_eq!(levels("t_opt_p1"), (7, 7, 7));
-        // Temporary orioledb tables are refused (not supported yet).
-        assert!(
-            sqlstate_of("CREATE TEMP TABLE t_opt_tmp (id int) WITH (compress = 3)")
-                .is_some_and(|e| e.starts_with("0A000"))
-        );
+        // Temporary orioledb tables take options too.
+        Spi::run("CREATE TEMP TABLE t_opt_tmp (id int) WITH (compress = 3)").unwrap();
+        assert_eq!(levels("t_opt_tmp"), (3, 3, 3));
         Spi::run("RESET default_table_access_method").unwrap();
     }
 

@@ -12,8 +12,7 @@
 //! timings (those legitimately differ between access methods); print counts,
 //! sums, row contents and error messages. Multi-row RETURNING and row-level
 //! NOTICEs come out in scan order, which differs too: wrap them in a CTE with
-//! ORDER BY or aggregate them. Temporary and unlogged tables are not supported
-//! by orioledb yet, so scripts do not use them.
+//! ORDER BY or aggregate them.
 //!
 //! `tests/sql/not_compared/unsupported.sql` lists statements that orioledb
 //! refuses on purpose; [`unsupported_statements_fail_with_their_sqlstate`] runs

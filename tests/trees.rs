@@ -115,24 +115,58 @@ fn trees_follow_create_drop_commit_and_rollback() {
 }
 
 #[test]
-fn unsupported_table_kinds_are_refused() {
+fn temporary_and_unlogged_tables() {
     let (env, _g) = require_server!();
     let mut c = fresh_db(&env, "itest_trees_kinds");
-    expect_sqlstate(
-        &mut c,
-        "CREATE TEMP TABLE tt (id int) USING orioledb",
-        "0A000",
-    );
-    expect_sqlstate(
-        &mut c,
-        "CREATE UNLOGGED TABLE tu (id int) USING orioledb",
-        "0A000",
-    );
+    c.batch_execute(
+        "CREATE TEMP TABLE tt (id int PRIMARY KEY, v text) USING orioledb;
+         CREATE UNLOGGED TABLE tu (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO tt SELECT g, 'v' || g FROM generate_series(1, 100) g;
+         INSERT INTO tu SELECT g, 'v' || g FROM generate_series(1, 100) g;
+         CREATE TEMP TABLE tc ON COMMIT DELETE ROWS AS SELECT * FROM tt WITH NO DATA;",
+    )
+    .unwrap();
     let n: i64 = c
-        .query_one("SELECT count(*) FROM orioledb_trees", &[])
+        .query_one("SELECT count(*) FROM orioledb_trees WHERE \"table\" IN ('tt'::regclass, 'tu'::regclass)", &[])
         .unwrap()
         .get(0);
-    assert_eq!(n, 0, "refused tables leave no tree");
+    assert!(n >= 2, "temporary and unlogged tables have trees");
+    let s: i64 = c
+        .query_one("SELECT sum(t.id + u.id)::int8 FROM tt t JOIN tu u USING (id)", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(s, 2 * 5050);
+    c.batch_execute("BEGIN; INSERT INTO tc VALUES (1, 'x'); COMMIT").unwrap();
+    let left: i64 = c.query_one("SELECT count(*) FROM tc", &[]).unwrap().get(0);
+    assert_eq!(left, 0, "ON COMMIT DELETE ROWS");
+    // A temporary table and its tree go with the session.
+    let tt_node: postgres::types::Oid = c
+        .query_one("SELECT relfilenode FROM pg_class WHERE oid = 'tt'::regclass", &[])
+        .unwrap()
+        .get(0);
+    drop(c);
+    let mut c = connect(&env, "itest_trees_kinds");
+    let mut gone = false;
+    for _ in 0..100 {
+        if !tree_listed(&mut c, tt_node) {
+            gone = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(gone, "the temporary table's tree is dropped with its session");
+    let n: i64 = c.query_one("SELECT count(*) FROM tu", &[]).unwrap().get(0);
+    assert_eq!(n, 100);
+    // A materialized view refreshed concurrently (through a temporary table).
+    c.batch_execute(
+        "CREATE MATERIALIZED VIEW mv USING orioledb AS SELECT id % 10 AS k, count(*) AS n FROM tu GROUP BY 1;
+         CREATE UNIQUE INDEX ON mv (k);
+         INSERT INTO tu VALUES (1000, 'x');
+         REFRESH MATERIALIZED VIEW CONCURRENTLY mv;",
+    )
+    .unwrap();
+    let n: i64 = c.query_one("SELECT n FROM mv WHERE k = 0", &[]).unwrap().get(0);
+    assert_eq!(n, 11);
 }
 
 #[test]

@@ -835,6 +835,9 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                     ssi::check_out(rel, &h, visible, snapshot);
                 }
                 if visible {
+                    // UPDATE, DELETE and row locks come back by row id: spare
+                    // them the row-id map probe.
+                    crate::am::table::remember_key(run.table.tree.id(), id, &k);
                     store_version(rel, slot, id, &v);
                     return slot;
                 }

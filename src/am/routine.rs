@@ -428,15 +428,12 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
 ) {
     // SAFETY: PostgreSQL passes an open relation and a valid file node.
     unsafe {
-        if persistence as u8 == pg_sys::RELPERSISTENCE_TEMP {
-            unsupported_on(rel, "temporary {} (CREATE TEMP TABLE ... USING orioledb)");
-        }
-        if persistence as u8 == pg_sys::RELPERSISTENCE_UNLOGGED {
-            unsupported_on(
-                rel,
-                "unlogged {} (CREATE UNLOGGED TABLE ... USING orioledb)",
-            );
-        }
+        // Temporary and unlogged tables get trees like any other: shared,
+        // WAL-logged and checkpointed (so an unlogged table keeps its rows
+        // through a crash). A temporary table's tree goes with the table when
+        // its session ends; one a crash leaves behind has no file under
+        // base/<db>/<relfilenode> (temporary files are named t<backend>_…)
+        // and is dropped by the post-recovery sweep.
         if (*newrnode).spcNode != pg_sys::DEFAULTTABLESPACE_OID {
             unsupported_on(rel, "{} outside the default tablespace");
         }

@@ -65,7 +65,9 @@ pub fn forget_keys() {
     KEYS.with(|k| k.borrow_mut().clear());
 }
 
-fn remember_key(tree: TreeId, id: u64, key: &[u8]) {
+/// Remembers that version `id` of `tree` has key `key` (exact for the
+/// tree's life: a version's key never changes).
+pub fn remember_key(tree: TreeId, id: u64, key: &[u8]) {
     KEYS.with(|k| {
         let mut k = k.borrow_mut();
         if k.len() >= KEY_CACHE_MAX {

@@ -25,19 +25,6 @@ CREATE INDEX CONCURRENTLY t_v2 ON t (v, id);
 -- expect SQLSTATE 0A000
 REINDEX INDEX CONCURRENTLY t_v;
 
--- temporary and unlogged tables
--- expect SQLSTATE 0A000
-CREATE TEMP TABLE tmp (a int);
--- expect SQLSTATE 0A000
-CREATE UNLOGGED TABLE unl (a int);
--- expect SQLSTATE 0A000
-CREATE TEMP TABLE tmp_ctas AS SELECT * FROM t;
--- REFRESH ... CONCURRENTLY builds a temporary table with the view's access method
-CREATE MATERIALIZED VIEW mv AS SELECT id % 10 AS k, count(*) AS n FROM t GROUP BY 1;
-CREATE UNIQUE INDEX ON mv (k);
--- expect SQLSTATE 0A000
-REFRESH MATERIALIZED VIEW CONCURRENTLY mv;
-
 -- rows that cannot be made smaller than orioledb's item limit (about 2.5 kB)
 -- but fit into a heap page (8160 bytes): STORAGE PLAIN values, many columns
 CREATE TABLE plain (id int PRIMARY KEY, a text);
