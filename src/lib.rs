@@ -39,6 +39,7 @@ fn orioledb_pool_info() -> TableIterator<
 /// data file, pages (in the tree, in the shared pool, dirty there), bytes on
 /// disk and compression level. The `orioledb_trees` view adds the table.
 #[pg_extern]
+#[allow(clippy::type_complexity)] // pgrx's named-column row type
 fn orioledb_tree_stats() -> TableIterator<
     'static,
     (

@@ -12,12 +12,6 @@ mod common;
 use common::*;
 use std::sync::{Arc, Mutex};
 
-fn knob(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn size(c: &mut Client, rel: &str) -> i64 {
     c.query_one("SELECT pg_relation_size($1::text::regclass)", &[&rel])

@@ -31,19 +31,7 @@ fn analyzed_plan(c: &mut Client, sql: &str) -> String {
 
 /// Rows of `sql` as text lines, in server order.
 fn rows(c: &mut Client, sql: &str) -> Vec<String> {
-    c.simple_query(sql)
-        .unwrap_or_else(|e| panic!("{sql}: {}", describe(&e)))
-        .into_iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => Some(
-                (0..r.len())
-                    .map(|i| r.get(i).unwrap_or("NULL").to_string())
-                    .collect::<Vec<_>>()
-                    .join("|"),
-            ),
-            _ => None,
-        })
-        .collect()
+    text_rows(c, sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 fn count(c: &mut Client, sql: &str) -> i64 {

@@ -10,12 +10,6 @@ mod common;
 
 use common::*;
 
-fn knob(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn pgbench(env: &TestEnv, db: &str, args: &[&str]) -> String {
     let out = client_command(env, "pgbench")

@@ -456,6 +456,9 @@ unsafe extern "C-unwind" fn plan_path(
     }
 }
 
+/// A range of tree keys, lower and upper bound.
+type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
+
 /// Rust-side run state. Invariant: `ranges` is None until the key values
 /// were evaluated for the current scan (first fetch after begin/rescan).
 struct Run {
@@ -463,7 +466,7 @@ struct Run {
     conds: Vec<Cond>,
     values: Vec<*mut pg_sys::ExprState>,
     dir: Direction,
-    ranges: Option<VecDeque<(Bound<Vec<u8>>, Bound<Vec<u8>>)>>,
+    ranges: Option<VecDeque<KeyRange>>,
     cursor: Option<Cursor>,
     ssi_out: bool,
 }
@@ -651,7 +654,7 @@ fn successor(b: &[u8]) -> Option<Vec<u8>> {
 unsafe fn key_ranges(
     node: *mut pg_sys::CustomScanState,
     run: &Run,
-) -> VecDeque<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+) -> VecDeque<KeyRange> {
     let desc = run.table.desc().expect("custom scan on a keyed table").clone();
     // SAFETY: per the contract; array datums are deconstructed in the
     // per-query memory context.

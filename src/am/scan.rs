@@ -183,6 +183,16 @@ pub unsafe fn scan_rescan(scan: pg_sys::TableScanDesc) {
     }
 }
 
+/// The engine direction for an executor scan direction (no movement reads
+/// forward, as heap does).
+fn direction_of(d: pg_sys::ScanDirection::Type) -> Direction {
+    if d == pg_sys::ScanDirection::BackwardScanDirection {
+        Direction::Backward
+    } else {
+        Direction::Forward
+    }
+}
+
 pub unsafe fn scan_getnextslot(
     scan: pg_sys::TableScanDesc,
     direction: pg_sys::ScanDirection::Type,
@@ -194,11 +204,7 @@ pub unsafe fn scan_getnextslot(
         let rel = (*scan).rs_rd;
         let snapshot = (*scan).rs_snapshot;
         let st = &mut *(*scan.cast::<OScan>()).state;
-        let dir = if direction == pg_sys::ScanDirection::BackwardScanDirection {
-            Direction::Backward
-        } else {
-            Direction::Forward
-        };
+        let dir = direction_of(direction);
         if st.cursor.is_none() || st.dir != dir {
             let from = st.last.clone();
             st.cursor = Some(match (dir, from) {
@@ -363,11 +369,7 @@ pub unsafe fn getnextslot_tidrange(
         let rel = (*scan).rs_rd;
         let snapshot = (*scan).rs_snapshot;
         let st = &mut *(*scan.cast::<OScan>()).state;
-        let dir = if direction == pg_sys::ScanDirection::BackwardScanDirection {
-            Direction::Backward
-        } else {
-            Direction::Forward
-        };
+        let dir = direction_of(direction);
         let Some(mut r) = st.tids.take() else {
             pg_sys::ExecClearTuple(slot);
             return false;

@@ -77,7 +77,8 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     let is_toast = unsafe { (*(*rel).rd_rel).relkind } as u8 == pg_sys::RELKIND_TOASTVALUE;
     let level = match (replacing, is_toast) {
         // A toast relation's level is its table's toast level.
-        (true, true) => crate::pg::options::toast_owner(rel)
+        // SAFETY: as above.
+        (true, true) => unsafe { crate::pg::options::toast_owner(rel) }
             .map(|t| crate::pg::options::stored_levels(t).toast)
             .unwrap_or(-1),
         // SAFETY: as above.

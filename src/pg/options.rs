@@ -330,7 +330,10 @@ fn toast_relation_of(reloid: pg_sys::Oid) -> Option<pg_sys::Oid> {
 
 /// The table a toast relation belongs to: PostgreSQL names toast relations
 /// `pg_toast_<table oid>` (and keeps that name across rewrites).
-pub fn toast_owner(toast: pg_sys::Relation) -> Option<pg_sys::Oid> {
+///
+/// # Safety
+/// `toast` is an open relation.
+pub unsafe fn toast_owner(toast: pg_sys::Relation) -> Option<pg_sys::Oid> {
     // SAFETY: an open relation has its pg_class row; relname is NUL-terminated.
     let name = unsafe { std::ffi::CStr::from_ptr((*(*toast).rd_rel).relname.data.as_ptr()) };
     name.to_str()

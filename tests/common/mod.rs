@@ -691,3 +691,34 @@ impl Rng {
         self.below(100) < p
     }
 }
+
+/// A numeric test knob from the environment (tests can be run bigger).
+#[allow(dead_code)]
+pub fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Rows of `sql` as `|`-joined text lines, in server order (NULL as `NULL`),
+/// or the error's description.
+#[allow(dead_code)]
+pub fn text_rows(c: &mut Client, sql: &str) -> Result<Vec<String>, String> {
+    use postgres::SimpleQueryMessage;
+    match c.simple_query(sql) {
+        Ok(msgs) => Ok(msgs
+            .into_iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(r) => Some(
+                    (0..r.len())
+                        .map(|i| r.get(i).unwrap_or("NULL").to_string())
+                        .collect::<Vec<_>>()
+                        .join("|"),
+                ),
+                _ => None,
+            })
+            .collect()),
+        Err(e) => Err(describe(&e)),
+    }
+}
