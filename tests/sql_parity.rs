@@ -51,6 +51,7 @@ parity_tests! {
     parity_ddl => "ddl",
     parity_constraints => "constraints",
     parity_indexes => "indexes",
+    parity_index_kinds => "index_kinds",
     parity_types => "types",
     parity_primary_key => "primary_key",
     parity_partitions => "partitions",

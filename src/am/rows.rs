@@ -124,13 +124,6 @@ impl Horizon {
         Horizon(unsafe { pg_sys::GlobalVisTestFor(rel) })
     }
 
-    /// Snapshots of every database (the shared-relations horizon, never
-    /// later than any database's): pruning runs without a relation.
-    pub fn all_databases() -> Horizon {
-        // SAFETY: a NULL relation selects the shared-relations state.
-        Horizon(unsafe { pg_sys::GlobalVisTestFor(std::ptr::null_mut()) })
-    }
-
     /// A non-vacuumable snapshot's own test.
     ///
     /// # Safety
@@ -149,7 +142,13 @@ impl Horizon {
 /// Drops versions no snapshot can see (aborted inserts, deletes that
 /// committed before every running snapshot). Runs under a leaf latch: only
 /// clog/proc-array lookups, which never wait for a heavyweight lock.
-struct VersionPruner(TreeId);
+struct VersionPruner {
+    tree: TreeId,
+    /// The proc array's visibility state for the table's kind (the
+    /// `GlobalVisState` of data, catalog or temporary relations), as an
+    /// address: a static of this process, valid for its life.
+    horizon: usize,
+}
 
 impl Pruner for VersionPruner {
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
@@ -159,7 +158,10 @@ impl Pruner for VersionPruner {
         let Some(h) = Header::decode(value) else {
             return Prune::Keep;
         };
-        let horizon = Horizon::all_databases();
+        // Snapshots that can see this table: of its database only (other
+        // databases' long transactions, an autoanalyze elsewhere, must not
+        // keep its dead versions).
+        let horizon = Horizon(self.horizon as *mut pg_sys::GlobalVisState);
         let removable = |x: Xid| horizon.removable(x);
         let mut hints = Hints::default();
         match version::vacuum_state(&h, &PgXacts, &removable, &mut hints) {
@@ -168,7 +170,7 @@ impl Pruner for VersionPruner {
                 if !owned.is_empty() {
                     crate::am::toast::doom(owned);
                 }
-                crate::am::table::version_pruned(self.0, key);
+                crate::am::table::version_pruned(self.tree, key);
                 Prune::Remove
             }
             _ if hints.0 & bits::XMAX_INVALID != 0 => {
@@ -237,7 +239,9 @@ pub unsafe fn table_of(rel: pg_sys::Relation) -> Table {
     let t = if is_toast {
         engine.tree(id)
     } else {
-        engine.tree_pruned(id, Arc::new(VersionPruner(id)))
+        // SAFETY: an open relation; GlobalVisTestFor only reads its kind.
+        let horizon = unsafe { pg_sys::GlobalVisTestFor(rel) } as usize;
+        engine.tree_pruned(id, Arc::new(VersionPruner { tree: id, horizon }))
     }
     .unwrap_or_else(|e| crate::pg::engine::report(e));
     let t = if is_toast {
