@@ -24,11 +24,12 @@ unsafe extern "C-unwind" {
 
 /// Whether text under collation `coll` sorts in plain byte order: "C" and
 /// "POSIX" (also as the database default: PostgreSQL compares those with
-/// memcmp), and glibc's "C.utf8" collation (code point order, which is
-/// UTF-8 byte order).
+/// memcmp), and a libc collation whose locale is glibc's "C.UTF-8" (code
+/// point order, which is UTF-8 byte order) — judged by its provider and
+/// locale in pg_collation, never by its name.
 fn byte_order_collation(coll: pg_sys::Oid) -> bool {
-    // SAFETY: lc_collate_is_c and get_collation_name only read collation
-    // state (get_collation_name returns NULL for an unknown oid).
+    // SAFETY: lc_collate_is_c only reads collation state; the syscache tuple
+    // is released before returning and its text attribute copied out first.
     unsafe {
         if lc_collate_is_c(coll) {
             return true;
@@ -36,12 +37,34 @@ fn byte_order_collation(coll: pg_sys::Oid) -> bool {
         if coll == pg_sys::DEFAULT_COLLATION_OID {
             return false;
         }
-        let name = pg_sys::get_collation_name(coll);
-        !name.is_null()
-            && matches!(
-                std::ffi::CStr::from_ptr(name).to_bytes(),
-                b"C.UTF-8" | b"C.utf8"
-            )
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::COLLOID as i32,
+            pg_sys::Datum::from(coll),
+        );
+        if tup.is_null() {
+            return false;
+        }
+        let data = (*tup).t_data;
+        let form = (data as *const u8).add((*data).t_hoff as usize)
+            as *const pg_sys::FormData_pg_collation;
+        let libc = (*form).collprovider as u8 == pg_sys::COLLPROVIDER_LIBC;
+        let mut null = true;
+        let d = pg_sys::SysCacheGetAttr(
+            pg_sys::SysCacheIdentifier::COLLOID as i32,
+            tup,
+            pg_sys::Anum_pg_collation_collcollate as _,
+            &mut null,
+        );
+        let locale = if null {
+            String::new()
+        } else {
+            let t = pg_sys::text_to_cstring(d.cast_mut_ptr());
+            let s = std::ffi::CStr::from_ptr(t).to_string_lossy().into_owned();
+            pg_sys::pfree(t.cast());
+            s
+        };
+        pg_sys::ReleaseSysCache(tup);
+        libc && matches!(locale.as_str(), "C.UTF-8" | "C.utf8")
     }
 }
 
@@ -286,7 +309,26 @@ impl KeyDesc {
     }
 
     /// The key prefix of a row given as deformed columns (`values`/`nulls`
-    /// indexed by attribute number - 1; attributes beyond them are NULL).
+    /// indexed by attribute number - 1; attributes beyond them are NULL);
+    /// Err(its length) when longer than [`MAX_PREFIX`].
+    ///
+    /// # Safety
+    /// The datums are of the table's column types.
+    pub unsafe fn try_prefix(&self, values: &[pg_sys::Datum], nulls: &[bool]) -> Result<Vec<u8>, usize> {
+        let mut out = Vec::with_capacity(16);
+        for c in &self.cols {
+            let i = c.attnum as usize - 1;
+            let d = (i < values.len() && !nulls[i]).then(|| values[i]);
+            // SAFETY: per the contract.
+            unsafe { KeyDesc::push_datum(c, d, &mut out) };
+        }
+        if out.len() > MAX_PREFIX {
+            return Err(out.len());
+        }
+        Ok(out)
+    }
+
+    /// [`KeyDesc::try_prefix`], raising 54000 for a key that is too long.
     ///
     /// # Safety
     /// The datums are of the table's column types.
@@ -296,23 +338,17 @@ impl KeyDesc {
         nulls: &[bool],
         table_name: impl FnOnce() -> String,
     ) -> Vec<u8> {
-        let mut out = Vec::with_capacity(16);
-        for c in &self.cols {
-            let i = c.attnum as usize - 1;
-            let d = (i < values.len() && !nulls[i]).then(|| values[i]);
-            // SAFETY: per the contract.
-            unsafe { KeyDesc::push_datum(c, d, &mut out) };
-        }
-        if out.len() > MAX_PREFIX {
+        // SAFETY: per the contract.
+        let out = unsafe { self.try_prefix(values, nulls) };
+        if let Err(len) = out {
             crate::am::rows::raise(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                 format!(
-                    "orioledb: primary key value of table \"{}\" is too long: {} bytes encoded, maximum {MAX_PREFIX}",
+                    "orioledb: primary key value of table \"{}\" is too long: {len} bytes encoded, maximum {MAX_PREFIX}",
                     table_name(),
-                    out.len()
                 ),
             );
         }
-        out
+        out.unwrap_or_default()
     }
 }

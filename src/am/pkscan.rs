@@ -33,7 +33,7 @@ const NAME: &std::ffi::CStr = c"OrioleDB Primary Scan";
 static mut PATH_METHODS: pg_sys::CustomPathMethods = pg_sys::CustomPathMethods {
     CustomName: NAME.as_ptr(),
     PlanCustomPath: Some(plan_path),
-    ReparameterizeCustomPathByChild: None,
+    ReparameterizeCustomPathByChild: Some(reparameterize),
 };
 
 static mut SCAN_METHODS: pg_sys::CustomScanMethods = pg_sys::CustomScanMethods {
@@ -336,7 +336,9 @@ unsafe extern "C-unwind" fn rel_pathlist(
             if (*(*ip).indexinfo).indexoid != pk {
                 continue;
             }
-            new_paths.push(make_path(rel, ip, &desc));
+            if let Some(cp) = make_path(rel, ip, &desc) {
+                new_paths.push(cp);
+            }
         }
         for cp in new_paths {
             pg_sys::add_path(rel, cp.cast());
@@ -363,7 +365,29 @@ unsafe fn const_array_len(e: *mut pg_sys::Expr) -> f64 {
     }
 }
 
-/// A custom path mirroring index path `ip` on the primary key.
+/// Whether the conditions narrow the scan as the btree's would: each one
+/// on a column that follows equalities on every earlier key column, with
+/// at most one column of ranges (the last narrowed one).
+fn all_narrowing(conds: &[Cond]) -> bool {
+    let mut col = 0;
+    loop {
+        let here: Vec<&Cond> = conds.iter().filter(|c| c.col == col).collect();
+        if here.is_empty() {
+            return conds.iter().all(|c| c.col < col);
+        }
+        if !here.iter().any(|c| c.strategy == 3) {
+            // Ranges on this column: nothing after it narrows.
+            return conds.iter().all(|c| c.col <= col)
+                && here.iter().all(|c| c.strategy != 3);
+        }
+        col += 1;
+    }
+}
+
+/// A custom path mirroring index path `ip` on the primary key, or None when
+/// the scan could not narrow to what the btree reads (a clause the key
+/// conditions cannot express: it would read more than the path's costs
+/// say).
 ///
 /// # Safety
 /// Valid planner nodes; `ip` is an index path of `rel` on its primary key.
@@ -371,10 +395,18 @@ unsafe fn make_path(
     rel: *mut pg_sys::RelOptInfo,
     ip: *mut pg_sys::IndexPath,
     desc: &KeyDesc,
-) -> *mut pg_sys::CustomPath {
+) -> Option<*mut pg_sys::CustomPath> {
     // SAFETY: per the contract; nodes are palloc'd in the planner's context.
     unsafe {
         let conds = key_conds(rel, ip, desc);
+        let clauses: usize = ptrs::<pg_sys::IndexClause>((*ip).indexclauses)
+            .iter()
+            .map(|&ic| ptrs::<pg_sys::RestrictInfo>((*ic).indexquals).len())
+            .sum();
+        let plain: Vec<Cond> = conds.iter().map(|(c, _)| *c).collect();
+        if conds.len() != clauses || !all_narrowing(&plain) {
+            return None;
+        }
         let mut ilist: *mut pg_sys::List = std::ptr::null_mut();
         let backward = (*ip).indexscandir == pg_sys::ScanDirection::BackwardScanDirection;
         ilist = pg_sys::lappend_int(ilist, backward as c_int);
@@ -427,7 +459,32 @@ unsafe fn make_path(
         private = pg_sys::lappend(private, elist.cast());
         (*cp).custom_private = private;
         (*cp).methods = &raw const PATH_METHODS;
-        cp
+        Some(cp)
+    }
+}
+
+/// A partitionwise join moves our parameterized path to a child relation:
+/// the key values' references to the other side's parent become references
+/// to its matching child.
+#[pg_guard]
+unsafe extern "C-unwind" fn reparameterize(
+    root: *mut pg_sys::PlannerInfo,
+    custom_private: *mut pg_sys::List,
+    child_rel: *mut pg_sys::RelOptInfo,
+) -> *mut pg_sys::List {
+    // SAFETY: PostgreSQL passes our path's private list and a valid child
+    // relation; the adjusted list is a new copy.
+    unsafe {
+        let private = ptrs::<pg_sys::List>(custom_private);
+        let exprs = pg_sys::adjust_appendrel_attrs_multilevel(
+            root,
+            private[1].cast(),
+            (*child_rel).relids,
+            (*child_rel).top_parent_relids,
+        );
+        let mut out = pg_sys::lappend(std::ptr::null_mut(), private[0].cast());
+        out = pg_sys::lappend(out, exprs.cast());
+        out
     }
 }
 
@@ -570,13 +627,15 @@ unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
 
 #[pg_guard]
 unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
-    // SAFETY: our node.
+    // SAFETY: our node; ExecScanReScan clears the scan slot and the
+    // EvalPlanQual bookkeeping, as every scan's rescan does.
     unsafe {
         let run = (*(node as *mut PkScanState)).run;
         if !run.is_null() {
             (*run).cursor = None;
             (*run).ranges = None;
         }
+        pg_sys::ExecScanReScan(&mut (*node).ss);
     }
 }
 
@@ -818,7 +877,13 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
         let snapshot = (*(*ss).ps.state).es_snapshot;
         let slot = (*ss).ss_ScanTupleSlot;
         if run.ranges.is_none() {
-            run.ranges = Some(key_ranges(node, run));
+            // Key values (and detoasted arrays) only live until they are
+            // encoded: the per-tuple context, reset for every row.
+            let econtext = (*ss).ps.ps_ExprContext;
+            let prev = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+            let ranges = key_ranges(node, run);
+            pg_sys::MemoryContextSwitchTo(prev);
+            run.ranges = Some(ranges);
         }
         loop {
             if run.cursor.is_none() {

@@ -109,6 +109,9 @@ pub fn run_pending() {
             if held_exclusively(rel) {
                 let want = KeyDesc::for_table(rel);
                 if table_of(rel).desc() != want.as_ref() {
+                    // Like ALTER TABLE: not under an open cursor or pending
+                    // trigger events of this session.
+                    pg_sys::CheckTableNotInUse(rel, c"ALTER TABLE".as_ptr());
                     rekey(rel, want);
                 }
             }
@@ -126,9 +129,27 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
     unsafe {
         let old = table_of(rel);
         let next_id = old.tree.next_id();
+        let keys = KeysOf::new(rel, desc.clone());
+        // Every version's key first: a key too long to key the tree (which
+        // the btree accepts) leaves the table in row-id order, as a type
+        // without an encoding does, instead of failing the statement.
+        for item in old.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+            pgrx::check_for_interrupts!();
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            if keys.of(old.id_of(&k), &v).is_err() {
+                return;
+            }
+        }
         pg_sys::RelationSetNewRelfilenode(rel, (*(*rel).rd_rel).relpersistence);
+        // Only the table's own file is new (its toast relation and indexes
+        // keep theirs: row ids did not change). PostgreSQL takes a relation
+        // whose file is new in this subtransaction to have all-new storage
+        // and would TRUNCATE it in place — emptying the toast table and the
+        // indexes beyond what ROLLBACK can restore. Not claiming that keeps
+        // TRUNCATE on its transactional path.
+        (*rel).rd_newRelfilenodeSubid = 0;
         let mut new = table_of(rel);
-        new.set_layout(desc.clone());
+        new.set_layout(desc);
         rows::forget_tree(new.tree.id());
         let new = table_of(rel);
         if next_id > 0 {
@@ -137,35 +158,11 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
                 .alloc_ids(next_id)
                 .unwrap_or_else(|e| crate::pg::engine::report(e));
         }
-        let tupdesc = (*rel).rd_att;
-        let natts = (*tupdesc).natts as usize;
-        let mut values = vec![pg_sys::Datum::from(0usize); natts];
-        let mut nulls = vec![true; natts];
-        let cxt = pg_sys::AllocSetContextCreateExtended(
-            pg_sys::CurrentMemoryContext,
-            c"orioledb re-key".as_ptr(),
-            pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
-            pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
-            pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
-        );
-        let relid = (*rel).rd_id;
         for item in old.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
             pgrx::check_for_interrupts!();
             let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
             let id = old.id_of(&k);
-            let prefix = match &desc {
-                None => Vec::new(),
-                Some(d) => {
-                    let prev = pg_sys::MemoryContextSwitchTo(cxt);
-                    rows::decode(rel, id, &v);
-                    let tup = rows::build_tuple(&v, id, relid, cxt);
-                    pg_sys::heap_deform_tuple(tup, tupdesc, values.as_mut_ptr(), nulls.as_mut_ptr());
-                    let p = d.prefix(&values, &nulls, || rows::rel_name(rel));
-                    pg_sys::MemoryContextSwitchTo(prev);
-                    pg_sys::MemoryContextReset(cxt);
-                    p
-                }
-            };
+            let prefix = keys.of(id, &v).unwrap_or_default();
             if !new.insert(id, &prefix, &v) {
                 rows::raise(
                     pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
@@ -176,6 +173,67 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
                 );
             }
         }
-        pg_sys::MemoryContextDelete(cxt);
+    }
+}
+
+/// Computes versions' key prefixes under a descriptor. Invariant: `cxt` is
+/// a memory context of its own, reset after every row and deleted on drop.
+struct KeysOf {
+    rel: pg_sys::Relation,
+    desc: Option<KeyDesc>,
+    cxt: pg_sys::MemoryContext,
+    values: std::cell::RefCell<(Vec<pg_sys::Datum>, Vec<bool>)>,
+}
+
+impl KeysOf {
+    /// # Safety
+    /// `rel` is an open relation that outlives the value.
+    unsafe fn new(rel: pg_sys::Relation, desc: Option<KeyDesc>) -> KeysOf {
+        // SAFETY: per the contract.
+        unsafe {
+            let natts = (*(*rel).rd_att).natts as usize;
+            KeysOf {
+                rel,
+                desc,
+                cxt: pg_sys::AllocSetContextCreateExtended(
+                    pg_sys::CurrentMemoryContext,
+                    c"orioledb re-key".as_ptr(),
+                    pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+                    pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+                    pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+                ),
+                values: std::cell::RefCell::new((
+                    vec![pg_sys::Datum::from(0usize); natts],
+                    vec![true; natts],
+                )),
+            }
+        }
+    }
+
+    /// The key prefix of version `v` (row id `id`); Err if too long.
+    fn of(&self, id: u64, v: &[u8]) -> Result<Vec<u8>, usize> {
+        let Some(d) = &self.desc else {
+            return Ok(Vec::new());
+        };
+        let (values, nulls) = &mut *self.values.borrow_mut();
+        // SAFETY: the relation is open (constructor contract); the tuple and
+        // any detoasted values live in our context, reset right after.
+        unsafe {
+            let prev = pg_sys::MemoryContextSwitchTo(self.cxt);
+            rows::decode(self.rel, id, v);
+            let tup = rows::build_tuple(v, id, (*self.rel).rd_id, self.cxt);
+            pg_sys::heap_deform_tuple(tup, (*self.rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
+            let p = d.try_prefix(values, nulls);
+            pg_sys::MemoryContextSwitchTo(prev);
+            pg_sys::MemoryContextReset(self.cxt);
+            p
+        }
+    }
+}
+
+impl Drop for KeysOf {
+    fn drop(&mut self) {
+        // SAFETY: our own context, not current (every use switched back).
+        unsafe { pg_sys::MemoryContextDelete(self.cxt) };
     }
 }

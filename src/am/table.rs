@@ -83,17 +83,24 @@ fn map_key(id: u64) -> [u8; 9] {
     k
 }
 
+/// A keyed version's key: its tag, at least two prefix bytes (a column's
+/// tag and value; a bool key is exactly that) and the 6-byte suffix.
+fn is_keyed_version(key: &[u8]) -> bool {
+    key.len() >= 9 && key[0] == VERSION_TAG
+}
+
 /// What the pruner may judge: versions only, never the descriptor or the
-/// map. Row-id keys are exactly 8 bytes; keyed versions are longer (tag,
-/// at least one prefix byte, 6-byte suffix) and start with their tag.
+/// map. Row-id keys are exactly 8 bytes (and a row-id tree holds nothing
+/// else); a keyed tree holds no 8-byte key (descriptor 1 byte, map entries
+/// 9 bytes tagged 0x01, versions tagged 0x02).
 pub fn is_version_key(key: &[u8]) -> bool {
-    key.len() == 8 || (key.len() > 9 && key[0] == VERSION_TAG)
+    key.len() == 8 || is_keyed_version(key)
 }
 
 /// Called by the pruner for a version it removes: a keyed version's map
 /// entry is queued for deletion.
 pub fn version_pruned(tree: TreeId, key: &[u8]) {
-    if key.len() > 9 && key[0] == VERSION_TAG {
+    if is_keyed_version(key) {
         if let Some(id) = version_suffix(key) {
             DOOMED.with(|d| d.borrow_mut().push((tree, map_key(id))));
         }

@@ -131,3 +131,37 @@ INSERT INTO tk VALUES ('b'), ('a'), ('é'), ('Z'), ('ab'), (''), ('a b');
 SELECT s FROM tk ORDER BY s;
 SELECT s FROM tk WHERE s > 'a' AND s < 'b' ORDER BY s;
 SELECT s FROM tk WHERE s = 'é';
+-- re-keying gives only the table a new file: a TRUNCATE later in the same
+-- transaction must not empty its toast table and indexes in place
+CREATE TABLE rt (id int NOT NULL, v int, big text);
+CREATE INDEX rt_v ON rt (v);
+INSERT INTO rt SELECT g, g, (SELECT string_agg(md5((g * 1000 + i)::text), '') FROM generate_series(1, 200) i) FROM generate_series(1, 100) g;
+BEGIN; ALTER TABLE rt ADD PRIMARY KEY (id); TRUNCATE rt; ROLLBACK;
+SELECT count(*), sum(length(big)) FROM rt;
+SET enable_seqscan = off;
+SELECT id FROM rt WHERE v = 5;
+RESET enable_seqscan;
+BEGIN; ALTER TABLE rt ADD PRIMARY KEY (id); SAVEPOINT s; TRUNCATE rt; ROLLBACK TO s; COMMIT;
+SELECT count(*), sum(length(big)) FROM rt WHERE id > 50;
+-- keyset pagination with a row comparison, and partitionwise nested loops
+SELECT id FROM k WHERE (id, n) > (100, 0) ORDER BY id, n LIMIT 3;
+CREATE TABLE pa (id int PRIMARY KEY, v int) PARTITION BY RANGE (id);
+CREATE TABLE pa1 PARTITION OF pa FOR VALUES FROM (0) TO (500);
+CREATE TABLE pa2 PARTITION OF pa FOR VALUES FROM (500) TO (1000);
+CREATE TABLE pb (id int, w int) PARTITION BY RANGE (id);
+CREATE TABLE pb1 PARTITION OF pb FOR VALUES FROM (0) TO (500) USING heap;
+CREATE TABLE pb2 PARTITION OF pb FOR VALUES FROM (500) TO (1000) USING heap;
+INSERT INTO pa SELECT g, g FROM generate_series(0, 999) g;
+INSERT INTO pb SELECT g, g % 50 FROM generate_series(0, 999) g;
+ANALYZE pa; ANALYZE pb;
+SET enable_partitionwise_join = on;
+SET enable_hashjoin = off;
+SET enable_mergejoin = off;
+SET enable_indexscan = off;
+SET enable_bitmapscan = off;
+SELECT count(*), sum(a.v) FROM pb b JOIN pa a USING (id) WHERE b.w < 3;
+RESET enable_partitionwise_join;
+RESET enable_hashjoin;
+RESET enable_mergejoin;
+RESET enable_indexscan;
+RESET enable_bitmapscan;
