@@ -15,12 +15,11 @@
 #                             orioledb_rs: shows what the library's mere presence
 #                             changes), or both (= heap,orioledb; the default,
 #                             orioledb for --subset)
-#   --temp-as-heap            orioledb refuses temporary and unlogged tables (a
-#                             documented limitation) and many tests create some:
-#                             preload a small shim (temp_heap.c, built here) that
+#   --temp-as-heap            preload a small shim (temp_heap.c, built here) that
 #                             makes CREATE TEMP/UNLOGGED TABLE without USING use
-#                             heap, so the rest of those tests is compared too
-#                             (results in <run dir>/regress/temp-as-heap/)
+#                             heap (results in <run dir>/regress/temp-as-heap/);
+#                             from when orioledb refused temporary and unlogged
+#                             tables: no longer needed, kept for comparisons
 #   --keep                    leave the clusters running afterwards (for debugging;
 #                             connect with psql -h <out>/<am> -p <port> -U postgres regression)
 #   -h, --help
@@ -64,14 +63,18 @@ require_root
 
 # Tests run by --subset, in this order (pg_regress runs them one at a time):
 # tests of the suite that pass on orioledb, exercise tables (COPY, INSERT/UPDATE/
-# DELETE, SELECT forms, cursors, locks, TRUNCATE, partitions, inheritance, TOAST)
-# and pass when run alone after test_setup (which creates and loads the shared
-# tables onek, tenk1, ...). See docs/regression.md for why insert, update, join,
-# aggregates, copy, constraints, triggers, ... are not (yet) in it.
-REGRESS_SUBSET="test_setup boolean enum uuid money numeric rangetypes multirangetypes
-    mvcc copydml create_misc typed_table drop_if_exists select_into select_distinct_on
-    select_implicit select_having case delete random lock tsrf portals_p2 xmlmap
-    bitmapops indirect_toast truncate hash_part partition_info compression_pglz"
+# DELETE, SELECT forms, views, cursors, row locks, RETURNING, window functions,
+# hash/GIN/GiST/SP-GiST indexes, TID access, TRUNCATE, partitions, inheritance,
+# TOAST, temporary tables) and pass when run alone after test_setup (which
+# creates and loads the shared tables onek, tenk1, ...). See docs/regression.md
+# for why insert, update, join, aggregates, copy, constraints, triggers, ... are
+# not (yet) in it.
+REGRESS_SUBSET="test_setup boolean char varchar enum uuid money numeric rangetypes
+    multirangetypes mvcc copydml create_misc create_view typed_table drop_if_exists
+    create_index_spgist select_into select_distinct_on select_implicit select_having
+    case delete random arrays hash_index gin gist lock tid tsrf portals_p2 returning
+    window rangefuncs tsearch jsonb xmlmap bitmapops indirect_toast vacuum_parallel
+    truncate hash_part partition_info compression_pglz"
 # REGRESS_TESTS="a b c" scripts/regress.sh --subset runs other tests the same way.
 REGRESS_SUBSET="${REGRESS_TESTS:-$REGRESS_SUBSET}"
 
