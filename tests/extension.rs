@@ -233,3 +233,32 @@ fn without_shared_preload_libraries_the_extension_refuses() {
     let one: i32 = c2.query_one("SELECT 1", &[]).unwrap().get(0);
     assert_eq!(one, 1);
 }
+
+/// With the library preloaded, errors of statements it does not act on keep
+/// what PostgreSQL reports with them (CONTEXT, constraint and table names):
+/// they pass its utility hook without a Rust error boundary.
+#[test]
+fn errors_keep_their_context_and_fields() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_error_fields");
+    let e = c
+        .batch_execute("DO $$ BEGIN PERFORM 1/0; END $$")
+        .unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "22012");
+    assert!(
+        db.where_().is_some_and(|w| w.contains("PL/pgSQL")),
+        "CONTEXT kept: {db:?}"
+    );
+    c.batch_execute(
+        "CREATE TABLE ef (id int PRIMARY KEY) USING orioledb; INSERT INTO ef VALUES (1)",
+    )
+    .unwrap();
+    let e = c
+        .batch_execute("DO $$ BEGIN INSERT INTO ef VALUES (1); END $$")
+        .unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "23505");
+    assert_eq!(db.constraint(), Some("ef_pkey"), "{db:?}");
+    assert_eq!(db.table(), Some("ef"), "{db:?}");
+}

@@ -81,6 +81,11 @@ pub fn key_dropped(table: pg_sys::Oid) {
     });
 }
 
+/// Whether a re-key waits for the end of the statement.
+pub fn has_pending() -> bool {
+    PENDING.with(|p| !p.borrow().is_empty())
+}
+
 /// Forgets pending work (transaction end).
 pub fn forget_pending() {
     PENDING.with(|p| p.borrow_mut().clear());

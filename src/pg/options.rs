@@ -622,7 +622,86 @@ pub(crate) fn install_hook() {
     // utility statement can run; this is the documented way to chain hooks.
     unsafe {
         PREV_PROCESS_UTILITY = pg_sys::ProcessUtility_hook;
-        pg_sys::ProcessUtility_hook = Some(process_utility);
+        pg_sys::ProcessUtility_hook = Some(process_utility_entry);
+    }
+}
+
+unsafe extern "C-unwind" {
+    /// utility.c's standard processing, unwrapped: pgrx's wrapper catches
+    /// an ERROR and re-raises it without its CONTEXT, cursor position and
+    /// schema/table/constraint fields.
+    #[link_name = "standard_ProcessUtility"]
+    fn raw_standard_process_utility(
+        pstmt: *mut pg_sys::PlannedStmt,
+        query: *const c_char,
+        read_only: bool,
+        context: pg_sys::ProcessUtilityContext::Type,
+        params: pg_sys::ParamListInfo,
+        env: *mut pg_sys::QueryEnvironment,
+        dest: *mut pg_sys::DestReceiver,
+        qc: *mut pg_sys::QueryCompletion,
+    );
+}
+
+/// The statements the extension acts on (options, CHECKPOINT, databases,
+/// index options); every other one passes straight through.
+fn acted_on(tag: pg_sys::NodeTag) -> bool {
+    use pg_sys::NodeTag::*;
+    matches!(
+        tag,
+        T_CreateStmt
+            | T_CreateTableAsStmt
+            | T_AlterTableStmt
+            | T_CreatedbStmt
+            | T_DropdbStmt
+            | T_CheckPointStmt
+            | T_IndexStmt
+    )
+}
+
+/// The hook PostgreSQL calls. Deliberately not `#[pg_guard]`: a statement
+/// the extension does not act on goes straight to the next hook or
+/// `standard_ProcessUtility`, so its ERROR reaches PostgreSQL's handler
+/// untouched, with its CONTEXT and fields (a Rust error boundary here would
+/// re-raise it without them, for every table, heap included). An ERROR
+/// longjmps through this frame, which holds nothing that needs dropping;
+/// all Rust work runs behind guarded functions.
+#[allow(clippy::too_many_arguments)]
+unsafe extern "C-unwind" fn process_utility_entry(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query: *const c_char,
+    read_only: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    // SAFETY: PostgreSQL passes a valid utility PlannedStmt; the previous
+    // hook and standard_ProcessUtility take exactly these arguments.
+    unsafe {
+        if acted_on((*(*pstmt).utilityStmt).type_) {
+            return process_utility(pstmt, query, read_only, context, params, env, dest, qc);
+        }
+        #[allow(static_mut_refs)]
+        match PREV_PROCESS_UTILITY {
+            Some(prev) => prev(pstmt, query, read_only, context, params, env, dest, qc),
+            None => raw_standard_process_utility(
+                pstmt, query, read_only, context, params, env, dest, qc,
+            ),
+        }
+        if crate::am::rekey::has_pending() {
+            finish_statement();
+        }
+    }
+}
+
+/// Work left for the end of a statement that passed straight through
+/// (REINDEX or TRUNCATE can build a primary key over rows).
+#[pg_guard]
+extern "C-unwind" fn finish_statement() {
+    if crate::pg::init::is_preloaded() {
+        crate::am::rekey::run_pending();
     }
 }
 
