@@ -147,21 +147,8 @@ fn seed_walkthrough() {
          CHECKPOINT;",
     )
     .unwrap();
-    let toast_chunks = |c: &mut postgres::Client| -> u64 {
-        let s: String = c
-            .query_one(
-                "SELECT orioledb_check(reltoastrelid) FROM pg_class WHERE relname = 'tbl2'",
-                &[],
-            )
-            .unwrap()
-            .get(0);
-        // "ok: 1 levels, 1 pages, 2 keys"
-        s.rsplit(", ")
-            .next()
-            .and_then(|k| k.strip_suffix(" keys"))
-            .and_then(|k| k.parse().ok())
-            .unwrap_or_else(|| panic!("unexpected check output {s}"))
-    };
+    let toast = "(SELECT reltoastrelid FROM pg_class WHERE relname = 'tbl2')";
+    let toast_chunks = |c: &mut postgres::Client| tree_keys(c, toast);
     assert_eq!(toast_chunks(&mut c), 0, "1000 and 2100 bytes stay inline");
     c.batch_execute("INSERT INTO tbl2 VALUES (3, random_bytes(3000)); CHECKPOINT")
         .unwrap();

@@ -284,17 +284,20 @@ unsafe extern "C-unwind" fn rel_pathlist(
             return;
         }
         let ours = std::ptr::eq((*r).rd_tableam, &raw const crate::am::ROUTINE);
-        let keyed = ours
-            && match table_of(r).desc() {
-                Some(d) => KeyDesc::for_table(r).as_ref() == Some(d),
-                None => false,
-            };
-        let pk = if keyed {
+        // The tree's own key, if it is the table's current primary key.
+        let desc = if ours {
+            table_of(r)
+                .desc()
+                .filter(|&d| KeyDesc::for_table(r).as_ref() == Some(d))
+                .cloned()
+        } else {
+            None
+        };
+        let pk = if desc.is_some() {
             pg_sys::RelationGetPrimaryKeyIndex(r)
         } else {
             pg_sys::InvalidOid
         };
-        let desc = if keyed { table_of(r).desc().cloned() } else { None };
         pg_sys::RelationClose(r);
         let Some(desc) = desc else { return };
         if needs_tuple_header(rel) {

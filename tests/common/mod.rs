@@ -722,3 +722,18 @@ pub fn text_rows(c: &mut Client, sql: &str) -> Result<Vec<String>, String> {
         Err(e) => Err(describe(&e)),
     }
 }
+
+/// Items in the engine tree of relation `rel` (an expression giving its
+/// oid), as `orioledb_check` counts them ("ok: 1 levels, 1 pages, 2 keys").
+#[allow(dead_code)]
+pub fn tree_keys(c: &mut Client, rel: &str) -> u64 {
+    let s: String = c
+        .query_one(&format!("SELECT orioledb_check({rel})"), &[])
+        .unwrap()
+        .get(0);
+    s.rsplit(", ")
+        .next()
+        .and_then(|k| k.strip_suffix(" keys"))
+        .and_then(|k| k.parse().ok())
+        .unwrap_or_else(|| panic!("unexpected orioledb_check output {s}"))
+}
