@@ -261,4 +261,30 @@ fn errors_keep_their_context_and_fields() {
     assert_eq!(db.code().code(), "23505");
     assert_eq!(db.constraint(), Some("ef_pkey"), "{db:?}");
     assert_eq!(db.table(), Some("ef"), "{db:?}");
+    // Statements the extension acts on (options, re-keying) keep them too:
+    // the cursor position of CREATE TABLE / CREATE TABLE AS, the
+    // constraint and table of ALTER TABLE ADD PRIMARY KEY.
+    for sql in [
+        "CREATE TABLE ef2 (a no_such_type) USING orioledb",
+        "CREATE TABLE ef3 USING orioledb AS SELECT no_such_column FROM ef",
+    ] {
+        let e = c.batch_execute(sql).unwrap_err();
+        let db = e.as_db_error().expect("a server error");
+        assert!(
+            matches!(db.position(), Some(postgres::error::ErrorPosition::Original(_))),
+            "cursor position kept for {sql}: {db:?}"
+        );
+    }
+    c.batch_execute("CREATE TABLE ef4 (id int) USING orioledb; INSERT INTO ef4 VALUES (1), (1)")
+        .unwrap();
+    let e = c
+        .batch_execute("ALTER TABLE ef4 ADD CONSTRAINT ef4_pkey PRIMARY KEY (id)")
+        .unwrap_err();
+    let db = e.as_db_error().expect("a server error");
+    assert_eq!(db.code().code(), "23505");
+    assert_eq!(db.constraint(), Some("ef4_pkey"), "{db:?}");
+    assert_eq!(db.table(), Some("ef4"), "{db:?}");
+    // And the table is left as it was.
+    let n: i64 = c.query_one("SELECT count(*) FROM ef4", &[]).unwrap().get(0);
+    assert_eq!(n, 2);
 }

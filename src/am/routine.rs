@@ -660,6 +660,17 @@ unsafe extern "C-unwind" fn relation_estimate_size(
             // are not subtracted, so this errs high like heap's estimate).
             let blocks = crate::am::scan::current_blocks(rel) as f64;
             *tuples = (reltuples / relpages * blocks).round();
+        } else if npages < 10 && relpages == 0.0 && !(*class).relhassubclass {
+            // Never vacuumed or analysed and small: like heap, assume ten
+            // pages of rows of the declared width, since a table that is
+            // tiny at planning time may well have grown by execution (and
+            // an index is the safer bet). Heap's density, so such a table
+            // gets the plans it would get on heap.
+            let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1);
+            let heap_row = width + 24 + 4;
+            let usable = pg_sys::BLCKSZ as i32 - 24;
+            *pages = 10;
+            *tuples = (10 * (usable / heap_row).max(1)) as f64;
         } else {
             let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1) as f64;
             // Per row: tuple data, 32-byte version header, 8-byte key, 4-byte

@@ -250,15 +250,28 @@ fn read_reloptions(reloid: pg_sys::Oid) -> Vec<String> {
 /// Must run inside a transaction, with `reloid` locked by the caller against
 /// concurrent DDL.
 unsafe fn write_levels(reloid: pg_sys::Oid, levels: Option<Levels>) {
-    let mut entries: Vec<String> = read_reloptions(reloid)
-        .into_iter()
+    let existing = read_reloptions(reloid);
+    let mut entries: Vec<String> = existing
+        .iter()
         .filter(|e| !is_our_entry(e))
+        .cloned()
         .collect();
     if let Some(l) = levels {
+        // Only what [`stored_levels`] would not infer: a missing `compress`
+        // reads as off and a missing tree level follows `compress`, so a
+        // table with the default levels stores nothing and `\d+` shows no
+        // `Options:` line, as for a heap table.
         for opt in Opt::ALL {
-            entries.push(format!("{}={}", opt.name(), l.get(opt)));
+            let implied = match opt {
+                Opt::Compress => COMPRESS_OFF,
+                Opt::Primary | Opt::Toast => l.compress,
+            };
+            if l.get(opt) != implied {
+                entries.push(format!("{}={}", opt.name(), l.get(opt)));
+            }
         }
     }
+    let unchanged = entries == existing;
     const N: usize = pg_sys::Natts_pg_class as usize;
     const I: usize = pg_sys::Anum_pg_class_reloptions as usize - 1;
     let mut values = [pg_sys::Datum::from(0usize); N];
@@ -274,7 +287,10 @@ unsafe fn write_levels(reloid: pg_sys::Oid, levels: Option<Levels>) {
     // ATExecSetRelOptions): pg_class is opened with RowExclusiveLock, the
     // tuple is a private copy, the arrays have Natts_pg_class entries, and the
     // CommandCounterIncrements make the change visible on both sides.
-    unsafe {
+    // Unchanged (a table created with the default levels): no catalog
+    // update, so CREATE TABLE does no more than on heap.
+    if !unchanged {
+     unsafe {
         pg_sys::CommandCounterIncrement();
         let rel = pg_sys::table_open(pg_sys::RelationRelationId, pg_sys::RowExclusiveLock as i32);
         let tup = pg_sys::SearchSysCacheCopy(
@@ -302,6 +318,7 @@ unsafe fn write_levels(reloid: pg_sys::Oid, levels: Option<Levels>) {
         pg_sys::heap_freetuple(tup);
         pg_sys::table_close(rel, pg_sys::RowExclusiveLock as i32);
         pg_sys::CommandCounterIncrement();
+     }
     }
     if let Some(l) = levels {
         // Pages written from now on use the new levels: the primary tree
@@ -681,17 +698,56 @@ unsafe extern "C-unwind" fn process_utility_entry(
     // hook and standard_ProcessUtility take exactly these arguments.
     unsafe {
         if acted_on((*(*pstmt).utilityStmt).type_) {
-            return process_utility(pstmt, query, read_only, context, params, env, dest, qc);
+            // Our checks and changes before and after run behind guarded
+            // functions; the statement itself runs from here, unguarded, so
+            // its ERRORs keep their fields too. `plan` is plain data: an
+            // ERROR longjmps past it with nothing to drop.
+            let plan = prepare(pstmt, query, read_only, context, params, env, dest, qc);
+            if plan.run {
+                next_process_utility(
+                    plan.pstmt,
+                    query,
+                    plan.read_only,
+                    context,
+                    params,
+                    env,
+                    dest,
+                    qc,
+                );
+            }
+            return finish(plan.after);
         }
+        next_process_utility(pstmt, query, read_only, context, params, env, dest, qc);
+        if crate::am::rekey::has_pending() {
+            finish_statement();
+        }
+    }
+}
+
+/// The previous hook, else `standard_ProcessUtility`, called without an
+/// error boundary.
+///
+/// # Safety
+/// The arguments of a `ProcessUtility` call; only from the unguarded entry.
+#[allow(clippy::too_many_arguments)]
+unsafe fn next_process_utility(
+    pstmt: *mut pg_sys::PlannedStmt,
+    query: *const c_char,
+    read_only: bool,
+    context: pg_sys::ProcessUtilityContext::Type,
+    params: pg_sys::ParamListInfo,
+    env: *mut pg_sys::QueryEnvironment,
+    dest: *mut pg_sys::DestReceiver,
+    qc: *mut pg_sys::QueryCompletion,
+) {
+    // SAFETY: see the function contract; both take exactly these arguments.
+    unsafe {
         #[allow(static_mut_refs)]
         match PREV_PROCESS_UTILITY {
             Some(prev) => prev(pstmt, query, read_only, context, params, env, dest, qc),
-            None => raw_standard_process_utility(
-                pstmt, query, read_only, context, params, env, dest, qc,
-            ),
-        }
-        if crate::am::rekey::has_pending() {
-            finish_statement();
+            None => {
+                raw_standard_process_utility(pstmt, query, read_only, context, params, env, dest, qc)
+            }
         }
     }
 }
@@ -705,16 +761,13 @@ extern "C-unwind" fn finish_statement() {
     }
 }
 
-/// The arguments of one `ProcessUtility` call, to pass on.
+/// The statement of one `ProcessUtility` call as it will run: possibly a
+/// modified copy, or not run at all.
 struct Call {
     pstmt: *mut pg_sys::PlannedStmt,
-    query: *const c_char,
     read_only: bool,
-    context: pg_sys::ProcessUtilityContext::Type,
-    params: pg_sys::ParamListInfo,
-    env: *mut pg_sys::QueryEnvironment,
-    dest: *mut pg_sys::DestReceiver,
-    qc: *mut pg_sys::QueryCompletion,
+    /// Whether the (possibly modified) statement still runs.
+    run: bool,
 }
 
 impl Call {
@@ -736,70 +789,62 @@ impl Call {
         }
         self.stmt()
     }
-
-    /// Runs the statement: previous hook or the standard processing.
-    fn run(&self) {
-        // SAFETY: the arguments are the ones PostgreSQL gave us (the statement
-        // possibly copied and modified); the previous hook is called through
-        // pg_guard_ffi_boundary so its ERRORs become Rust panics, and the
-        // closure holds no values with destructors.
-        unsafe {
-            #[allow(static_mut_refs)]
-            match PREV_PROCESS_UTILITY {
-                Some(prev) => {
-                    let c = self;
-                    pg_sys::ffi::pg_guard_ffi_boundary(|| {
-                        prev(
-                            c.pstmt,
-                            c.query,
-                            c.read_only,
-                            c.context,
-                            c.params,
-                            c.env,
-                            c.dest,
-                            c.qc,
-                        )
-                    })
-                }
-                None => pg_sys::standard_ProcessUtility(
-                    self.pstmt,
-                    self.query,
-                    self.read_only,
-                    self.context,
-                    self.params,
-                    self.env,
-                    self.dest,
-                    self.qc,
-                ),
-            }
-        }
-    }
 }
 
-#[pg_guard]
-#[allow(clippy::too_many_arguments)]
-unsafe extern "C-unwind" fn process_utility(
+/// What [`prepare`] decided: the statement to run (if any) and what to do
+/// after it. Plain `Copy` data, because it lives in the unguarded hook
+/// frame that an ERROR of the statement longjmps through.
+#[derive(Clone, Copy)]
+struct Plan {
     pstmt: *mut pg_sys::PlannedStmt,
-    query: *const c_char,
     read_only: bool,
-    context: pg_sys::ProcessUtilityContext::Type,
-    params: pg_sys::ParamListInfo,
-    env: *mut pg_sys::QueryEnvironment,
-    dest: *mut pg_sys::DestReceiver,
-    qc: *mut pg_sys::QueryCompletion,
-) {
+    run: bool,
+    after: After,
+}
+
+/// Work left for after the statement ran (see [`finish`]).
+#[derive(Clone, Copy)]
+enum After {
+    Nothing,
+    /// Store the levels of the relation `rv` names, if the statement
+    /// created it (it was `before` — InvalidOid or an existing relation
+    /// left alone by IF NOT EXISTS — beforehand).
+    Created {
+        rv: *mut pg_sys::RangeVar,
+        before: pg_sys::Oid,
+        given: Given,
+    },
+    /// Write back the table's levels (taken out of `pg_class` while
+    /// PostgreSQL validated the rest of its reloptions).
+    Levels { relid: pg_sys::Oid, levels: Levels },
+    /// Drop the trees of the dropped database.
+    DropDatabase(pg_sys::Oid),
+    /// Make the engine's trees durable too.
+    Checkpoint,
+}
+
+/// Checks and rewrites a statement the extension acts on, before it runs.
+// Called only from Rust (the hook entry): the plain-Rust return type is
+// fine; `extern "C-unwind"` is what #[pg_guard] requires.
+#[pg_guard]
+#[allow(clippy::too_many_arguments, improper_ctypes_definitions)]
+unsafe extern "C-unwind" fn prepare(
+    pstmt: *mut pg_sys::PlannedStmt,
+    _query: *const c_char,
+    read_only: bool,
+    _context: pg_sys::ProcessUtilityContext::Type,
+    _params: pg_sys::ParamListInfo,
+    _env: *mut pg_sys::QueryEnvironment,
+    _dest: *mut pg_sys::DestReceiver,
+    _qc: *mut pg_sys::QueryCompletion,
+) -> Plan {
     let mut call = Call {
         pstmt,
-        query,
         read_only,
-        context,
-        params,
-        env,
-        dest,
-        qc,
+        run: true,
     };
     // SAFETY: the statement is a valid node of the tag we dispatch on.
-    unsafe {
+    let after = unsafe {
         match (*call.stmt()).type_ {
             pg_sys::NodeTag::T_CreateStmt => create_table(&mut call),
             pg_sys::NodeTag::T_CreateTableAsStmt => create_table_as(&mut call),
@@ -825,25 +870,15 @@ unsafe extern "C-unwind" fn process_utility(
                         "Copying orioledb tables with CREATE DATABASE is not supported yet."
                     );
                 }
-                call.run()
+                After::Nothing
             }
             pg_sys::NodeTag::T_DropdbStmt if crate::pg::init::is_preloaded() => {
                 let stmt = call.stmt() as *mut pg_sys::DropdbStmt;
-                let oid = pg_sys::get_database_oid((*stmt).dbname, true);
-                call.run();
-                if oid != pg_sys::InvalidOid {
-                    crate::am::storage::drop_database_trees(oid);
-                }
+                After::DropDatabase(pg_sys::get_database_oid((*stmt).dbname, true))
             }
-            pg_sys::NodeTag::T_CheckPointStmt => {
-                // PostgreSQL 15 has no checkpoint hook: CHECKPOINT also makes
-                // the engine's trees durable, and returns when they are.
-                call.run();
-                if crate::pg::init::is_preloaded() {
-                    crate::pg::engine::checkpoint()
-                        .unwrap_or_else(|e| crate::pg::engine::report(e));
-                }
-            }
+            // PostgreSQL 15 has no checkpoint hook: CHECKPOINT also makes
+            // the engine's trees durable, and returns when they are.
+            pg_sys::NodeTag::T_CheckPointStmt => After::Checkpoint,
             pg_sys::NodeTag::T_IndexStmt => {
                 let stmt = call.stmt() as *mut pg_sys::IndexStmt;
                 if let Some(&(_, _)) = ours_in((*stmt).options).first() {
@@ -859,9 +894,45 @@ unsafe extern "C-unwind" fn process_utility(
                     };
                     index_not_compressed(&am, &table);
                 }
-                call.run()
+                After::Nothing
             }
-            _ => call.run(),
+            _ => After::Nothing,
+        }
+    };
+    Plan {
+        pstmt: call.pstmt,
+        read_only: call.read_only,
+        run: call.run,
+        after,
+    }
+}
+
+/// Finishes a statement the extension acts on, after it ran.
+#[pg_guard]
+#[allow(improper_ctypes_definitions)]
+extern "C-unwind" fn finish(after: After) {
+    // SAFETY: `rv` is the statement's RangeVar, alive for the statement.
+    unsafe {
+        match after {
+            After::Nothing => {}
+            After::Created { rv, before, given } => {
+                let relid = created_relid(rv);
+                if relid != pg_sys::InvalidOid && relid != before {
+                    write_levels(relid, Some(Levels::for_new_table(&given)));
+                }
+            }
+            After::Levels { relid, levels } => write_levels(relid, Some(levels)),
+            After::DropDatabase(oid) => {
+                if oid != pg_sys::InvalidOid {
+                    crate::am::storage::drop_database_trees(oid);
+                }
+            }
+            After::Checkpoint => {
+                if crate::pg::init::is_preloaded() {
+                    crate::pg::engine::checkpoint()
+                        .unwrap_or_else(|e| crate::pg::engine::report(e));
+                }
+            }
         }
     }
     if crate::pg::init::is_preloaded() {
@@ -883,7 +954,7 @@ unsafe fn create_relation(
     rv: *mut pg_sys::RangeVar,
     if_not_exists: bool,
     options_of: impl Fn(*mut pg_sys::Node) -> *mut *mut pg_sys::List,
-) {
+) -> After {
     // SAFETY: valid nodes per the contract.
     unsafe {
         let ours = ours_in(options);
@@ -902,7 +973,7 @@ unsafe fn create_relation(
                 };
                 not_orioledb(opt, detail);
             }
-            return call.run();
+            return After::Nothing;
         }
         let given = parse_given(&ours);
         let before = if if_not_exists {
@@ -917,11 +988,7 @@ unsafe fn create_relation(
             let field = options_of(stmt);
             *field = without_ours(*field);
         }
-        call.run();
-        let relid = created_relid(rv);
-        if relid != pg_sys::InvalidOid && relid != before {
-            write_levels(relid, Some(Levels::for_new_table(&given)));
-        }
+        After::Created { rv, before, given }
     }
 }
 
@@ -929,7 +996,7 @@ unsafe fn create_relation(
 ///
 /// # Safety
 /// Called from the hook with a `CreateStmt`.
-unsafe fn create_table(call: &mut Call) {
+unsafe fn create_table(call: &mut Call) -> After {
     // SAFETY: the statement is a CreateStmt; after stmt_mut the copy has the
     // same shape, so the setter writes into the tree that will run.
     unsafe {
@@ -946,7 +1013,7 @@ unsafe fn create_table(call: &mut Call) {
             (*stmt).relation,
             (*stmt).if_not_exists,
             |node| &raw mut (*(node as *mut pg_sys::CreateStmt)).options,
-        );
+        )
     }
 }
 
@@ -954,13 +1021,13 @@ unsafe fn create_table(call: &mut Call) {
 ///
 /// # Safety
 /// Called from the hook with a `CreateTableAsStmt`.
-unsafe fn create_table_as(call: &mut Call) {
+unsafe fn create_table_as(call: &mut Call) -> After {
     // SAFETY: as create_table; `into` is always set for these statements.
     unsafe {
         let stmt = call.stmt() as *mut pg_sys::CreateTableAsStmt;
         let into = (*stmt).into;
         if into.is_null() || (*into).rel.is_null() {
-            return call.run();
+            return After::Nothing;
         }
         create_relation(
             call,
@@ -969,7 +1036,7 @@ unsafe fn create_table_as(call: &mut Call) {
             (*into).rel,
             (*stmt).if_not_exists,
             |node| &raw mut (*(*(node as *mut pg_sys::CreateTableAsStmt)).into).options,
-        );
+        )
     }
 }
 
@@ -983,7 +1050,7 @@ fn is_reloption_cmd(subtype: pg_sys::AlterTableType::Type) -> bool {
 ///
 /// # Safety
 /// Called from the hook with an `AlterTableStmt`.
-unsafe fn alter_table(call: &mut Call) {
+unsafe fn alter_table(call: &mut Call) -> After {
     // SAFETY: valid AlterTableStmt; each cmd is an AlterTableCmd whose `def`
     // is a List of DefElem for the reloption subtypes.
     unsafe {
@@ -998,7 +1065,7 @@ unsafe fn alter_table(call: &mut Call) {
             .filter(|&c| is_reloption_cmd((*c).subtype))
             .collect();
         if relopt_cmds.is_empty() {
-            return call.run();
+            return After::Nothing;
         }
         let mut sets = Vec::new();
         let mut resets = Vec::new();
@@ -1032,7 +1099,7 @@ unsafe fn alter_table(call: &mut Call) {
             std::ptr::null_mut(),
         );
         if relid0 == pg_sys::InvalidOid {
-            return call.run();
+            return After::Nothing;
         }
         let check = |relid: pg_sys::Oid| -> bool {
             match rel_kind(relid) {
@@ -1052,7 +1119,7 @@ unsafe fn alter_table(call: &mut Call) {
             }
         };
         if !check(relid0) {
-            return call.run();
+            return After::Nothing;
         }
         // Lock as the statement will (at least ShareUpdateExclusiveLock, what
         // SET (...) takes), checking ownership first like ALTER TABLE does.
@@ -1071,7 +1138,7 @@ unsafe fn alter_table(call: &mut Call) {
             std::ptr::null_mut(),
         );
         if relid == pg_sys::InvalidOid || (relid != relid0 && !check(relid)) {
-            return call.run();
+            return After::Nothing;
         }
         let given = parse_given(&sets);
         let levels = stored_levels(relid).altered(&given, &resets);
@@ -1081,9 +1148,7 @@ unsafe fn alter_table(call: &mut Call) {
             // whole reloptions array with heap's parser, which does not know
             // ours, so they step aside while it runs.
             write_levels(relid, None);
-            call.run();
-            write_levels(relid, Some(levels));
-            return;
+            return After::Levels { relid, levels };
         }
         // Our options out of the statement; drop subcommands left empty.
         let stmt = call.stmt_mut() as *mut pg_sys::AlterTableStmt;
@@ -1101,14 +1166,15 @@ unsafe fn alter_table(call: &mut Call) {
             }
             rest_cmds.push(c as *mut c_void);
         }
-        if !rest_cmds.is_empty() {
+        if rest_cmds.is_empty() {
+            call.run = false;
+        } else {
             (*stmt).cmds = make_list(&rest_cmds);
             if rest_has_reloptions {
                 write_levels(relid, None);
             }
-            call.run();
         }
-        write_levels(relid, Some(levels));
+        After::Levels { relid, levels }
     }
 }
 
