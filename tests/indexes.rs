@@ -1,17 +1,24 @@
-//! Integration tests: VACUUM removes index entries of dead row versions.
+//! Integration tests: VACUUM removes index entries of dead row versions;
+//! CREATE INDEX CONCURRENTLY and REINDEX CONCURRENTLY build indexes that
+//! agree with a full scan.
 //!
 //! Dead versions leave an orioledb table without VACUUM, but their index
 //! entries stay until something removes them. An index on a column that
 //! every UPDATE changes gets no help from bottom-up deletion (its key
 //! changed) nor from index scans marking entries dead (nobody reads it), so
 //! without VACUUM it grows by one entry per update.
+//!
+//! Concurrent builds run on a table in row-id order (no primary key) and on
+//! one in primary-key order, since the two layouts are read differently.
 
 #[macro_use]
 mod common;
 
 use common::*;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 fn size(c: &mut Client, rel: &str) -> i64 {
     c.query_one("SELECT pg_relation_size($1::text::regclass)", &[&rel])
@@ -210,5 +217,523 @@ fn vacuum_options_and_statistics() {
             .unwrap()
             .get(0);
         assert_eq!(d, 1, "{settings}");
+    }
+}
+
+// ------------------------------------------------------------------ concurrent builds
+
+/// The two table layouts: (table name, key clause of its first column).
+const LAYOUTS: [(&str, &str); 2] = [("r", ""), ("k", " PRIMARY KEY")];
+
+/// Planner settings that read a table one way only.
+const FULL_SCAN: &str = "SET enable_seqscan = on; SET enable_indexscan = off; \
+     SET enable_indexonlyscan = off; SET enable_bitmapscan = off";
+const INDEX_SCAN: &str = "SET enable_seqscan = off; SET enable_indexscan = on; \
+     SET enable_indexonlyscan = off; SET enable_bitmapscan = off";
+const BITMAP_SCAN: &str = "SET enable_seqscan = off; SET enable_indexscan = off; \
+     SET enable_indexonlyscan = off; SET enable_bitmapscan = on";
+
+fn plan(c: &mut Client, sql: &str) -> String {
+    c.query(&format!("EXPLAIN (COSTS OFF) {sql}"), &[])
+        .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {}", describe(&e)))
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The rows `filter` selects from `table`, as a count and a digest of
+/// `id:v` in id order, read by the current planner settings.
+fn digest(c: &mut Client, table: &str, filter: &str) -> String {
+    let q = format!(
+        "SELECT count(*) || ' ' || coalesce(md5(string_agg(id || ':' || v, ',' ORDER BY id)), '-') \
+         FROM {table} WHERE {filter}"
+    );
+    query_text(c, &q)
+}
+
+/// `filter` on `table` selects the same rows through a full scan as
+/// through `index` (an index scan, and a bitmap scan when `bitmap`), and
+/// the plans really use `index`. Returns the full scan's digest.
+fn agrees(c: &mut Client, table: &str, index: &str, filter: &str, bitmap: bool) -> String {
+    let q = format!("SELECT id, v FROM {table} WHERE {filter}");
+    c.batch_execute(FULL_SCAN).unwrap();
+    let want = digest(c, table, filter);
+    let mut ways = vec![("index scan", INDEX_SCAN)];
+    if bitmap {
+        ways.push(("bitmap scan", BITMAP_SCAN));
+    }
+    for (way, settings) in ways {
+        c.batch_execute(settings).unwrap();
+        let p = plan(c, &q);
+        assert!(p.contains(index), "{way} of `{q}` does not use {index}:\n{p}");
+        let got = digest(c, table, filter);
+        assert_eq!(got, want, "{way} through {index}: `{q}`");
+    }
+    c.batch_execute("RESET ALL").unwrap();
+    want
+}
+
+/// (indisvalid, indisready) of index `name`.
+fn index_state(c: &mut Client, name: &str) -> (bool, bool) {
+    let r = c
+        .query_one(
+            "SELECT indisvalid, indisready FROM pg_index WHERE indexrelid = $1::text::regclass",
+            &[&name],
+        )
+        .unwrap_or_else(|e| panic!("pg_index of {name}: {}", describe(&e)));
+    (r.get(0), r.get(1))
+}
+
+fn assert_valid(c: &mut Client, names: &[String]) {
+    for n in names {
+        assert_eq!(index_state(c, n), (true, true), "index {n} is not valid and ready");
+    }
+}
+
+/// amcheck, when the server has it: every btree index of `table` is
+/// well-formed and holds an entry for every row (`heapallindexed`, which
+/// reads the table through the concurrent-build path with an MVCC
+/// snapshot).
+fn amcheck_all(c: &mut Client, table: &str) {
+    if c.batch_execute("CREATE EXTENSION IF NOT EXISTS amcheck").is_err() {
+        eprintln!("amcheck is not installed: skipping bt_index_check");
+        return;
+    }
+    let rows = c
+        .query(
+            "SELECT i.indexrelid::regclass::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid \
+              JOIN pg_am a ON a.oid = c.relam \
+             WHERE i.indrelid = $1::text::regclass AND a.amname = 'btree' AND i.indisvalid",
+            &[&table],
+        )
+        .unwrap();
+    for r in rows {
+        let name: String = r.get(0);
+        c.batch_execute(&format!("SELECT bt_index_check('{name}'::regclass, true)"))
+            .unwrap_or_else(|e| panic!("bt_index_check({name}): {}", describe(&e)));
+    }
+}
+
+/// A connection for one session of a concurrency scenario.
+fn session(env: &TestEnv, db: &str, name: &str) -> (Client, i32) {
+    let mut c = connect(env, db);
+    c.batch_execute(&format!(
+        "SET statement_timeout = '120s'; SET application_name = 'cic-{name}'"
+    ))
+    .unwrap();
+    let pid: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    (c, pid)
+}
+
+/// Runs `stmts` one after another on `c` in a thread (each its own
+/// statement: CONCURRENTLY cannot run in a transaction block).
+fn spawn_stmts(mut c: Client, stmts: Vec<String>) -> JoinHandle<(Client, Result<(), String>)> {
+    std::thread::spawn(move || {
+        for s in &stmts {
+            if let Err(e) = c.batch_execute(s) {
+                return (c, Err(format!("{s}: {}", describe(&e))));
+            }
+        }
+        (c, Ok(()))
+    })
+}
+
+/// Polls until backend `pid` waits on a heavyweight lock (true), or
+/// `running` says its statement ended / 30 s passed (false).
+fn waits_on_lock(watch: &mut Client, pid: i32, running: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    while running() && start.elapsed() < Duration::from_secs(30) {
+        let waiting: bool = watch
+            .query_one(
+                "SELECT coalesce(bool_or(wait_event_type = 'Lock'), false) \
+                 FROM pg_stat_activity WHERE pid = $1",
+                &[&pid],
+            )
+            .unwrap()
+            .get(0);
+        if waiting {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Creates table `t` (layout `key`) with `n` rows: `v` repeats every
+/// 1000 rows, `w` is scattered, `u` is unique, `s` has 300 values.
+fn populate(c: &mut Client, t: &str, key: &str, n: u32) {
+    c.batch_execute(&format!(
+        "CREATE TABLE {t} (id int{key}, v int, w int, u int8, s text) USING orioledb
+           WITH (autovacuum_enabled = off);
+         INSERT INTO {t} SELECT g, g % 1000, (g * 7919) % 5000, g, 's' || (g % 300)
+           FROM generate_series(1, {n}) g;"
+    ))
+    .unwrap_or_else(|e| panic!("populating {t}: {}", describe(&e)));
+}
+
+/// CREATE INDEX CONCURRENTLY on a populated table with dead and
+/// rolled-back versions: plain, unique, partial, expression and hash
+/// indexes are valid and find exactly the rows a full scan finds, and an
+/// index holds one entry per visible row (none for dead versions).
+#[test]
+fn create_index_concurrently_matches_a_full_scan() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_cic_populated");
+    for (t, key) in LAYOUTS {
+        populate(&mut c, t, key, 20_000);
+        c.batch_execute(&format!(
+            "UPDATE {t} SET v = v + 5000, u = u + 1000000 WHERE id % 7 = 0;
+             DELETE FROM {t} WHERE id % 11 = 0;
+             BEGIN;
+             UPDATE {t} SET v = -1 WHERE id % 5 = 0;
+             INSERT INTO {t} SELECT g, g, g, g FROM generate_series(30001, 30100) g;
+             ROLLBACK;"
+        ))
+        .unwrap();
+        let names: Vec<String> = ["v", "u", "w_even", "expr", "hash"]
+            .iter()
+            .map(|n| format!("{t}_{n}"))
+            .collect();
+        for ddl in [
+            format!("CREATE INDEX CONCURRENTLY {t}_v ON {t} (v)"),
+            format!("CREATE UNIQUE INDEX CONCURRENTLY {t}_u ON {t} (u)"),
+            format!("CREATE INDEX CONCURRENTLY {t}_w_even ON {t} (w) WHERE v % 2 = 0"),
+            format!("CREATE INDEX CONCURRENTLY {t}_expr ON {t} ((v * 2 + w))"),
+            format!("CREATE INDEX CONCURRENTLY {t}_hash ON {t} USING hash (s)"),
+        ] {
+            c.batch_execute(&ddl)
+                .unwrap_or_else(|e| panic!("{ddl}: {}", describe(&e)));
+        }
+        assert_valid(&mut c, &names);
+        let live: i64 = c
+            .query_one(&format!("SELECT count(*) FROM {t}"), &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(live, 20_000 - 20_000 / 11);
+        // The build counted (and indexed) the rows its snapshot saw, not
+        // the dead versions the updates and the rollback left.
+        let entries: f32 = c
+            .query_one(
+                "SELECT reltuples FROM pg_class WHERE oid = $1::text::regclass",
+                &[&format!("{t}_v")],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(entries as i64, live, "entries of {t}_v");
+        let all = agrees(&mut c, t, &format!("{t}_v"), "v >= -100", true);
+        assert!(all.starts_with(&format!("{live} ")), "{all}");
+        agrees(&mut c, t, &format!("{t}_v"), "v BETWEEN 100 AND 5200", true);
+        agrees(&mut c, t, &format!("{t}_u"), "u > 15000", true);
+        agrees(&mut c, t, &format!("{t}_w_even"), "v % 2 = 0 AND w < 2500", true);
+        agrees(&mut c, t, &format!("{t}_expr"), "v * 2 + w < 3000", true);
+        agrees(&mut c, t, &format!("{t}_hash"), "s = 's42'", true);
+        // The unique index is enforced.
+        expect_sqlstate(
+            &mut c,
+            &format!("INSERT INTO {t} VALUES (50000, 1, 1, 2, 'x')"),
+            "23505",
+        );
+        amcheck_all(&mut c, t);
+    }
+}
+
+/// A concurrent build indexes what its snapshot sees: with an older
+/// REPEATABLE READ snapshot still open, the versions deleted before the
+/// build are not indexed (an ordinary build would index them for that
+/// snapshot), and CREATE INDEX CONCURRENTLY waits for the old snapshot
+/// before marking the index valid.
+#[test]
+fn create_index_concurrently_indexes_its_snapshot_and_waits_for_older_ones() {
+    let (env, _g) = require_server!();
+    let db = "itest_cic_snapshot";
+    let mut c = fresh_db(&env, db);
+    for (t, key) in LAYOUTS {
+        populate(&mut c, t, key, 5_000);
+        let (mut old, _) = session(&env, db, "old");
+        old.batch_execute(&format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {t}"
+        ))
+        .unwrap();
+        c.batch_execute(&format!(
+            "DELETE FROM {t} WHERE id <= 1000; UPDATE {t} SET v = v + 1 WHERE id > 4500"
+        ))
+        .unwrap();
+        let (builder, pid) = session(&env, db, "build");
+        let h = spawn_stmts(builder, vec![format!("CREATE INDEX CONCURRENTLY {t}_v ON {t} (v)")]);
+        assert!(
+            waits_on_lock(&mut c, pid, || !h.is_finished()),
+            "CREATE INDEX CONCURRENTLY did not wait for the older snapshot"
+        );
+        let phase: String = c
+            .query_one(
+                "SELECT coalesce(max(phase), '') FROM pg_stat_progress_create_index WHERE pid = $1",
+                &[&pid],
+            )
+            .unwrap()
+            .get(0);
+        assert!(phase.contains("old snapshots"), "waiting in phase {phase:?}");
+        // Built, not yet valid: 4000 visible rows got entries; the 1000
+        // deleted rows and the 500 old versions did not.
+        assert_eq!(index_state(&mut c, &format!("{t}_v")), (false, true));
+        let entries: f32 = c
+            .query_one(
+                "SELECT reltuples FROM pg_class WHERE oid = $1::text::regclass",
+                &[&format!("{t}_v")],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(entries, 4000.0, "entries of {t}_v");
+        // The old snapshot still reads its rows.
+        let seen: i64 = old
+            .query_one(&format!("SELECT count(*) FROM {t}"), &[])
+            .unwrap()
+            .get(0);
+        assert_eq!(seen, 5000);
+        old.batch_execute("COMMIT").unwrap();
+        let (_, r) = h.join().unwrap();
+        r.unwrap();
+        assert_valid(&mut c, &[format!("{t}_v")]);
+        agrees(&mut c, t, &format!("{t}_v"), "v >= 0", true);
+        agrees(&mut c, t, &format!("{t}_v"), "v BETWEEN 490 AND 510", true);
+        amcheck_all(&mut c, t);
+    }
+}
+
+/// Writes random changes to `t` in short transactions (some rolled back)
+/// until `stop`; returns how many statements it ran.
+fn writer(mut c: Client, t: String, seed: u64, stop: Arc<AtomicBool>) -> JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut rng = Rng(seed);
+        let mut n = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let id = rng.range(1, 20_000);
+            let sql = match rng.below(6) {
+                0 => format!(
+                    "INSERT INTO {t} SELECT nextval('ids'), {v}, {w}, nextval('us'), 's' || {v} % 300",
+                    v = rng.range(0, 999),
+                    w = rng.range(0, 4999)
+                ),
+                // changes v, keeps u: old and new versions share a u value
+                1 => format!("UPDATE {t} SET v = v + 1 WHERE id = {id}"),
+                2 => format!("UPDATE {t} SET u = nextval('us'), w = w + 1 WHERE id = {id}"),
+                3 => format!("DELETE FROM {t} WHERE id = {id}"),
+                4 => format!(
+                    "BEGIN; UPDATE {t} SET v = -v WHERE id = {id}; \
+                     INSERT INTO {t} SELECT nextval('ids'), 7, 7, nextval('us'), 's7'; ROLLBACK"
+                ),
+                _ => format!(
+                    "BEGIN; UPDATE {t} SET v = v + 2 WHERE id BETWEEN {id} AND {id} + 20; \
+                     DELETE FROM {t} WHERE id = {id} + 21; COMMIT"
+                ),
+            };
+            if let Err(e) = c.batch_execute(&sql) {
+                panic!("writer: {sql}: {}", describe(&e));
+            }
+            n += 1;
+        }
+        n
+    })
+}
+
+/// CREATE [UNIQUE] INDEX CONCURRENTLY and REINDEX CONCURRENTLY while other
+/// sessions write: the build first waits for a transaction that holds
+/// uncommitted inserts, updates and deletes, and a writer keeps changing
+/// rows (updates that keep the unique column included) through every
+/// phase. Afterwards each index finds exactly the rows a full scan finds.
+#[test]
+fn create_index_concurrently_while_others_write() {
+    let (env, _g) = require_server!();
+    let db = "itest_cic_writers";
+    let mut c = fresh_db(&env, db);
+    for (i, (t, key)) in LAYOUTS.iter().enumerate() {
+        let t = t.to_string();
+        populate(&mut c, &t, key, 20_000);
+        c.batch_execute(
+            "DROP SEQUENCE IF EXISTS ids; DROP SEQUENCE IF EXISTS us;
+             CREATE SEQUENCE ids START 1000000; CREATE SEQUENCE us START 10000000;",
+        )
+        .unwrap();
+        // A transaction with uncommitted changes the build must wait for.
+        let (mut b, _) = session(&env, db, "b");
+        b.batch_execute(&format!(
+            "BEGIN;
+             INSERT INTO {t} SELECT nextval('ids'), g % 1000, g, nextval('us'), 'b'
+               FROM generate_series(1, 200) g;
+             UPDATE {t} SET v = v + 3 WHERE id BETWEEN 5000 AND 5199;
+             DELETE FROM {t} WHERE id BETWEEN 6000 AND 6099;"
+        ))
+        .unwrap();
+        let (builder, pid) = session(&env, db, "build");
+        let h = spawn_stmts(
+            builder,
+            vec![
+                format!("CREATE INDEX CONCURRENTLY {t}_v ON {t} (v)"),
+                format!("CREATE UNIQUE INDEX CONCURRENTLY {t}_u ON {t} (u)"),
+                format!("CREATE INDEX CONCURRENTLY {t}_w_even ON {t} (w) WHERE v % 2 = 0"),
+                format!("REINDEX INDEX CONCURRENTLY {t}_v"),
+                format!("REINDEX TABLE CONCURRENTLY {t}"),
+            ],
+        );
+        assert!(
+            waits_on_lock(&mut c, pid, || !h.is_finished()),
+            "CREATE INDEX CONCURRENTLY did not wait for the open writer"
+        );
+        let stop = Arc::new(AtomicBool::new(false));
+        let (wc, _) = session(&env, db, "writer");
+        let w = writer(wc, t.clone(), 0x5EED + i as u64, stop.clone());
+        std::thread::sleep(Duration::from_millis(200));
+        b.batch_execute("COMMIT").unwrap();
+        let (_, r) = h.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let writes = w.join().expect("writer thread");
+        r.unwrap_or_else(|e| panic!("{t}: {e}"));
+        eprintln!("{t}: {writes} writes ran beside the concurrent builds");
+        assert!(writes > 0);
+        let names: Vec<String> = ["v", "u", "w_even"].iter().map(|n| format!("{t}_{n}")).collect();
+        assert_valid(&mut c, &names);
+        let leftovers: i64 = c
+            .query_one(
+                "SELECT count(*) FROM pg_class WHERE relname ~ '_cc(new|old)'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(leftovers, 0, "REINDEX CONCURRENTLY left indexes behind");
+        agrees(&mut c, &t, &format!("{t}_v"), "v >= -100000", true);
+        agrees(&mut c, &t, &format!("{t}_v"), "v BETWEEN 200 AND 300", true);
+        agrees(&mut c, &t, &format!("{t}_u"), "u >= 0", true);
+        agrees(&mut c, &t, &format!("{t}_w_even"), "v % 2 = 0 AND w < 4000", true);
+        amcheck_all(&mut c, &t);
+    }
+}
+
+/// A unique concurrent build over duplicates fails (23505) and leaves an
+/// invalid index that the planner ignores and writers do not maintain, as
+/// on heap; REINDEX INDEX CONCURRENTLY repairs it once the duplicate is
+/// gone.
+#[test]
+fn failed_unique_concurrent_build_leaves_an_invalid_index() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_cic_unique");
+    for (t, key) in LAYOUTS {
+        populate(&mut c, t, key, 3_000);
+        c.batch_execute(&format!("UPDATE {t} SET u = 17 WHERE id = 2500")).unwrap();
+        let idx = format!("{t}_u");
+        let e = expect_sqlstate(
+            &mut c,
+            &format!("CREATE UNIQUE INDEX CONCURRENTLY {idx} ON {t} (u)"),
+            "23505",
+        );
+        assert!(
+            e.detail().unwrap_or("").contains("(u)=(17)"),
+            "detail: {:?}",
+            e.detail()
+        );
+        assert_eq!(index_state(&mut c, &idx), (false, false));
+        // Ignored by the planner; writes do not check it.
+        c.batch_execute(INDEX_SCAN).unwrap();
+        let p = plan(&mut c, &format!("SELECT * FROM {t} WHERE u = 17"));
+        assert!(!p.contains(&idx), "an invalid index was planned:\n{p}");
+        c.batch_execute(&format!("RESET ALL; INSERT INTO {t} VALUES (9001, 1, 1, 17, 'x')"))
+            .unwrap();
+        // Remove the duplicates, then rebuild the invalid index in place.
+        c.batch_execute(&format!("DELETE FROM {t} WHERE id IN (2500, 9001)")).unwrap();
+        c.batch_execute(&format!("REINDEX INDEX CONCURRENTLY {idx}"))
+            .unwrap_or_else(|e| panic!("REINDEX INDEX CONCURRENTLY {idx}: {}", describe(&e)));
+        assert_valid(&mut c, std::slice::from_ref(&idx));
+        expect_sqlstate(&mut c, &format!("INSERT INTO {t} VALUES (9002, 1, 1, 17, 'x')"), "23505");
+        agrees(&mut c, t, &idx, "u BETWEEN 10 AND 2000", true);
+        amcheck_all(&mut c, t);
+    }
+}
+
+/// REINDEX INDEX / TABLE CONCURRENTLY over every index kind, the primary
+/// key and the toast relation's index included: the indexes keep their
+/// names, get new files, and find the same rows; the primary-key table is
+/// still read through its primary tree.
+#[test]
+fn reindex_concurrently_rebuilds_every_index() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_reindex_concurrently");
+    for (t, key) in LAYOUTS {
+        populate(&mut c, t, key, 10_000);
+        c.batch_execute(&format!(
+            "ALTER TABLE {t} ADD COLUMN tags text[], ADD COLUMN big text;
+             UPDATE {t} SET tags = ARRAY['t' || (id % 7), 't' || (id % 11)] WHERE id % 3 <> 0;
+             UPDATE {t} SET big = (SELECT string_agg(md5(id || '.' || g), '') FROM generate_series(1, 100) g)
+              WHERE id % 100 = 0;
+             CREATE INDEX {t}_v ON {t} (v);
+             CREATE INDEX {t}_w_even ON {t} (w) WHERE v % 2 = 0;
+             CREATE INDEX {t}_hash ON {t} USING hash (s);
+             CREATE INDEX {t}_gin ON {t} USING gin (tags);
+             CREATE INDEX {t}_brin ON {t} USING brin (id) WITH (pages_per_range = 1);
+             UPDATE {t} SET v = v + 1000 WHERE id % 13 = 0;
+             DELETE FROM {t} WHERE id % 17 = 0;"
+        ))
+        .unwrap();
+        let files = |c: &mut Client| -> Vec<(String, String)> {
+            c.query(
+                "SELECT c.relname::text, c.relfilenode::text FROM pg_index i \
+                   JOIN pg_class c ON c.oid = i.indexrelid \
+                  WHERE i.indrelid = $1::text::regclass ORDER BY 1",
+                &[&t],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect()
+        };
+        let before = files(&mut c);
+        c.batch_execute(&format!("REINDEX INDEX CONCURRENTLY {t}_v"))
+            .unwrap_or_else(|e| panic!("REINDEX INDEX CONCURRENTLY: {}", describe(&e)));
+        c.batch_execute(&format!("REINDEX TABLE CONCURRENTLY {t}"))
+            .unwrap_or_else(|e| panic!("REINDEX TABLE CONCURRENTLY: {}", describe(&e)));
+        let after = files(&mut c);
+        assert_eq!(
+            before.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            after.iter().map(|f| &f.0).collect::<Vec<_>>(),
+            "index names"
+        );
+        for (b, a) in before.iter().zip(&after) {
+            assert_ne!(b.1, a.1, "{} was not rebuilt", b.0);
+        }
+        let names: Vec<String> = after.iter().map(|f| f.0.clone()).collect();
+        assert_valid(&mut c, &names);
+        agrees(&mut c, t, &format!("{t}_v"), "v BETWEEN 100 AND 1200", true);
+        agrees(&mut c, t, &format!("{t}_w_even"), "v % 2 = 0 AND w < 1000", true);
+        agrees(&mut c, t, &format!("{t}_hash"), "s = 's42'", true);
+        // GIN and BRIN are read through bitmaps only.
+        c.batch_execute(FULL_SCAN).unwrap();
+        let gin_want = digest(&mut c, t, "tags @> ARRAY['t3']");
+        let brin_want = digest(&mut c, t, "id BETWEEN 2000 AND 2500");
+        c.batch_execute(BITMAP_SCAN).unwrap();
+        let p = plan(&mut c, &format!("SELECT * FROM {t} WHERE tags @> ARRAY['t3']"));
+        assert!(p.contains(&format!("{t}_gin")), "{p}");
+        assert_eq!(digest(&mut c, t, "tags @> ARRAY['t3']"), gin_want);
+        if key.is_empty() {
+            let p = plan(&mut c, &format!("SELECT * FROM {t} WHERE id BETWEEN 2000 AND 2500"));
+            assert!(p.contains(&format!("{t}_brin")), "{p}");
+        }
+        assert_eq!(digest(&mut c, t, "id BETWEEN 2000 AND 2500"), brin_want);
+        c.batch_execute("RESET ALL").unwrap();
+        // Toasted values (3200 bytes that do not compress) still read back.
+        let big: i64 = c
+            .query_one(
+                &format!(
+                    "SELECT count(*) FROM {t} WHERE big = \
+                     (SELECT string_agg(md5(id || '.' || g), '') FROM generate_series(1, 100) g)"
+                ),
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        assert_eq!(big, (1..=10_000).filter(|i| i % 100 == 0 && i % 17 != 0).count() as i64);
+        if !key.is_empty() {
+            agrees(&mut c, t, &format!("{t}_pkey"), "id BETWEEN 10 AND 400", true);
+            let p = plan(&mut c, &format!("SELECT * FROM {t} WHERE id = 42"));
+            assert!(p.contains("OrioleDB Primary Scan"), "{p}");
+        }
+        amcheck_all(&mut c, t);
     }
 }

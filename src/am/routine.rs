@@ -4,9 +4,8 @@
 //! missing one is a backend crash. Rows are read in `scan` (sequential,
 //! index, bitmap, TID range and sample scans), written in `modify` (format
 //! and visibility in `rows`); VACUUM is in `vacuum`. What is not supported
-//! yet (parallel scans, CLUSTER, moving tablespaces, CREATE INDEX
-//! CONCURRENTLY) raises `orioledb: <operation> is not supported yet` with
-//! SQLSTATE 0A000.
+//! yet (parallel scans, CLUSTER, moving tablespaces) raises `orioledb:
+//! <operation> is not supported yet` with SQLSTATE 0A000.
 //!
 //! No storage is created under `base/`: engine files will live in
 //! `orioledb_data/`, and PostgreSQL tolerates a missing main fork when it
@@ -541,13 +540,13 @@ unsafe extern "C-unwind" fn index_build_range_scan(
     index_rel: pg_sys::Relation,
     index_info: *mut pg_sys::IndexInfo,
     _allow_sync: bool,
-    _anyvisible: bool,
-    _progress: bool,
+    anyvisible: bool,
+    progress: bool,
     start_blockno: pg_sys::BlockNumber,
     numblocks: pg_sys::BlockNumber,
     callback: pg_sys::IndexBuildCallback,
     callback_state: *mut std::ffi::c_void,
-    _scan: pg_sys::TableScanDesc,
+    scan: pg_sys::TableScanDesc,
 ) -> f64 {
     // SAFETY: PostgreSQL passes valid pointers, as the callback contract says.
     unsafe {
@@ -555,10 +554,13 @@ unsafe extern "C-unwind" fn index_build_range_scan(
             table_rel,
             index_rel,
             index_info,
+            anyvisible,
+            progress,
             start_blockno,
             numblocks,
             callback,
             callback_state,
+            scan,
         )
     }
 }
@@ -566,13 +568,16 @@ unsafe extern "C-unwind" fn index_build_range_scan(
 #[pg_guard]
 unsafe extern "C-unwind" fn index_validate_scan(
     table_rel: pg_sys::Relation,
-    _index_rel: pg_sys::Relation,
-    _index_info: *mut pg_sys::IndexInfo,
-    _snapshot: pg_sys::Snapshot,
-    _state: *mut pg_sys::ValidateIndexState,
+    index_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+    snapshot: pg_sys::Snapshot,
+    state: *mut pg_sys::ValidateIndexState,
 ) {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(table_rel, "CREATE INDEX CONCURRENTLY on {}") }
+    // SAFETY: validate_index passes open relations, the index's IndexInfo,
+    // its registered MVCC snapshot and the state holding the sorted TIDs.
+    unsafe {
+        crate::am::scan::index_validate_scan(table_rel, index_rel, index_info, snapshot, state)
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -75,3 +75,39 @@ SELECT count(*), sum(id) FROM ik WHERE p <@ box '((0,0),(10,10))';
 SELECT count(*), sum(id) FROM ik WHERE tags @> ARRAY['t3'];
 SELECT count(*), sum(id) FROM ik WHERE s = 'k42';
 RESET enable_seqscan;
+-- concurrent builds and rebuilds find the same rows
+CREATE INDEX CONCURRENTLY ik_c_n ON ik (n);
+CREATE INDEX CONCURRENTLY ik_c_part ON ik (s) WHERE n < 50;
+CREATE INDEX CONCURRENTLY ik_c_gin ON ik USING gin (tags);
+CREATE UNIQUE INDEX CONCURRENTLY ik_c_twice ON ik ((id * 2));
+-- a unique build over a duplicate fails and leaves an invalid index
+CREATE UNIQUE INDEX CONCURRENTLY ik_c_dup ON ik ((CASE WHEN id IN (1, 2) THEN 0 ELSE id END));
+SELECT c.relname, i.indisvalid, i.indisready
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid = 'ik'::regclass AND c.relname LIKE 'ik_c_%' ORDER BY 1;
+INSERT INTO ik VALUES (10003, 5, 'k5', point(1, 1), int4range(1, 2), ARRAY['t3'], '{"a": 3}');
+UPDATE ik SET n = n + 1, s = s || 'y' WHERE id % 9 = 0;
+-- rebuild the invalid index once the duplicate is gone; rebuild the others
+DELETE FROM ik WHERE id = 2;
+REINDEX INDEX CONCURRENTLY ik_c_dup;
+REINDEX INDEX CONCURRENTLY ik_btree;
+REINDEX TABLE CONCURRENTLY ik;
+SELECT c.relname, i.indisvalid, i.indisready
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+ WHERE i.indrelid = 'ik'::regclass ORDER BY 1;
+INSERT INTO ik VALUES (10004, 1, 'k1', point(1, 1), int4range(1, 2), ARRAY['t1'], '{"a": 1}');
+INSERT INTO ik VALUES (2, 1, 'k1', point(1, 1), int4range(1, 2), ARRAY['t1'], '{"a": 1}');
+SET enable_seqscan = off;
+SELECT count(*), sum(id) FROM ik WHERE n = 5;
+SELECT count(*), sum(id) FROM ik WHERE n BETWEEN 1000 AND 1010;
+SELECT count(*), sum(id) FROM ik WHERE n < 50 AND s = 'k42';
+SELECT count(*), sum(id) FROM ik WHERE n < 50 AND s > 'k4';
+SELECT count(*), sum(id) FROM ik WHERE id * 2 BETWEEN 100 AND 400;
+SELECT count(*), sum(id) FROM ik WHERE tags @> ARRAY['t3'];
+SELECT count(*), sum(id) FROM ik WHERE s = 'k42';
+SELECT count(*), sum(id) FROM ik WHERE p <@ box '((0,0),(10,10))';
+SELECT count(*), sum(id) FROM ik WHERE r && int4range(100, 120);
+SELECT count(*), sum(id) FROM ik WHERE doc @> '{"a": 4}';
+SELECT count(*), sum(id) FROM ik WHERE id BETWEEN 500 AND 700;
+RESET enable_seqscan;
+SELECT count(*), sum(id), sum(n), count(DISTINCT s) FROM ik;

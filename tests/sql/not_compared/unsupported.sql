@@ -19,12 +19,6 @@ CLUSTER t;
 -- expect SQLSTATE 0A000
 VACUUM FULL t;
 
--- concurrent index builds (index_validate_scan)
--- expect SQLSTATE 0A000
-CREATE INDEX CONCURRENTLY t_v2 ON t (v, id);
--- expect SQLSTATE 0A000
-REINDEX INDEX CONCURRENTLY t_v;
-
 -- rows that cannot be made smaller than orioledb's item limit (about 2.5 kB)
 -- but fit into a heap page (8160 bytes): STORAGE PLAIN values, many columns
 CREATE TABLE plain (id int PRIMARY KEY, a text);
