@@ -27,8 +27,8 @@
 # Each run gets a fresh cluster (port 54330 heap, 54331 orioledb, 54332 vanilla;
 # Unix socket in its result directory) that preloads its own copy of the installed
 # orioledb_rs.so (so a reinstall during the run changes nothing), with
-# default_table_access_method set to the access method under test. For orioledb,
-# `CREATE EXTENSION orioledb_rs` is run in template1 (for the databases the tests
+# default_table_access_method set to the access method under test. For heap and
+# orioledb (not vanilla), `CREATE EXTENSION orioledb_rs` is run in template1 (for the databases the tests
 # create), and the database "regression" is created from it with the settings
 # pg_regress gives it (pg_regress --use-existing). The run is `make installcheck`
 # (pg_regress --schedule=parallel_schedule) against that server.
@@ -330,8 +330,10 @@ run_suite() {
 
     local psql=("$PG_BINDIR/psql" -X -q -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1)
     local opts=()
-    if [ "$am" = orioledb ]; then
+    if [ "$am" != vanilla ]; then
         # The extension in template1 (for the databases the tests create) and
+        # in "regression" — for heap too, so both runs have the same catalogs
+        # (pg_am lists orioledb in both) and differ only in the access method;
         # in "regression", made here from template1 (pg_regress would use
         # template0, then CREATE EXTENSION; the result is the same), with the
         # settings pg_regress gives it; --use-existing keeps it.

@@ -453,12 +453,14 @@ unsafe fn make_path(
         // not the rows left after the other quals: those are all read and
         // filtered (a scan without key conditions reads the whole table).
         let read = ((*ip).indexselectivity * (*rel).tuples).max(src.rows).max(1.0);
-        let quals = ptrs::<pg_sys::RestrictInfo>((*rel).baserestrictinfo).len() as f64;
-        path.startup_cost = src.startup_cost;
+        // Every row read is checked against all of the rel's quals, priced
+        // as the sequential scan prices them.
+        let quals = (*rel).baserestrictcost;
+        path.startup_cost = src.startup_cost + quals.startup;
         path.total_cost = path.startup_cost
             + ranges * pg_sys::seq_page_cost
             + (read / density).ceil() * pg_sys::seq_page_cost
-            + read * (pg_sys::cpu_tuple_cost + quals * pg_sys::cpu_operator_cost);
+            + read * (pg_sys::cpu_tuple_cost + quals.per_tuple);
         (*cp).flags = 0;
         (*cp).custom_paths = std::ptr::null_mut();
         let mut private = pg_sys::lappend(std::ptr::null_mut(), ilist.cast());

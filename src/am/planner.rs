@@ -1,7 +1,8 @@
 //! Planner and executor hooks.
 //!
 //! - `get_relation_info_hook` keeps parallel plans away from orioledb
-//!   tables, whose scans cannot be shared between processes yet. Non-partial
+//!   tables stored in primary-key order (parallel scans hand out chunks of
+//!   row ids, which such a table reads through its row-id map). Non-partial
 //!   plans still run inside parallel queries; only partial scans (and
 //!   parallel index builds, planned through the same hook) are avoided.
 //! - `ExecutorStart_hook` turns off the block prefetching of bitmap heap
@@ -45,7 +46,12 @@ unsafe extern "C-unwind" fn relation_info(
         if r.is_null() {
             return;
         }
-        if std::ptr::eq((*r).rd_tableam, &raw const crate::am::ROUTINE) {
+        // Parallel scans split the row-id space into chunks; a table kept
+        // in primary-key order would read each chunk through its row-id
+        // map (a lookup per row), so it stays serial.
+        if std::ptr::eq((*r).rd_tableam, &raw const crate::am::ROUTINE)
+            && crate::am::rows::table_of(r).desc().is_some()
+        {
             (*rel).rel_parallel_workers = 0;
         }
         pg_sys::RelationClose(r);

@@ -184,27 +184,27 @@ unsafe extern "C-unwind" fn scan_getnextslot_tidrange(
 // Parallel scans
 
 #[pg_guard]
-unsafe extern "C-unwind" fn parallelscan_estimate(rel: pg_sys::Relation) -> pg_sys::Size {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "parallel scans of {}") }
+unsafe extern "C-unwind" fn parallelscan_estimate(_rel: pg_sys::Relation) -> pg_sys::Size {
+    crate::am::scan::parallel_estimate()
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn parallelscan_initialize(
     rel: pg_sys::Relation,
-    _pscan: pg_sys::ParallelTableScanDesc,
+    pscan: pg_sys::ParallelTableScanDesc,
 ) -> pg_sys::Size {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "parallel scans of {}") }
+    // SAFETY: PostgreSQL passes an open relation and the shared memory it
+    // sized with parallelscan_estimate.
+    unsafe { crate::am::scan::parallel_initialize(rel, pscan) }
 }
 
 #[pg_guard]
 unsafe extern "C-unwind" fn parallelscan_reinitialize(
-    rel: pg_sys::Relation,
-    _pscan: pg_sys::ParallelTableScanDesc,
+    _rel: pg_sys::Relation,
+    pscan: pg_sys::ParallelTableScanDesc,
 ) {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(rel, "parallel scans of {}") }
+    // SAFETY: `pscan` was set up by parallelscan_initialize.
+    unsafe { crate::am::scan::parallel_reinitialize(pscan) }
 }
 
 // ---------------------------------------------------------------------------

@@ -466,15 +466,22 @@ pub unsafe fn form_version(
         }
         pg_sys::heap_freetuple(tup);
         if v.len() > max_value {
-            raise(
-                PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            let size = v.len() - version::HEADER + version::HEAP_FIXED;
+            // Too big for heap as well: heap's own message. Otherwise the
+            // limit is ours (a third of a page), and the message says so.
+            let message = if size > crate::am::toast::MAX_HEAP_TUPLE_SIZE {
                 format!(
-                    "row is too big: size {}, maximum size {} (table \"{}\")",
-                    v.len() - version::HEADER + version::HEAP_FIXED,
+                    "row is too big: size {size}, maximum size {}",
+                    crate::am::toast::MAX_HEAP_TUPLE_SIZE
+                )
+            } else {
+                format!(
+                    "row is too big: size {size}, maximum size {} (table \"{}\")",
                     max_value - version::HEADER + version::HEAP_FIXED,
                     rel_name(rel)
-                ),
-            );
+                )
+            };
+            raise(PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED, message);
         }
         (v, prefix)
     }

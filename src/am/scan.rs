@@ -19,6 +19,7 @@ use pgrx::PgMemoryContexts;
 use std::collections::VecDeque;
 use std::ffi::c_int;
 use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Rust-side state of a scan. Invariant: `last` is the key of the last
 /// row returned (visible or not), so a direction change resumes next to it.
@@ -40,6 +41,89 @@ struct ScanState {
     tids: Option<TidRange>,
     /// TABLESAMPLE: the block being sampled.
     sample: Sample,
+    /// Parallel sequential scans: this process's share of the row ids.
+    parallel: Option<ParallelIds>,
+}
+
+/// The shared state of a parallel scan of a row-id-ordered table, in
+/// dynamic shared memory; PostgreSQL serializes the snapshot right after
+/// it (`phs_snapshot_off`). Invariant: chunk `c` is the row ids
+/// `c * chunk .. min((c + 1) * chunk, end)`; `next` is the first chunk not
+/// yet handed out, so each chunk goes to exactly one process between
+/// (re)initializations, and together they cover every row id the scan's
+/// snapshot can see (`end` is read after that snapshot was taken).
+#[repr(C)]
+pub struct OParallel {
+    base: pg_sys::ParallelTableScanDescData,
+    next: AtomicU64,
+    end: u64,
+    chunk: u64,
+}
+
+/// Size of the shared state (`parallelscan_estimate`).
+pub fn parallel_estimate() -> usize {
+    size_of::<OParallel>()
+}
+
+/// Fills the shared state of a new parallel scan; returns where the
+/// snapshot goes.
+pub unsafe fn parallel_initialize(
+    rel: pg_sys::Relation,
+    pscan: pg_sys::ParallelTableScanDesc,
+) -> usize {
+    // SAFETY: PostgreSQL allocated parallel_estimate() bytes (plus the
+    // snapshot) at `pscan`, suitably aligned; nothing reads it yet.
+    unsafe {
+        let table = table_of(rel);
+        let end = table.tree.next_id();
+        // Small chunks keep workers evenly busy at the end; at least a TID
+        // block, and at most 64 blocks so big tables do not pay a shared
+        // counter increment per block.
+        let chunk = (end / 1024).clamp(tid::PER_BLOCK, 64 * tid::PER_BLOCK);
+        let p = pscan.cast::<OParallel>();
+        (*p).base.phs_relid = (*rel).rd_id;
+        (*p).base.phs_syncscan = false;
+        std::ptr::write(&raw mut (*p).next, AtomicU64::new(0));
+        (*p).end = end;
+        (*p).chunk = chunk;
+        size_of::<OParallel>()
+    }
+}
+
+/// Hands the chunks out again (a rescan of the parallel plan).
+pub unsafe fn parallel_reinitialize(pscan: pg_sys::ParallelTableScanDesc) {
+    // SAFETY: `pscan` was set up by parallel_initialize.
+    unsafe { (*pscan.cast::<OParallel>()).next.store(0, Ordering::Relaxed) };
+}
+
+/// The versions of the chunks this process takes from a parallel scan,
+/// one chunk after another (row-id order within each).
+struct ParallelIds {
+    shared: *const OParallel,
+    tree: Table,
+    current: Option<IdRange>,
+}
+
+impl Iterator for ParallelIds {
+    type Item = (u64, Vec<u8>);
+
+    fn next(&mut self) -> Option<(u64, Vec<u8>)> {
+        loop {
+            if let Some(item) = self.current.as_mut().and_then(|r| r.next()) {
+                return Some(item);
+            }
+            // SAFETY: the shared state lives in the parallel query's
+            // dynamic shared memory, which outlives every scan of it.
+            let p = unsafe { &*self.shared };
+            let c = p.next.fetch_add(1, Ordering::Relaxed);
+            let first = c.saturating_mul(p.chunk);
+            if first >= p.end {
+                self.current = None;
+                return None;
+            }
+            self.current = Some(self.tree.id_range(first, first.saturating_add(p.chunk).min(p.end)));
+        }
+    }
 }
 
 /// A TID range scan's row ids and position. Invariant: `first <= end`;
@@ -133,6 +217,7 @@ pub unsafe fn scan_begin(
             bitmap: VecDeque::new(),
             tids: None,
             sample,
+            parallel: None,
         });
         let scan = pg_sys::palloc0(size_of::<OScan>()) as *mut OScan;
         (*scan).base.rs_rd = rel;
@@ -156,6 +241,7 @@ pub unsafe fn scan_end(scan: pg_sys::TableScanDesc) {
         st.bitmap = VecDeque::new();
         st.tids = None;
         st.sample = Sample::default();
+        st.parallel = None;
         if (*scan).rs_flags & pg_sys::ScanOptions::SO_TEMP_SNAPSHOT != 0 {
             pg_sys::UnregisterSnapshot((*scan).rs_snapshot);
         }
@@ -170,6 +256,7 @@ pub unsafe fn scan_rescan(scan: pg_sys::TableScanDesc) {
         st.cursor = None;
         st.last = None;
         st.bitmap.clear();
+        st.parallel = None;
         // A TID range scan gets its (new) range from scan_set_tidrange
         // right after this.
         st.tids = None;
@@ -204,6 +291,28 @@ pub unsafe fn scan_getnextslot(
         let rel = (*scan).rs_rd;
         let snapshot = (*scan).rs_snapshot;
         let st = &mut *(*scan.cast::<OScan>()).state;
+        let pscan = (*scan).rs_parallel;
+        if !pscan.is_null() {
+            // Parallel scans only move forward.
+            let ids = st.parallel.get_or_insert_with(|| ParallelIds {
+                shared: pscan.cast::<OParallel>(),
+                tree: st.tree.clone(),
+                current: None,
+            });
+            while let Some((id, v)) = ids.next() {
+                let h = decode(rel, id, &v);
+                let visible = satisfies(&h, snapshot, rel);
+                if st.ssi_out {
+                    ssi::check_out(rel, &h, visible, snapshot);
+                }
+                if visible {
+                    store_version(rel, slot, id, &v);
+                    return true;
+                }
+            }
+            pg_sys::ExecClearTuple(slot);
+            return false;
+        }
         let dir = direction_of(direction);
         if st.cursor.is_none() || st.dir != dir {
             let from = st.last.clone();
@@ -810,7 +919,19 @@ pub unsafe fn index_build_range_scan(
         // Block ranges (BRIN summaries) read the row ids those blocks cover.
         let brin = (*(*index_rel).rd_rel).relam == pg_sys::BRIN_AM_OID;
         let whole = numblocks == pg_sys::InvalidBlockNumber;
-        let versions: Box<dyn Iterator<Item = (u64, Vec<u8>)>> = if whole && brin {
+        let parallel = if scan.is_null() {
+            std::ptr::null_mut()
+        } else {
+            (*scan).rs_parallel
+        };
+        let versions: Box<dyn Iterator<Item = (u64, Vec<u8>)>> = if !parallel.is_null() {
+            // A parallel build: this process indexes the chunks it takes.
+            Box::new(ParallelIds {
+                shared: parallel.cast::<OParallel>(),
+                tree: tree.clone(),
+                current: None,
+            })
+        } else if whole && brin {
             Box::new(tree.id_range(0, u64::MAX))
         } else if whole {
             let t = tree.clone();

@@ -76,6 +76,10 @@ unsafe fn is_compressed(p: *const u8) -> bool {
     unsafe { *p & 0x03 == 0x02 }
 }
 
+/// heap's largest tuple (`MaxHeapTupleSize`): a page less its header and
+/// one line pointer.
+pub const MAX_HEAP_TUPLE_SIZE: usize = pg_sys::BLCKSZ as usize - (24usize + 4).next_multiple_of(8);
+
 /// Size of the row as `heap_form_tuple` would build it, minus the 23
 /// fixed header bytes, plus our version header: the version's value size.
 unsafe fn version_size(
@@ -138,15 +142,30 @@ pub unsafe fn toast_row(
             }
         }
         // 2. Move the largest values out of line; 3. heap's last resort:
-        // MAIN values too.
+        // MAIN values too; 4. PLAIN values of a row that heap would still
+        // store on one page (a third of a page is our limit, a whole page
+        // heap's): moved rather than refused, since PLAIN only asks not to
+        // spend time on compression and toasting.
+        let heap_size = |vals: &mut [pg_sys::Datum], isnull: &mut [bool]| {
+            version_size(desc, vals, isnull) + 23 - orioledb_engine::version::HEADER
+        };
         let mut moved = vec![false; natts];
-        for storages in [&b"xe"[..], &b"m"[..]] {
+        for storages in [&b"xe"[..], &b"m"[..], &b"p"[..]] {
+            if storages == b"p" && heap_size(vals, isnull) > MAX_HEAP_TUPLE_SIZE {
+                break;
+            }
             while version_size(desc, vals, isnull) + trailer(owned.len()) > limit {
                 let pick = (0..natts)
                     .filter(|&i| {
                         !moved[i] && !isnull[i] && attrs[i].attlen == -1 && !attrs[i].attisdropped
                     })
                     .filter(|&i| storages.contains(&(attrs[i].attstorage as u8)))
+                    // A type that is PLAIN itself cannot read toasted
+                    // values; only columns set PLAIN on toastable types move.
+                    .filter(|&i| {
+                        storages != b"p"
+                            || pg_sys::get_typstorage(attrs[i].atttypid) as u8 != b'p'
+                    })
                     .filter(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()) > TOAST_POINTER_SIZE + 8)
                     .max_by_key(|&i| varsize_any(vals[i].cast_mut_ptr::<u8>()));
                 let Some(i) = pick else { break };

@@ -83,3 +83,16 @@ VACUUM docs_copy;
 SELECT count(*), sum(length(body)), md5(string_agg(body, '' ORDER BY id)) FROM docs_copy WHERE id >= 1000;
 TRUNCATE docs_copy;
 SELECT count(*) FROM docs_copy;
+
+-- STORAGE PLAIN on a toastable type: a row that fits a heap page (8160
+-- bytes) is stored (orioledb moves the value out of line); a larger one is
+-- "row is too big" on both.
+CREATE TABLE plain_rows (id int PRIMARY KEY, a text);
+ALTER TABLE plain_rows ALTER COLUMN a SET STORAGE PLAIN;
+INSERT INTO plain_rows SELECT 1, string_agg(md5(g::text), '') FROM generate_series(1, 100) g;
+INSERT INTO plain_rows SELECT 2, repeat('p', 8100);
+INSERT INTO plain_rows SELECT 3, repeat('p', 9000);
+UPDATE plain_rows SET a = a || 'q' WHERE id = 2;
+SELECT id, length(a), md5(a) FROM plain_rows ORDER BY id;
+DELETE FROM plain_rows WHERE id = 1;
+SELECT id, length(a), md5(a) FROM plain_rows ORDER BY id;
