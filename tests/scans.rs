@@ -299,6 +299,19 @@ fn parallel_sequential_scans_split_the_row_ids() {
     c.batch_execute("RESET ALL").unwrap();
     c.batch_execute(PLAIN).unwrap();
     assert_eq!(got, rows(&mut c, q), "index built in parallel disagrees");
+    // With every build planned parallel: a new table's toast index is
+    // built serially (toast relations hold chunks), and CREATE TABLE AS
+    // over a parallel query writes from the leader, as on heap.
+    c.batch_execute(&format!(
+        "RESET ALL; {PARALLEL}; SET max_parallel_maintenance_workers = 2;
+         CREATE TABLE r_sum (b int, n int8, big text) USING orioledb;
+         DROP TABLE r_sum;
+         CREATE TABLE r_ctas USING orioledb AS SELECT b, count(*) AS n FROM r GROUP BY b;"
+    ))
+    .unwrap_or_else(|e| panic!("parallel DDL: {}", describe(&e)));
+    let q = "SELECT b, count(*) FROM r GROUP BY b ORDER BY b";
+    c.batch_execute(SERIAL).unwrap();
+    assert_eq!(rows(&mut c, "SELECT b, n FROM r_ctas ORDER BY b"), rows(&mut c, q));
     // Keyed tables stay serial.
     c.batch_execute(&format!("RESET ALL; {PARALLEL}")).unwrap();
     let p = plan(&mut c, "SELECT count(*) FROM k");

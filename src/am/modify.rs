@@ -39,7 +39,9 @@ pub unsafe fn insert(
 ) {
     // SAFETY: caller guarantees valid pointers.
     unsafe {
-        if pg_sys::IsInParallelMode() {
+        // Workers are read-only; the leader of a parallel plan may write
+        // (CREATE TABLE AS over a parallel query), as on heap.
+        if pg_sys::ParallelWorkerNumber >= 0 {
             raise(
                 PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
                 "cannot insert tuples in a parallel worker".into(),

@@ -48,9 +48,11 @@ unsafe extern "C-unwind" fn relation_info(
         }
         // Parallel scans split the row-id space into chunks; a table kept
         // in primary-key order would read each chunk through its row-id
-        // map (a lookup per row), so it stays serial.
+        // map (a lookup per row), so it stays serial. A toast relation
+        // holds chunks, not versions: its (unused) index is built serially.
         if std::ptr::eq((*r).rd_tableam, &raw const crate::am::ROUTINE)
-            && crate::am::rows::table_of(r).desc().is_some()
+            && ((*(*r).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE
+                || crate::am::rows::table_of(r).desc().is_some())
         {
             (*rel).rel_parallel_workers = 0;
         }
