@@ -74,7 +74,10 @@ REGRESS_SUBSET="test_setup boolean char varchar enum uuid money numeric rangetyp
     create_index_spgist select_into select_distinct_on select_implicit select_having
     case delete random arrays hash_index gin gist lock tid tsrf portals_p2 returning
     window rangefuncs tsearch jsonb xmlmap bitmapops indirect_toast vacuum_parallel
-    truncate hash_part partition_info compression_pglz"
+    truncate hash_part partition_info compression_pglz create_table transactions
+    update replica_identity stats_ext explain write_parallel timestamptz expressions
+    insert_conflict index_including index_including_gist spgist btree_index domain
+    publication matview"
 # REGRESS_TESTS="a b c" scripts/regress.sh --subset runs other tests the same way.
 REGRESS_SUBSET="${REGRESS_TESTS:-$REGRESS_SUBSET}"
 

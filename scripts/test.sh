@@ -7,8 +7,10 @@
 #   4. install         cargo pgrx install --release               (pg_test left a debug build)
 #   5. integration     cargo test --release --test '*' against a fresh throwaway
 #                      cluster that preloads orioledb_rs (stopped and removed at exit)
+#   6. regress         scripts/regress.sh --subset: a fixed subset of PostgreSQL's
+#                      regression suite with default_table_access_method = orioledb
 #
-# Steps 2-5 all run even if an earlier one fails (except that 5 needs 4).
+# Steps 2-6 all run even if an earlier one fails (except that 5 and 6 need 4).
 # Logs: <run dir>/test-logs/. Environment overrides: ORIOLEDB_TEST_PORT (54316),
 # ORIOLEDB_RUN_DIR, ORIOLEDB_TEST_KEEP=1 (keep the integration cluster).
 set -euo pipefail
@@ -187,10 +189,21 @@ run_integration() {
     fi
 }
 
-if [ "${STEP_RESULTS[-1]}" = PASS ]; then
+INSTALL_RESULT="${STEP_RESULTS[-1]}"
+if [ "$INSTALL_RESULT" = PASS ]; then
     run_integration
 else
     record integration "SKIPPED (install failed)" 0 ""
+fi
+
+# ---------------------------------------------------------------- 6. regress
+# A fixed subset of PostgreSQL 15's own regression suite on a cluster whose
+# default table access method is orioledb (docs/regression.md). The first run
+# downloads the Debian source package of postgresql-15 for the test files.
+if [ "$INSTALL_RESULT" = PASS ]; then
+    step regress 1200 --no-count scripts/regress.sh --subset
+else
+    record regress "SKIPPED (install failed)" 0 ""
 fi
 
 [ "$FAILED" = 0 ]
