@@ -750,3 +750,84 @@ fn reindex_concurrently_rebuilds_every_index() {
         amcheck_all(&mut c, t);
     }
 }
+
+/// VACUUM FULL on both layouts and CLUSTER on the primary key: the rows,
+/// their toasted values and every index read the same afterwards,
+/// the table's files shrink after churn, rows written afterwards survive
+/// a restart, ROLLBACK keeps the old files, and CLUSTER on another index
+/// is 0A000.
+#[test]
+fn vacuum_full_and_cluster_rewrite_compactly() {
+    let (env, _g) = require_server_exclusive!();
+    let mut c = fresh_db(&env, "itest_vacuum_full");
+    for (t, key) in LAYOUTS {
+        populate(&mut c, t, key, 20_000);
+        c.batch_execute(&format!(
+            "ALTER TABLE {t} ADD COLUMN big text;
+             UPDATE {t} SET big = (SELECT string_agg(md5(id || '.' || g), '') FROM generate_series(1, 100) g)
+              WHERE id % 97 = 1;
+             CREATE INDEX {t}_v ON {t} (v);
+             CREATE INDEX {t}_hash ON {t} USING hash (s);
+             UPDATE {t} SET v = v + 1 WHERE id % 2 = 0;
+             UPDATE {t} SET v = v + 1 WHERE id % 2 = 0;
+             DELETE FROM {t} WHERE id % 3 = 0;
+             CHECKPOINT;"
+        ))
+        .unwrap();
+        let everything = |c: &mut Client| {
+            query_text(
+                c,
+                &format!(
+                    "SELECT count(*) || ' ' || md5(string_agg(id || ':' || v || ':' || s || ':' || \
+                     coalesce(md5(big), '-'), ',' ORDER BY id)) FROM {t}"
+                ),
+            )
+        };
+        let size = |c: &mut Client| -> i64 {
+            c.query_one(&format!("SELECT orioledb_relation_size('{t}'::regclass)"), &[])
+                .unwrap()
+                .get(0)
+        };
+        let want = everything(&mut c);
+        let before = size(&mut c);
+        if !key.is_empty() {
+            // A rolled-back rewrite keeps the old files.
+            c.batch_execute(&format!("BEGIN; CLUSTER {t} USING {t}_pkey; ROLLBACK;"))
+                .unwrap_or_else(|e| panic!("CLUSTER in a transaction: {}", describe(&e)));
+            assert_eq!(everything(&mut c), want);
+        }
+        let e = c
+            .batch_execute(&format!("CLUSTER {t} USING {t}_v"))
+            .unwrap_err();
+        assert_eq!(e.code().map(|c| c.code()), Some("0A000"), "{}", describe(&e));
+        c.batch_execute(&format!("VACUUM FULL {t}"))
+            .unwrap_or_else(|e| panic!("VACUUM FULL {t}: {}", describe(&e)));
+        if !key.is_empty() {
+            c.batch_execute(&format!("CLUSTER {t} USING {t}_pkey"))
+                .unwrap_or_else(|e| panic!("CLUSTER {t}: {}", describe(&e)));
+            let p = plan(&mut c, &format!("SELECT * FROM {t} WHERE id = 42"));
+            assert!(p.contains("OrioleDB Primary Scan"), "{p}");
+        }
+        assert_eq!(everything(&mut c), want, "{t}: rows after the rewrite");
+        c.batch_execute("CHECKPOINT").unwrap();
+        let after = size(&mut c);
+        assert!(
+            after < before * 3 / 4,
+            "{t}: VACUUM FULL left {after} bytes of {before}"
+        );
+        agrees(&mut c, t, &format!("{t}_v"), "v BETWEEN 100 AND 300", true);
+        agrees(&mut c, t, &format!("{t}_hash"), "s = 's42'", true);
+        amcheck_all(&mut c, t);
+        // New rows and changes after the rewrite, then a restart.
+        c.batch_execute(&format!(
+            "INSERT INTO {t} (id, v, w, u, s, big) VALUES (30001, 1, 1, 30001, 's1', repeat('z', 5000));
+             UPDATE {t} SET big = big || 'y' WHERE id % 97 = 1 AND id < 2000;"
+        ))
+        .unwrap();
+        let want = everything(&mut c);
+        restart_server(&env);
+        let mut c2 = connect(&env, "itest_vacuum_full");
+        assert_eq!(everything(&mut c2), want, "{t}: rows after a restart");
+        c = c2;
+    }
+}

@@ -242,3 +242,107 @@ impl Drop for KeysOf {
         unsafe { pg_sys::MemoryContextDelete(self.cxt) };
     }
 }
+
+/// VACUUM FULL and CLUSTER (`relation_copy_for_cluster`): copies every
+/// version of `old` that some snapshot may still see into `new` (the
+/// transient table PostgreSQL swaps in afterwards), under the same row id
+/// and in the same layout, so update chains stay intact; versions dead to
+/// everyone stay behind. Their toast values are copied into `new`'s toast
+/// tree under the same value ids: PostgreSQL swaps the toast relations by
+/// content when both tables have one, and the pointers name the old toast
+/// relation's OID, which then owns the new tree. The result is a compact
+/// tree (the old file's free and copy-on-write pages are left behind).
+///
+/// CLUSTER reorders heap tables; here order is the table's own (primary
+/// key or row id), so only CLUSTER on a primary-key-ordered table's own
+/// key is accepted (0A000 otherwise).
+///
+/// # Safety
+/// Open relations locked AccessExclusive by CLUSTER / VACUUM FULL;
+/// `old_index` NULL or an index of `old`.
+pub unsafe fn copy_for_cluster(
+    old: pg_sys::Relation,
+    new: pg_sys::Relation,
+    old_index: pg_sys::Relation,
+    oldest_xmin: pg_sys::TransactionId,
+    counts: (&mut f64, &mut f64, &mut f64),
+) {
+    use orioledb_engine::version::{self, Hints, VacuumState, Xid};
+    // SAFETY: per the contract.
+    unsafe {
+        let name = rows::rel_name(old);
+        let from = table_of(old);
+        if !old_index.is_null() {
+            let keyed_by_it = (*(*old_index).rd_index).indisprimary && from.desc().is_some();
+            if !keyed_by_it {
+                rows::raise(
+                    pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                    format!(
+                        "orioledb: CLUSTER of table \"{name}\" on an index other than its primary key is not supported yet"
+                    ),
+                );
+            }
+        }
+        let old_toast = (*(*old).rd_rel).reltoastrelid;
+        let new_toast = (*(*new).rd_rel).reltoastrelid;
+        if old_toast != pg_sys::InvalidOid && new_toast == pg_sys::InvalidOid {
+            rows::raise(
+                pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!(
+                    "orioledb: VACUUM FULL and CLUSTER of table \"{name}\" whose toastable columns were all dropped are not supported yet"
+                ),
+            );
+        }
+        let mut to = table_of(new);
+        to.set_layout(from.desc().cloned());
+        rows::forget_tree(to.tree.id());
+        let to = table_of(new);
+        let next_id = from.tree.next_id();
+        if next_id > 0 {
+            to.tree
+                .alloc_ids(next_id)
+                .unwrap_or_else(|e| crate::pg::engine::report(e));
+        }
+        let toast_trees = if old_toast != pg_sys::InvalidOid {
+            let o = pg_sys::RelationIdGetRelation(old_toast);
+            let n = pg_sys::RelationIdGetRelation(new_toast);
+            let trees = (rows::tree_of(o), rows::tree_of(n));
+            pg_sys::RelationClose(o);
+            pg_sys::RelationClose(n);
+            Some(trees)
+        } else {
+            None
+        };
+        let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest_xmin);
+        let (num_tuples, vacuumed, recently_dead) = counts;
+        for item in from.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+            pgrx::check_for_interrupts!();
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = from.id_of(&k);
+            let h = rows::decode(old, id, &v);
+            match version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default()) {
+                VacuumState::Dead => {
+                    *vacuumed += 1.0;
+                    continue;
+                }
+                VacuumState::RecentlyDead => *recently_dead += 1.0,
+                _ => *num_tuples += 1.0,
+            }
+            // The key prefix is the version key less its tag and row-id
+            // suffix (the row-id layout has none).
+            let prefix: &[u8] = if from.desc().is_some() { &k[1..k.len() - 6] } else { &[] };
+            if !to.insert(id, prefix, &v) {
+                rows::raise(
+                    pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                    format!("orioledb: row id {id} of table \"{name}\" appears twice"),
+                );
+            }
+            let (_, owned) = version::tail_and_toast(&h, &v);
+            if let Some((src, dst)) = &toast_trees {
+                for (_, valueid) in owned {
+                    crate::am::toast::copy_value(src, dst, valueid);
+                }
+            }
+        }
+    }
+}

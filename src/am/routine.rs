@@ -482,18 +482,32 @@ unsafe extern "C-unwind" fn relation_copy_data(
 #[pg_guard]
 unsafe extern "C-unwind" fn relation_copy_for_cluster(
     old_table: pg_sys::Relation,
-    _new_table: pg_sys::Relation,
-    _old_index: pg_sys::Relation,
+    new_table: pg_sys::Relation,
+    old_index: pg_sys::Relation,
     _use_sort: bool,
-    _oldest_xmin: pg_sys::TransactionId,
-    _xid_cutoff: *mut pg_sys::TransactionId,
-    _multi_cutoff: *mut pg_sys::MultiXactId,
-    _num_tuples: *mut f64,
-    _tups_vacuumed: *mut f64,
-    _tups_recently_dead: *mut f64,
+    oldest_xmin: pg_sys::TransactionId,
+    xid_cutoff: *mut pg_sys::TransactionId,
+    multi_cutoff: *mut pg_sys::MultiXactId,
+    num_tuples: *mut f64,
+    tups_vacuumed: *mut f64,
+    tups_recently_dead: *mut f64,
 ) {
-    // SAFETY: PostgreSQL passes an open relation.
-    unsafe { unsupported_on(old_table, "CLUSTER and VACUUM FULL of {}") }
+    // SAFETY: CLUSTER / VACUUM FULL pass open, exclusively locked relations
+    // and valid out-pointers.
+    unsafe {
+        // PostgreSQL makes the cutoffs the new relfrozenxid / relminmxid.
+        // Versions are copied unfrozen (as VACUUM leaves them), so the
+        // table keeps the horizons it had: older xids stay in use.
+        *xid_cutoff = (*(*old_table).rd_rel).relfrozenxid;
+        *multi_cutoff = (*(*old_table).rd_rel).relminmxid;
+        crate::am::rekey::copy_for_cluster(
+            old_table,
+            new_table,
+            old_index,
+            oldest_xmin,
+            (&mut *num_tuples, &mut *tups_vacuumed, &mut *tups_recently_dead),
+        )
+    }
 }
 
 #[pg_guard]

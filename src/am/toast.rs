@@ -343,3 +343,21 @@ pub fn delete_doomed() {
         }
     }
 }
+
+/// Copies the chunks of value `valueid` from toast tree `src` to `dst`
+/// (VACUUM FULL / CLUSTER: the value keeps its id).
+pub fn copy_value(src: &orioledb_engine::Tree, dst: &orioledb_engine::Tree, valueid: u32) {
+    let cursor = src.range(
+        Bound::Included(chunk_key(valueid, 0).to_vec()),
+        Bound::Excluded(chunk_key(valueid.wrapping_add(1), 0).to_vec()),
+        Direction::Forward,
+    );
+    for item in cursor {
+        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+        if u32::from_be_bytes(k[0..4].try_into().expect("chunk key")) != valueid {
+            break;
+        }
+        dst.insert(&k, &v)
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+    }
+}
