@@ -299,7 +299,7 @@ pub unsafe fn scan_getnextslot(
                 tree: st.tree.clone(),
                 current: None,
             });
-            while let Some((id, v)) = ids.next() {
+            for (id, v) in ids.by_ref() {
                 let h = decode(rel, id, &v);
                 let visible = satisfies(&h, snapshot, rel);
                 if st.ssi_out {

@@ -20,9 +20,15 @@
 //!    so autovacuum, which triggers on dead rows counted by UPDATE and
 //!    DELETE, comes back only after more of them.
 //!
-//! Nothing is frozen (`relfrozenxid` is left alone) and nothing is
-//! truncated. Toast relations are skipped: their tree holds chunks, not
-//! versions, and their index stays empty.
+//! 5. freezing (step 2's pass): a version whose inserter committed before
+//!    VACUUM's freeze limit is marked frozen, and an old lock-only or
+//!    aborted xmax is removed (`version::freeze`); `relfrozenxid` becomes
+//!    the oldest transaction id still named (or the horizon), `relminmxid`
+//!    the oldest MultiXactId left. A MultiXactId left in some xmax keeps
+//!    `relfrozenxid` where it was (its members are not examined).
+//!
+//! Nothing is truncated. Toast relations hold chunks without transaction
+//! ids: their VACUUM only advances their horizons; their index stays empty.
 // The `pub unsafe fn` here implements a `TableAmRoutine` callback: its
 // safety contract is PostgreSQL's for that callback.
 #![allow(clippy::missing_safety_doc)]
@@ -30,6 +36,7 @@
 use crate::am::rows::{self, decode, from_item_pointer, table_of, Horizon};
 use crate::am::table::Table;
 use orioledb_engine::version::{self, Hints, VacuumState, Xid};
+use orioledb_engine::btree::Change;
 use orioledb_engine::Direction;
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
@@ -68,7 +75,7 @@ unsafe extern "C-unwind" fn entry_is_dead(
     }
 }
 
-/// Version counts of a table after pruning.
+/// Version counts of a table after pruning, and what freezing left.
 #[derive(Default)]
 struct Counts {
     /// Live versions and versions whose deleter is still running (heap
@@ -76,13 +83,57 @@ struct Counts {
     live: f64,
     /// Dead versions some snapshot may still see.
     recently_dead: f64,
+    /// Versions whose header freezing changed.
+    frozen: u64,
+    /// The oldest transaction id a version still names (None: none older
+    /// than the starting horizon), and whether a MultiXactId was left in
+    /// some xmax (then relfrozenxid is not advanced).
+    oldest_xid: Option<pg_sys::TransactionId>,
+    multi_left: bool,
+    /// The oldest MultiXactId left in an xmax.
+    oldest_multi: Option<pg_sys::MultiXactId>,
+}
+
+/// VACUUM's transaction horizons (`vacuum_set_xid_limits`).
+#[derive(Clone, Copy)]
+struct Cutoffs {
+    oldest_xmin: pg_sys::TransactionId,
+    oldest_mxact: pg_sys::MultiXactId,
+    freeze_limit: pg_sys::TransactionId,
+}
+
+impl Counts {
+    /// Folds one version's freezing result into the table's horizons.
+    fn fold(&mut self, f: &version::Freeze) {
+        if let Some(x) = f.oldest_xid {
+            let x = pg_sys::TransactionId::from(x);
+            // SAFETY: a pure comparison of transaction ids.
+            let older = self
+                .oldest_xid
+                .is_none_or(|o| unsafe { pg_sys::TransactionIdPrecedes(x, o) });
+            if older {
+                self.oldest_xid = Some(x);
+            }
+        }
+        if let Some(m) = f.multi {
+            self.multi_left = true;
+            let m = pg_sys::MultiXactId::from(m);
+            // SAFETY: a pure comparison of MultiXactIds.
+            let older = self
+                .oldest_multi
+                .is_none_or(|o| unsafe { pg_sys::MultiXactIdPrecedes(m, o) });
+            if older {
+                self.oldest_multi = Some(m);
+            }
+        }
+    }
 }
 
 /// Prunes every leaf of the table's tree and counts what is left.
 ///
 /// # Safety
 /// `rel` must be a valid open orioledb relation (not a toast relation).
-unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table) -> Counts {
+unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs) -> Counts {
     let mut at: Option<Vec<u8>> = None;
     loop {
         pgrx::check_for_interrupts!();
@@ -99,6 +150,8 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table) -> Counts {
     // SAFETY: caller guarantees an open relation.
     let horizon = unsafe { Horizon::of(rel) };
     let removable = |x: Xid| horizon.removable(x);
+    // SAFETY: a pure comparison of transaction ids.
+    let old = |x: Xid| unsafe { pg_sys::TransactionIdPrecedes(x.into(), cutoffs.freeze_limit) };
     let mut counts = Counts::default();
     for (n, item) in table
         .versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
@@ -108,8 +161,47 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table) -> Counts {
             pgrx::check_for_interrupts!();
         }
         let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+        let id = table.id_of(&k);
         // SAFETY: as above.
-        let h = unsafe { decode(rel, table.id_of(&k), &v) };
+        let mut h = unsafe { decode(rel, id, &v) };
+        let mut f = version::freeze(&h, &rows::PgXacts, &old);
+        if f.header.is_some() {
+            // Decided again on the current value under its leaf latch: a
+            // concurrent change may have come in between.
+            let now = table
+                .tree
+                .modify(&k, |cur| {
+                    let Some(cur) = cur else {
+                        return (Change::Keep, None);
+                    };
+                    let Some(ch) = version::Header::decode(cur) else {
+                        return (Change::Keep, None);
+                    };
+                    let f = version::freeze(&ch, &rows::PgXacts, &old);
+                    match f.header {
+                        Some(nh) => {
+                            let mut nv = cur.to_vec();
+                            nh.encode_into(&mut nv);
+                            (Change::Put(nv), Some((nh, f)))
+                        }
+                        None => (Change::Keep, Some((ch, f))),
+                    }
+                })
+                .unwrap_or_else(|e| crate::pg::engine::report(e));
+            rows::after_change();
+            match now {
+                Some((nh, nf)) => {
+                    if nf.header.is_some() {
+                        counts.frozen += 1;
+                    }
+                    h = nh;
+                    f = nf;
+                }
+                // Pruned meanwhile: names nothing any more.
+                None => continue,
+            }
+        }
+        counts.fold(&f);
         match version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default()) {
             VacuumState::Live | VacuumState::DeleteInProgress => counts.live += 1.0,
             VacuumState::RecentlyDead => counts.recently_dead += 1.0,
@@ -143,9 +235,6 @@ pub unsafe fn vacuum(
     // indexes are opened and closed here (their locks held to the end of
     // the transaction, as vacuumlazy.c does).
     unsafe {
-        if (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
-            return;
-        }
         let verbose = (*params).options & pg_sys::VACOPT_VERBOSE != 0;
         let level = if verbose {
             PgLogLevel::INFO
@@ -156,10 +245,60 @@ pub unsafe fn vacuum(
             ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg, "orioledb_rs")
                 .report(level)
         };
+        let mut cutoffs = Cutoffs {
+            oldest_xmin: pg_sys::InvalidTransactionId,
+            oldest_mxact: pg_sys::MultiXactId::from(0u32),
+            freeze_limit: pg_sys::InvalidTransactionId,
+        };
+        let mut multi_cutoff = pg_sys::MultiXactId::from(0u32);
+        pg_sys::vacuum_set_xid_limits(
+            rel,
+            (*params).freeze_min_age,
+            (*params).freeze_table_age,
+            (*params).multixact_freeze_min_age,
+            (*params).multixact_freeze_table_age,
+            &mut cutoffs.oldest_xmin,
+            &mut cutoffs.oldest_mxact,
+            &mut cutoffs.freeze_limit,
+            &mut multi_cutoff,
+        );
+        if (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
+            // Chunks carry no transaction ids: nothing holds the toast
+            // relation's horizons back.
+            pg_sys::vac_update_relstats(
+                rel,
+                (*(*rel).rd_rel).relpages as pg_sys::BlockNumber,
+                (*(*rel).rd_rel).reltuples as f64,
+                (*(*rel).rd_rel).relallvisible as pg_sys::BlockNumber,
+                (*(*rel).rd_rel).relhasindex,
+                cutoffs.oldest_xmin,
+                cutoffs.oldest_mxact,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                false,
+            );
+            return;
+        }
         let relname = name(rel);
         report(format!("orioledb: vacuuming table \"{relname}\""));
         let table = table_of(rel);
-        let counts = prune_and_count(rel, &table);
+        let counts = prune_and_count(rel, &table, cutoffs);
+        // Every xid older than the freeze limit was frozen or removed, so
+        // the oldest one left (or the horizon, when none is older) is the
+        // table's new relfrozenxid — unless a MultiXactId is left, whose
+        // members were not looked at.
+        let frozenxid = if counts.multi_left {
+            pg_sys::InvalidTransactionId
+        } else {
+            match counts.oldest_xid {
+                Some(x) if pg_sys::TransactionIdPrecedes(x, cutoffs.oldest_xmin) => x,
+                _ => cutoffs.oldest_xmin,
+            }
+        };
+        let minmulti = match counts.oldest_multi {
+            Some(m) if pg_sys::MultiXactIdPrecedes(m, cutoffs.oldest_mxact) => m,
+            _ => cutoffs.oldest_mxact,
+        };
 
         let mut nindexes: std::ffi::c_int = 0;
         let mut indexes: *mut pg_sys::Relation = std::ptr::null_mut();
@@ -219,8 +358,8 @@ pub unsafe fn vacuum(
             counts.live,
             0,
             nindexes > 0,
-            pg_sys::InvalidTransactionId,
-            pg_sys::InvalidTransactionId,
+            frozenxid,
+            minmulti,
             std::ptr::null_mut(),
             std::ptr::null_mut(),
             false,
@@ -233,8 +372,8 @@ pub unsafe fn vacuum(
         );
         report(format!(
             "orioledb: table \"{relname}\": {:.0} live row versions, {:.0} dead row versions \
-             not yet removable",
-            counts.live, counts.recently_dead
+             not yet removable, {} frozen now",
+            counts.live, counts.recently_dead, counts.frozen
         ));
     }
 }

@@ -781,5 +781,76 @@ pub mod tid {
     }
 }
 
+/// First ordinary transaction id (0..=2 are invalid, bootstrap, frozen).
+pub const FIRST_NORMAL_XID: Xid = 3;
+
+/// What freezing decided for one version (see [`freeze`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Freeze {
+    /// The header to store instead, when something changed.
+    pub header: Option<Header>,
+    /// The oldest transaction id the (new) header still names: xmin if not
+    /// frozen, xmax if still valid. None when it names none.
+    pub oldest_xid: Option<Xid>,
+    /// The MultiXactId left in xmax, if any: the table's relfrozenxid
+    /// cannot be computed past it here (its members are not looked at),
+    /// and its relminmxid must not pass it.
+    pub multi: Option<Xid>,
+}
+
+/// VACUUM's freezing of one version (`heap_prepare_freeze_tuple`, for what
+/// this engine stores): an xmin that committed before the cutoff
+/// (`old(x)`: x precedes VACUUM's freeze limit, so it is neither running
+/// nor in any snapshot) is marked frozen (both xmin hint bits), so
+/// visibility never compares it again and its clog may go; an xmax older
+/// than the cutoff that only locked, or whose transaction aborted, is
+/// removed. A committed deleter older than the cutoff is left alone: that
+/// version is dead to everyone and the pruner removes it. Multis are left
+/// alone and reported.
+pub fn freeze(h: &Header, x: &dyn Xacts, old: &dyn Fn(Xid) -> bool) -> Freeze {
+    let mut n = *h;
+    let m = h.infomask;
+    let frozen = m & bits::XMIN_COMMITTED != 0 && m & bits::XMIN_INVALID != 0;
+    let mut oldest: Option<Xid> = None;
+    let mut keep = |xid: Xid| {
+        if xid >= FIRST_NORMAL_XID {
+            oldest = Some(match oldest {
+                // Both lie within 2^31 of each other (the caller's cutoffs
+                // guarantee it), so the wrapped difference orders them.
+                Some(o) if (xid.wrapping_sub(o) as i32) >= 0 => o,
+                _ => xid,
+            });
+        }
+    };
+    if !frozen && h.xmin >= FIRST_NORMAL_XID {
+        let committed = m & bits::XMIN_COMMITTED != 0
+            || (m & bits::XMIN_INVALID == 0 && old(h.xmin) && x.did_commit(h.xmin));
+        if old(h.xmin) && committed {
+            n.infomask |= bits::XMIN_COMMITTED | bits::XMIN_INVALID;
+        } else {
+            keep(h.xmin);
+        }
+    }
+    let mut multi = None;
+    if !h.xmax_invalid() {
+        if h.is_multi() {
+            multi = Some(h.xmax);
+        } else if old(h.xmax) && (h.lock_only() || !x.did_commit(h.xmax)) {
+            // A finished locker, or an aborted deleter: nothing left to say.
+            n.xmax = INVALID_XID;
+            n.cmax = 0;
+            n.infomask = (n.infomask & !bits::XMAX_BITS) | bits::XMAX_INVALID;
+            n.infomask2 &= !bits::KEYS_UPDATED;
+        } else {
+            keep(h.xmax);
+        }
+    }
+    Freeze {
+        header: (n != *h).then_some(n),
+        oldest_xid: oldest,
+        multi,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -317,3 +317,56 @@ fn update_multis_are_judged_by_their_updater() {
         VacuumState::Live
     );
 }
+
+#[test]
+fn freezing() {
+    let m = model();
+    // Cutoff: everything below 8 is old.
+    let old = |x: Xid| x < 8;
+    // Committed before the cutoff: frozen, then visible to any snapshot.
+    let f = freeze(&Header::new(5, 0, 1), &m, &old);
+    let h = f.header.expect("frozen");
+    assert_eq!(h.infomask & (bits::XMIN_COMMITTED | bits::XMIN_INVALID), bits::XMIN_COMMITTED | bits::XMIN_INVALID);
+    assert_eq!(f.oldest_xid, None);
+    let all_invisible = Snap { invisible: [5].into(), curcid: 0 };
+    assert!(visible_mvcc(&h, &m, &all_invisible, &mut Hints::default()), "frozen ignores the snapshot");
+    assert_eq!(vacuum_state(&h, &m, &|_| true, &mut Hints::default()), VacuumState::Live);
+    // Freezing twice changes nothing.
+    assert_eq!(freeze(&h, &m, &old).header, None);
+    // Aborted before the cutoff: not frozen (dead; the pruner's), kept as oldest.
+    let f = freeze(&Header::new(7, 0, 1), &m, &old);
+    assert_eq!(f.header, None);
+    assert_eq!(f.oldest_xid, Some(7));
+    // Newer than the cutoff: left, and it holds the horizon.
+    let f = freeze(&Header::new(30, 0, 1), &m, &old);
+    assert_eq!((f.header, f.oldest_xid), (None, Some(30)));
+    // Old lock-only xmax and old aborted deleter: removed.
+    let mut h = Header::new(5, 0, 1);
+    h.set_lock(6, 0, LockMode::Share);
+    let f = freeze(&h, &m, &old);
+    let n = f.header.unwrap();
+    assert!(n.xmax_invalid() && !n.lock_only(), "{n:?}");
+    assert_eq!(f.oldest_xid, None);
+    let mut h = Header::new(5, 0, 1);
+    h.set_deleter(7, 0, 2, true);
+    let n = freeze(&h, &m, &old).header.unwrap();
+    assert!(n.xmax_invalid() && !n.keys_updated());
+    assert!(vis(&n, 0), "an aborted deleter's version stays visible");
+    // Committed old deleter: left for the pruner, still named.
+    let mut h = Header::new(5, 0, 1);
+    h.set_deleter(6, 0, 2, false);
+    let f = freeze(&h, &m, &old);
+    assert_eq!(f.oldest_xid, Some(6));
+    assert!(f.header.unwrap().xmax == 6);
+    // A running deleter is kept; a multi is reported.
+    let mut h = Header::new(30, 0, 1);
+    h.set_deleter(20, 0, 2, false);
+    assert_eq!(freeze(&h, &m, &old).oldest_xid, Some(20));
+    let mut h = Header::new(5, 0, 1);
+    h.set_multi_lock(500, LockMode::Share);
+    let f = freeze(&h, &m, &old);
+    assert_eq!(f.multi, Some(500));
+    // Wrapped ids: 4294967000 is older than 10 when both are recent.
+    let f = freeze(&Header::new(4_294_967_000, 0, 1), &m, &|_| false);
+    assert_eq!(f.oldest_xid, Some(4_294_967_000));
+}
