@@ -317,3 +317,92 @@ fn parallel_sequential_scans_split_the_row_ids() {
     let p = plan(&mut c, "SELECT count(*) FROM k");
     assert!(!p.contains("Parallel"), "keyed table planned parallel:\n{p}");
 }
+
+/// Index-only scans: VACUUM marks the TID blocks whose versions everyone
+/// sees all-visible (no table fetches afterwards), every change clears its
+/// block, and under a writer and a VACUUM loop running at the same time,
+/// an index-only scan in a REPEATABLE READ snapshot returns exactly what a
+/// sequential scan of the same snapshot returns (a bit outliving a change
+/// would show the changed row's old index entry).
+#[test]
+fn index_only_scans_follow_the_visibility_map() {
+    let (env, _g) = require_server!();
+    let db = "itest_scan_ios";
+    let mut c = fresh_db(&env, db);
+    load(&mut c);
+    for t in ["k", "r"] {
+        c.batch_execute(&format!("CREATE INDEX {t}_b_c ON {t} (b, c)")).unwrap();
+        c.batch_execute(&format!("VACUUM ANALYZE {t}")).unwrap();
+    }
+    let ios = "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = off; \
+               SET enable_indexonlyscan = on";
+    for t in ["k", "r"] {
+        c.batch_execute(ios).unwrap();
+        let q = format!("SELECT b, count(*), sum(c::int8) FROM {t} WHERE b BETWEEN 3 AND 9 GROUP BY b ORDER BY b");
+        let p = analyzed_plan(&mut c, &q);
+        assert!(p.contains("Index Only Scan") && p.contains("Heap Fetches: 0"), "{t}:\n{p}");
+        let got = rows(&mut c, &q);
+        c.batch_execute(&format!("RESET ALL; {PLAIN}")).unwrap();
+        assert_eq!(got, rows(&mut c, &q), "{t}: index-only scan after VACUUM");
+        c.batch_execute("RESET ALL").unwrap();
+    }
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut threads = Vec::new();
+    // A writer: updates of the indexed columns, deletes, inserts, rollbacks.
+    {
+        let stop = stop.clone();
+        let env = env.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut w = connect(&env, db);
+            let mut rng = Rng(7);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let t = if rng.below(2) == 0 { "k" } else { "r" };
+                let c0 = rng.range(1, 50_000);
+                let sql = match rng.below(4) {
+                    0 => format!("UPDATE {t} SET b = (b + 1) % 37 WHERE c BETWEEN {c0} AND {c0} + 40"),
+                    1 => format!("DELETE FROM {t} WHERE c BETWEEN {c0} AND {c0} + 10"),
+                    2 => format!(
+                        "INSERT INTO {t} SELECT 60000 + g * 50021 + {c0}, 1, g % 37, 60000 + {c0} + g FROM generate_series(1, 5) g \
+                         ON CONFLICT DO NOTHING"
+                    ),
+                    _ => format!("BEGIN; UPDATE {t} SET c = -c WHERE c BETWEEN {c0} AND {c0} + 40; ROLLBACK"),
+                };
+                w.batch_execute(&sql).unwrap_or_else(|e| panic!("{sql}: {}", describe(&e)));
+            }
+        }));
+    }
+    // VACUUM in a loop: sets bits while the writer clears them.
+    {
+        let stop = stop.clone();
+        let env = env.clone();
+        threads.push(std::thread::spawn(move || {
+            let mut v = connect(&env, db);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                v.batch_execute("VACUUM k").unwrap();
+                v.batch_execute("VACUUM r").unwrap();
+            }
+        }));
+    }
+    let mut reader = connect(&env, db);
+    let mut checked = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(12);
+    while std::time::Instant::now() < deadline {
+        for t in ["k", "r"] {
+            let q = format!("SELECT b, count(*), sum(c::int8) FROM {t} WHERE b BETWEEN 3 AND 20 GROUP BY b ORDER BY b");
+            reader
+                .batch_execute(&format!("BEGIN ISOLATION LEVEL REPEATABLE READ; {ios}"))
+                .unwrap();
+            let got = rows(&mut reader, &q);
+            reader.batch_execute(PLAIN).unwrap();
+            let want = rows(&mut reader, &q);
+            reader.batch_execute("COMMIT; RESET ALL").unwrap();
+            assert_eq!(got, want, "{t}: index-only scan disagrees with a seq scan of the same snapshot");
+            checked += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(checked > 10, "only {checked} comparisons");
+}

@@ -17,5 +17,6 @@ pub mod storage;
 pub mod table;
 pub mod toast;
 pub mod vacuum;
+pub mod vismap;
 
 pub use routine::ROUTINE;

@@ -67,6 +67,7 @@ pub unsafe fn insert(
                 ),
             );
         }
+        crate::am::vismap::clear(rel, id);
         set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
         rows::after_change();
@@ -373,6 +374,7 @@ unsafe fn change_with_wait(
             pgrx::check_for_interrupts!();
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
                 Decision::Done(locks) => {
+                    crate::am::vismap::clear(rel, id);
                     *carried = locks;
                     rows::sweep_step(&tree.tree);
                     return pg_sys::TM_Result::TM_Ok;
@@ -488,6 +490,7 @@ pub unsafe fn update(
         }
         let v = carry_locks(v, cid, &carried);
         tree.insert(new_id, &prefix, &v);
+        crate::am::vismap::clear(rel, new_id);
         let h = Header::decode(&v).unwrap_or(h);
         set_slot_header(rel, slot, new_id, &h);
         pg_sys::pgstat_count_heap_update(rel, false);

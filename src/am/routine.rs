@@ -697,7 +697,15 @@ unsafe extern "C-unwind" fn relation_estimate_size(
             let per_page = (8192.0 * 0.7 / (width + 24.0 + 32.0 + 8.0 + 8.0)).max(1.0);
             *tuples = (npages as f64 * per_page).round();
         }
-        *allvisfrac = 0.0;
+        // As heap: the all-visible share of the blocks (am::vismap), which
+        // prices index-only scans.
+        let relallvisible = (*class).relallvisible as f64;
+        let blocks = crate::am::scan::current_blocks(rel) as f64;
+        *allvisfrac = if relallvisible <= 0.0 || blocks <= 0.0 {
+            0.0
+        } else {
+            (relallvisible / blocks).min(1.0)
+        };
     }
 }
 

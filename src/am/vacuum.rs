@@ -92,6 +92,10 @@ struct Counts {
     multi_left: bool,
     /// The oldest MultiXactId left in an xmax.
     oldest_multi: Option<pg_sys::MultiXactId>,
+    /// Versions per TID block when the counting pass saw them, before the
+    /// index cleanup: the visibility map may mark a block only if it has
+    /// lost none since (see am::vismap).
+    per_block: Vec<u16>,
 }
 
 /// VACUUM's transaction horizons (`vacuum_set_xid_limits`).
@@ -202,6 +206,11 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs
             }
         }
         counts.fold(&f);
+        let block = (id / version::tid::PER_BLOCK) as usize;
+        if counts.per_block.len() <= block {
+            counts.per_block.resize(block + 1, 0);
+        }
+        counts.per_block[block] += 1;
         match version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default()) {
             VacuumState::Live | VacuumState::DeleteInProgress => counts.live += 1.0,
             VacuumState::RecentlyDead => counts.recently_dead += 1.0,
@@ -352,11 +361,22 @@ pub unsafe fn vacuum(
         // relpages in TID blocks, as ANALYZE stores them (analyze.c asks
         // for the table's size before it starts sampling).
         let blocks = crate::am::scan::current_blocks(rel);
+        // Index entries of versions removed before the counting pass are
+        // gone now (bulk deletion), unless the cleanup was skipped: then no
+        // block may be marked (an entry could outlive its version).
+        let cleaned = nindexes == 0 || cleanup;
+        let all_visible = crate::am::vismap::update(
+            rel,
+            &table,
+            blocks,
+            cutoffs.oldest_xmin,
+            cleaned.then_some(&counts.per_block[..]),
+        );
         pg_sys::vac_update_relstats(
             rel,
             blocks as pg_sys::BlockNumber,
             counts.live,
-            0,
+            all_visible,
             nindexes > 0,
             frozenxid,
             minmulti,

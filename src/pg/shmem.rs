@@ -100,7 +100,7 @@ unsafe extern "C-unwind" fn shmem_request() {
         pg_sys::RequestAddinShmemSpace(region_bytes(nbuffers));
         pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), latches);
         pg_sys::RequestAddinShmemSpace(meta_region_bytes(nbuffers));
-        pg_sys::RequestAddinShmemSpace(64);
+        pg_sys::RequestAddinShmemSpace(STATE_BYTES);
         pg_sys::RequestNamedLWLockTranche(META_TRANCHE_NAME.as_ptr(), meta_latches);
     }
 }
@@ -149,10 +149,14 @@ unsafe extern "C-unwind" fn shmem_startup() {
         }
         META_BASE.store(meta, Ordering::Release);
         let mut state_found = false;
-        let state = pg_sys::ShmemInitStruct(REPLAY_STATE_NAME.as_ptr(), 64, &mut state_found)
+        let state = pg_sys::ShmemInitStruct(REPLAY_STATE_NAME.as_ptr(), STATE_BYTES, &mut state_found)
             as *mut std::sync::atomic::AtomicU32;
         if !state_found {
-            state.write(std::sync::atomic::AtomicU32::new(0));
+            // Word 0: replay state; words 2.. : the visibility-map words
+            // (see vm_words).
+            for i in 0..STATE_BYTES / 4 {
+                state.add(i).write(std::sync::atomic::AtomicU32::new(0));
+            }
         }
         REPLAY_STATE.store(state, Ordering::Release);
         META_LATCH_BASE.store(
@@ -295,4 +299,21 @@ pub fn replay_state() -> Option<&'static std::sync::atomic::AtomicU32> {
     // SAFETY: set once at shmem startup to a word in shared memory that
     // lives as long as the process.
     (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// Bytes of the shared state struct: the replay word and the
+/// visibility-map words.
+const STATE_BYTES: usize = 4 * (2 + VM_WORDS);
+
+/// Visibility-map words (see `am::vismap`): [0] VACUUMs setting bits that
+/// found no free slot, [1] a generation raised by every VACUUM that sets
+/// bits, [2..] slots holding the relfilenode each such VACUUM works on.
+pub const VM_WORDS: usize = 2 + 32;
+
+/// The shared visibility-map words, if shared memory was set up.
+pub fn vm_words() -> Option<&'static [std::sync::atomic::AtomicU32]> {
+    let p = REPLAY_STATE.load(Ordering::Acquire);
+    // SAFETY: the state struct holds VM_WORDS words from index 2,
+    // initialised at shmem startup; it lives as long as the process.
+    (!p.is_null()).then(|| unsafe { std::slice::from_raw_parts(p.add(2), VM_WORDS) })
 }

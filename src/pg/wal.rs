@@ -156,7 +156,10 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 unsafe extern "C-unwind" fn startup() {
     // The startup process attaches here: loading the checkpoint and
     // replaying the gap up to PostgreSQL's redo start happen in engine().
-    let _ = crate::pg::engine::engine();
+    let e = crate::pg::engine::engine();
+    // Visibility maps are not WAL-logged: changes replayed now may have
+    // lost their clears, so every map starts empty (am::vismap).
+    crate::am::vismap::remove_all(&e.tree_ids());
 }
 
 #[pg_guard]
