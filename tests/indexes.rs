@@ -836,9 +836,10 @@ fn vacuum_full_and_cluster_rewrite_compactly() {
 /// advances `relfrozenxid` of the table and its toast relation past the
 /// transactions since (heap's `age(relfrozenxid)` after VACUUM FREEZE is
 /// 0 on an idle database; ours is at most the handful of xids this test
-/// spends afterwards); old row locks are removed; the rows read the same,
-/// also to a snapshot taken before; plain VACUUM advances it to the
-/// horizon of the default freeze age.
+/// spends afterwards); old row locks, also a MultiXactId whose updater
+/// aborted, are removed; the rows read the same, also to a snapshot taken
+/// before. Re-keying keeps the table's horizons (its versions are copied
+/// unchanged), and a plain VACUUM does not move them.
 #[test]
 fn vacuum_freeze_advances_relfrozenxid() {
     let (env, _g) = require_server!();
@@ -877,6 +878,18 @@ fn vacuum_freeze_advances_relfrozenxid() {
         };
         let (before, _) = ages(&mut c);
         assert!(before > 300, "{t}: relfrozenxid age {before} before VACUUM");
+        c.batch_execute(&format!("VACUUM {t}")).unwrap();
+        let (plain, _) = ages(&mut c);
+        assert!(plain >= before, "{t}: a plain VACUUM moved relfrozenxid ({before} -> {plain})");
+        // A KEY SHARE locker beside an updater that aborts: an update multi.
+        let mut locker = connect(&env, "itest_vacuum_freeze");
+        locker
+            .batch_execute(&format!("BEGIN; SELECT * FROM {t} WHERE id = 4 FOR KEY SHARE"))
+            .unwrap();
+        c.batch_execute(&format!("BEGIN; UPDATE {t} SET v = v WHERE id = 4; ROLLBACK"))
+            .unwrap();
+        locker.batch_execute("COMMIT").unwrap();
+        drop(locker);
         let mut reader = connect(&env, "itest_vacuum_freeze");
         reader
             .batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
@@ -904,4 +917,26 @@ fn vacuum_freeze_advances_relfrozenxid() {
             .get(0);
         assert_eq!(n, 2);
     }
+    // Re-keying a table with old rows keeps its relfrozenxid.
+    c.batch_execute(
+        "CREATE TABLE rk (id int, v int) USING orioledb;
+         INSERT INTO rk SELECT g, g FROM generate_series(1, 1000) g;",
+    )
+    .unwrap();
+    c.batch_execute(
+        "DO $$ BEGIN FOR i IN 1..100 LOOP PERFORM txid_current(); COMMIT; END LOOP; END $$",
+    )
+    .unwrap();
+    let age = |c: &mut Client| -> i32 {
+        c.query_one("SELECT age(relfrozenxid) FROM pg_class WHERE relname = 'rk'", &[])
+            .unwrap()
+            .get(0)
+    };
+    let before = age(&mut c);
+    c.batch_execute("ALTER TABLE rk ADD PRIMARY KEY (id)").unwrap();
+    assert!(age(&mut c) >= before, "re-key reset relfrozenxid");
+    assert_eq!(
+        query_text(&mut c, "SELECT count(*) || ' ' || sum(v) FROM rk"),
+        "1000 500500"
+    );
 }

@@ -24,6 +24,19 @@ thread_local! {
     static PENDING: RefCell<Vec<pg_sys::Oid>> = const { RefCell::new(Vec::new()) };
 }
 
+thread_local! {
+    /// Set while a re-key gives the table a new file: the horizons
+    /// (`relfrozenxid`, `relminmxid`) the new file must keep, since the
+    /// versions are copied unchanged.
+    static KEEP_HORIZONS: std::cell::Cell<Option<(pg_sys::TransactionId, pg_sys::MultiXactId)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The horizons a new relation file must keep (see [`KEEP_HORIZONS`]).
+pub fn kept_horizons() -> Option<(pg_sys::TransactionId, pg_sys::MultiXactId)> {
+    KEEP_HORIZONS.with(|k| k.get())
+}
+
 fn has_versions(t: &Table) -> bool {
     t.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
         .next()
@@ -145,7 +158,17 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
                 return;
             }
         }
+        let horizons = ((*(*rel).rd_rel).relfrozenxid, (*(*rel).rd_rel).relminmxid);
+        KEEP_HORIZONS.with(|k| k.set(Some(horizons)));
+        struct Reset;
+        impl Drop for Reset {
+            fn drop(&mut self) {
+                KEEP_HORIZONS.with(|k| k.set(None));
+            }
+        }
+        let reset = Reset;
         pg_sys::RelationSetNewRelfilenode(rel, (*(*rel).rd_rel).relpersistence);
+        drop(reset);
         // Only the table's own file is new (its toast relation and indexes
         // keep theirs: row ids did not change). PostgreSQL takes a relation
         // whose file is new in this subtransaction to have all-new storage
@@ -271,6 +294,15 @@ pub unsafe fn copy_for_cluster(
     // SAFETY: per the contract.
     unsafe {
         let name = rows::rel_name(old);
+        if (*(*old).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
+            // Chunks, not versions: rewritten with the table that owns them.
+            rows::raise(
+                pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!(
+                    "orioledb: VACUUM FULL of toast relation \"{name}\" is not supported yet; VACUUM FULL its table"
+                ),
+            );
+        }
         let from = table_of(old);
         if !old_index.is_null() {
             let keyed_by_it = (*(*old_index).rd_index).indisprimary && from.desc().is_some();

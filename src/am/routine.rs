@@ -441,6 +441,12 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
         // RecentXmin is set because DDL runs in a transaction with a snapshot.
         *freeze_xid = pg_sys::RecentXmin;
         *minmulti = pg_sys::GetOldestMultiXactId();
+        // A re-key copies the old versions, xids and all, into the new
+        // file: the table keeps the horizons it had.
+        if let Some((x, m)) = crate::am::rekey::kept_horizons() {
+            *freeze_xid = x;
+            *minmulti = m;
+        }
         // The table body is an engine tree, not a file under base/; its
         // records must be replayable from a durable engine redo point.
         crate::pg::engine::ensure_redo_point();
@@ -679,8 +685,8 @@ unsafe extern "C-unwind" fn relation_estimate_size(
             // are not subtracted, so this errs high like heap's estimate).
             let blocks = crate::am::scan::current_blocks(rel) as f64;
             *tuples = (reltuples / relpages * blocks).round();
-        } else if npages < 10 && relpages == 0.0 && !(*class).relhassubclass {
-            // Never vacuumed or analysed and small: like heap, assume ten
+        } else if npages < 10 && reltuples < 0.0 && !(*class).relhassubclass {
+            // Never vacuumed or analysed (reltuples -1) and small: like heap, assume ten
             // pages of rows of the declared width, since a table that is
             // tiny at planning time may well have grown by execution (and
             // an index is the safer bet). Heap's density, so such a table

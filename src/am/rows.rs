@@ -32,8 +32,10 @@ impl version::Xacts for PgXacts {
         unsafe { pg_sys::TransactionIdDidCommit(xid.into()) }
     }
     fn multi_running(&self, multi: Xid) -> bool {
-        // SAFETY: reads the multixact SLRU. Multixacts of our tables are
-        // never truncated away (relminmxid never advances: no freezing).
+        // SAFETY: reads the multixact SLRU. A multi left in a version is
+        // never older than the table's relminmxid: VACUUM advances that
+        // only past multis it cleared, after an engine checkpoint made the
+        // clearing and its pruning durable (am::vacuum).
         unsafe { pg_sys::MultiXactIdIsRunning(multi.into(), false) }
     }
     fn multi_update_xid(&self, multi: Xid) -> Xid {

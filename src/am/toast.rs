@@ -349,7 +349,7 @@ pub fn delete_doomed() {
 pub fn copy_value(src: &orioledb_engine::Tree, dst: &orioledb_engine::Tree, valueid: u32) {
     let cursor = src.range(
         Bound::Included(chunk_key(valueid, 0).to_vec()),
-        Bound::Excluded(chunk_key(valueid.wrapping_add(1), 0).to_vec()),
+        Bound::Included(chunk_key(valueid, u32::MAX).to_vec()),
         Direction::Forward,
     );
     for item in cursor {

@@ -21,11 +21,12 @@
 //!    DELETE, comes back only after more of them.
 //!
 //! 5. freezing (step 2's pass): a version whose inserter committed before
-//!    VACUUM's freeze limit is marked frozen, and an old lock-only or
-//!    aborted xmax is removed (`version::freeze`); `relfrozenxid` becomes
-//!    the oldest transaction id still named (or the horizon), `relminmxid`
-//!    the oldest MultiXactId left. A MultiXactId left in some xmax keeps
-//!    `relfrozenxid` where it was (its members are not examined).
+//!    VACUUM's freeze limit is marked frozen, and an xmax that means
+//!    nothing any more is removed (`version::freeze`); in an aggressive
+//!    VACUUM, after an engine checkpoint (pruning is not logged),
+//!    `relfrozenxid` becomes the oldest transaction id still named (or the
+//!    horizon), `relminmxid` the oldest MultiXactId left. A MultiXactId
+//!    still in use keeps `relfrozenxid` where it was.
 //!
 //! Nothing is truncated. Toast relations hold chunks without transaction
 //! ids: their VACUUM only advances their horizons; their index stays empty.
@@ -260,7 +261,7 @@ pub unsafe fn vacuum(
             freeze_limit: pg_sys::InvalidTransactionId,
         };
         let mut multi_cutoff = pg_sys::MultiXactId::from(0u32);
-        pg_sys::vacuum_set_xid_limits(
+        let aggressive = pg_sys::vacuum_set_xid_limits(
             rel,
             (*params).freeze_min_age,
             (*params).freeze_table_age,
@@ -293,10 +294,19 @@ pub unsafe fn vacuum(
         let table = table_of(rel);
         let counts = prune_and_count(rel, &table, cutoffs);
         // Every xid older than the freeze limit was frozen or removed, so
-        // the oldest one left (or the horizon, when none is older) is the
-        // table's new relfrozenxid — unless a MultiXactId is left, whose
-        // members were not looked at.
-        let frozenxid = if counts.multi_left {
+        // the oldest one left (or the horizon, when none is older) can be
+        // the table's new relfrozenxid — unless a MultiXactId in use is
+        // left, whose lockers were not looked at. Pruning is not logged:
+        // versions pruned since the last engine checkpoint come back if
+        // the server crashes, with xids this pass no longer saw. So the
+        // horizons move only in aggressive VACUUMs (VACUUM FREEZE, or
+        // relfrozenxid past vacuum_freeze_table_age), after an engine
+        // checkpoint has made the pruned tree durable.
+        let advance = aggressive && crate::pg::init::is_preloaded();
+        if advance {
+            crate::pg::engine::checkpoint().unwrap_or_else(|e| crate::pg::engine::report(e));
+        }
+        let frozenxid = if counts.multi_left || !advance {
             pg_sys::InvalidTransactionId
         } else {
             match counts.oldest_xid {
@@ -304,9 +314,13 @@ pub unsafe fn vacuum(
                 _ => cutoffs.oldest_xmin,
             }
         };
-        let minmulti = match counts.oldest_multi {
-            Some(m) if pg_sys::MultiXactIdPrecedes(m, cutoffs.oldest_mxact) => m,
-            _ => cutoffs.oldest_mxact,
+        let minmulti = if !advance {
+            pg_sys::MultiXactId::from(0u32)
+        } else {
+            match counts.oldest_multi {
+                Some(m) if pg_sys::MultiXactIdPrecedes(m, cutoffs.oldest_mxact) => m,
+                _ => cutoffs.oldest_mxact,
+            }
         };
 
         let mut nindexes: std::ffi::c_int = 0;

@@ -230,7 +230,7 @@ pub fn remove_all(trees: &[orioledb_engine::TreeId]) {
         let base = unsafe {
             let p = pg_sys::GetRelationPath(
                 pg_sys::Oid::from(t.db),
-                pg_sys::Oid::from(pg_sys::DEFAULTTABLESPACE_OID),
+                pg_sys::DEFAULTTABLESPACE_OID,
                 pg_sys::Oid::from(t.rel),
                 pg_sys::InvalidBackendId,
                 pg_sys::ForkNumber::VISIBILITYMAP_FORKNUM,

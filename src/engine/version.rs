@@ -802,11 +802,12 @@ pub struct Freeze {
 /// this engine stores): an xmin that committed before the cutoff
 /// (`old(x)`: x precedes VACUUM's freeze limit, so it is neither running
 /// nor in any snapshot) is marked frozen (both xmin hint bits), so
-/// visibility never compares it again and its clog may go; an xmax older
-/// than the cutoff that only locked, or whose transaction aborted, is
-/// removed. A committed deleter older than the cutoff is left alone: that
-/// version is dead to everyone and the pruner removes it. Multis are left
-/// alone and reported.
+/// visibility never compares it again and its clog may go; an xmax that
+/// no longer means anything is removed: one a hint already calls invalid,
+/// an old single locker or aborted deleter, a MultiXactId without running
+/// members whose updater (if any) aborted. A committed deleter is left
+/// alone: that version is dead to everyone and the pruner removes it. A
+/// multi still in use is reported.
 pub fn freeze(h: &Header, x: &dyn Xacts, old: &dyn Fn(Xid) -> bool) -> Freeze {
     let mut n = *h;
     let m = h.infomask;
@@ -832,15 +833,33 @@ pub fn freeze(h: &Header, x: &dyn Xacts, old: &dyn Fn(Xid) -> bool) -> Freeze {
         }
     }
     let mut multi = None;
-    if !h.xmax_invalid() {
-        if h.is_multi() {
-            multi = Some(h.xmax);
-        } else if old(h.xmax) && (h.lock_only() || !x.did_commit(h.xmax)) {
-            // A finished locker, or an aborted deleter: nothing left to say.
+    if h.xmax != INVALID_XID {
+        // Whether xmax says nothing any more: a hint already says so (hints
+        // are not logged, so the raw id is cleared for good), a multi none
+        // of whose members runs and whose updater (if any) aborted, or an
+        // old single locker or aborted deleter.
+        let gone = if m & bits::XMAX_INVALID != 0 {
+            true
+        } else if h.is_multi() {
+            if x.multi_running(h.xmax) {
+                false
+            } else if h.lock_only() {
+                true
+            } else {
+                let u = x.multi_update_xid(h.xmax);
+                u == INVALID_XID || !x.did_commit(u)
+            }
+        } else {
+            old(h.xmax) && (h.lock_only() || !x.did_commit(h.xmax))
+        };
+        if gone {
             n.xmax = INVALID_XID;
             n.cmax = 0;
             n.infomask = (n.infomask & !bits::XMAX_BITS) | bits::XMAX_INVALID;
             n.infomask2 &= !bits::KEYS_UPDATED;
+        } else if h.is_multi() {
+            multi = Some(h.xmax);
+            keep(x.multi_update_xid(h.xmax));
         } else {
             keep(h.xmax);
         }

@@ -365,7 +365,28 @@ fn freezing() {
     let mut h = Header::new(5, 0, 1);
     h.set_multi_lock(500, LockMode::Share);
     let f = freeze(&h, &m, &old);
-    assert_eq!(f.multi, Some(500));
+    assert_eq!(f.multi, Some(500), "a multi with a running member stays");
+    // Multis without running members: lock-only, or an aborted updater
+    // (601 = updater 1, aborted) are cleared; a committed updater (606)
+    // stays for the pruner and names its updater.
+    let mut h = Header::new(5, 0, 1);
+    h.set_multi_lock(501, LockMode::Share);
+    let n = freeze(&h, &m, &old).header.unwrap();
+    assert!(n.xmax_invalid() && !n.is_multi() && n.xmax == INVALID_XID, "{n:?}");
+    let mut h = Header::new(5, 0, 1);
+    h.set_update_multi(601, 0, 2);
+    let f = freeze(&h, &m, &old);
+    assert!(f.header.unwrap().xmax_invalid() && f.multi.is_none());
+    let mut h = Header::new(5, 0, 1);
+    h.set_update_multi(606, 0, 2);
+    let f = freeze(&h, &m, &old);
+    assert_eq!((f.multi, f.oldest_xid), (Some(606), Some(6)));
+    // An xmax a hint calls invalid is cleared for good (hints are not logged).
+    let mut h = Header::new(30, 0, 1);
+    h.set_deleter(20, 0, 2, false);
+    h.infomask |= bits::XMAX_INVALID;
+    let n = freeze(&h, &m, &old).header.unwrap();
+    assert_eq!(n.xmax, INVALID_XID);
     // Wrapped ids: 4294967000 is older than 10 when both are recent.
     let f = freeze(&Header::new(4_294_967_000, 0, 1), &m, &|_| false);
     assert_eq!(f.oldest_xid, Some(4_294_967_000));
