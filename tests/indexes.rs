@@ -233,14 +233,6 @@ const INDEX_SCAN: &str = "SET enable_seqscan = off; SET enable_indexscan = on; \
 const BITMAP_SCAN: &str = "SET enable_seqscan = off; SET enable_indexscan = off; \
      SET enable_indexonlyscan = off; SET enable_bitmapscan = on";
 
-fn plan(c: &mut Client, sql: &str) -> String {
-    c.query(&format!("EXPLAIN (COSTS OFF) {sql}"), &[])
-        .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {}", describe(&e)))
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 /// The rows `filter` selects from `table`, as a count and a digest of
 /// `id:v` in id order, read by the current planner settings.

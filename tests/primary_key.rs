@@ -10,14 +10,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-fn plan(c: &mut postgres::Client, sql: &str) -> String {
-    c.query(&format!("EXPLAIN (COSTS OFF) {sql}"), &[])
-        .unwrap()
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 fn key_of(c: &mut postgres::Client, table: &str) -> String {
     c.query_one(

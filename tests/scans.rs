@@ -8,14 +8,6 @@ mod common;
 
 use common::*;
 
-fn plan(c: &mut Client, sql: &str) -> String {
-    c.query(&format!("EXPLAIN (COSTS OFF) {sql}"), &[])
-        .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {}", describe(&e)))
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
 
 fn analyzed_plan(c: &mut Client, sql: &str) -> String {
     c.query(

@@ -737,3 +737,13 @@ pub fn tree_keys(c: &mut Client, rel: &str) -> u64 {
         .and_then(|k| k.parse().ok())
         .unwrap_or_else(|| panic!("unexpected orioledb_check output {s}"))
 }
+
+/// `EXPLAIN (COSTS OFF)` of `sql`, one line per plan line.
+pub fn plan(c: &mut Client, sql: &str) -> String {
+    c.query(&format!("EXPLAIN (COSTS OFF) {sql}"), &[])
+        .unwrap_or_else(|e| panic!("EXPLAIN {sql}: {}", describe(&e)))
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
