@@ -515,17 +515,27 @@ pub unsafe fn build_tuple(
         (*tup).t_data = data;
         (*data).t_choice.t_heap.t_xmin = h.xmin.into();
         (*data).t_choice.t_heap.t_xmax = h.xmax.into();
-        // Heap keeps one command id: cmax once deleted, else cmin.
-        let cid = if h.xmax_invalid() || h.lock_only() {
-            h.cmin
-        } else {
-            h.cmax
-        };
-        (*data).t_choice.t_heap.t_field3.t_cid = cid;
-        to_item_pointer(h.ctid, &mut (*data).t_ctid);
-        (*data).t_infomask = h.infomask;
+        // Heap keeps one command id: cmax once deleted, else cmin; a row
+        // this transaction inserted and deleted (or updated) gets a combo
+        // command id standing for both, as heap_delete gives it, so the
+        // cmin/cmax system columns read as on heap.
+        (*data).t_choice.t_heap.t_field3.t_cid = h.cmin;
+        (*data).t_infomask = h.infomask & !(pg_sys::HEAP_COMBOCID as u16);
         (*data).t_infomask2 = h.infomask2;
         (*data).t_hoff = h.hoff;
+        if !(h.xmax_invalid() || h.lock_only()) {
+            let mut cid = h.cmax;
+            let mut combo = false;
+            // New combo ids cannot be made in parallel mode: cmax there.
+            if !pg_sys::IsInParallelMode() {
+                pg_sys::HeapTupleHeaderAdjustCmax(data, &mut cid, &mut combo);
+            }
+            (*data).t_choice.t_heap.t_field3.t_cid = cid;
+            if combo {
+                (*data).t_infomask |= pg_sys::HEAP_COMBOCID as u16;
+            }
+        }
+        to_item_pointer(h.ctid, &mut (*data).t_ctid);
         std::ptr::copy_nonoverlapping(
             tail.as_ptr(),
             mem.add(hts + version::HEAP_FIXED),

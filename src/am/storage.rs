@@ -225,7 +225,15 @@ unsafe extern "C-unwind" fn xact_callback(
 ) {
     use pg_sys::XactEvent::*;
     match event {
-        XACT_EVENT_PRE_PREPARE if PENDING.with(|p| !p.borrow().is_empty()) => {
+        // A transaction that touched temporary objects cannot be prepared
+        // anyway: PostgreSQL says so right after this callback, with the
+        // reason that applies to it.
+        XACT_EVENT_PRE_PREPARE
+            if PENDING.with(|p| !p.borrow().is_empty())
+                // SAFETY: a backend-local flag word of the running transaction.
+                && unsafe { pg_sys::MyXactFlags } as u32 & pg_sys::XACT_FLAGS_ACCESSEDTEMPNAMESPACE
+                    == 0 =>
+        {
             pgrx::ereport!(
                 ERROR,
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,

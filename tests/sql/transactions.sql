@@ -238,3 +238,20 @@ RELEASE s1;
 SELECT id, v FROM sys WHERE id = 1 FOR UPDATE;
 COMMIT;
 SELECT id, v FROM sys WHERE id = 1;
+
+-- cmin/cmax of rows this transaction inserted and then deleted in a
+-- rolled-back savepoint: heap's combo command ids
+CREATE TABLE combo_t (id int, v text);
+BEGIN;
+INSERT INTO combo_t VALUES (1, 'a');
+INSERT INTO combo_t VALUES (2, 'b');
+SAVEPOINT s1;
+DELETE FROM combo_t;
+ROLLBACK TO s1;
+SELECT cmin, cmax, id, v FROM combo_t ORDER BY id;
+SAVEPOINT s2;
+UPDATE combo_t SET v = v || 'x' WHERE id = 1;
+ROLLBACK TO s2;
+SELECT cmin, cmax, id, v FROM combo_t ORDER BY id;
+COMMIT;
+SELECT id, v FROM combo_t ORDER BY id;
