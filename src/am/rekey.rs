@@ -176,31 +176,55 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
         // indexes beyond what ROLLBACK can restore. Not claiming that keeps
         // TRUNCATE on its transactional path.
         (*rel).rd_newRelfilenodeSubid = 0;
-        let mut new = table_of(rel);
-        new.set_layout(desc);
-        rows::forget_tree(new.tree.id());
-        let new = table_of(rel);
-        if next_id > 0 {
-            // Row ids stay what the indexes hold; new rows continue above.
-            new.tree
-                .alloc_ids(next_id)
-                .unwrap_or_else(|e| crate::pg::engine::report(e));
-        }
+        let new = copy_target(rel, desc, next_id);
         for item in old.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
             pgrx::check_for_interrupts!();
             let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
             let id = old.id_of(&k);
             let prefix = keys.of(id, &v).unwrap_or_default();
-            if !new.insert(id, &prefix, &v) {
-                rows::raise(
-                    pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                    format!(
-                        "orioledb: row id {id} of table \"{}\" appears twice",
-                        rows::rel_name(rel)
-                    ),
-                );
-            }
+            copy_in(rel, &new, id, &prefix, &v);
         }
+    }
+}
+
+/// The empty tree of `rel` (a new relation file) made ready to take a
+/// copy of a table's versions under their row ids: keyed by `desc` (row
+/// id when None), with row ids below `next_id` reserved, so the copied ids
+/// stay what the indexes hold and new rows continue above.
+///
+/// # Safety
+/// `rel` is an open orioledb table whose tree is new and empty.
+unsafe fn copy_target(rel: pg_sys::Relation, desc: Option<KeyDesc>, next_id: u64) -> Table {
+    // SAFETY: per the contract.
+    unsafe {
+        let mut t = table_of(rel);
+        t.set_layout(desc);
+        rows::forget_tree(t.tree.id());
+        let t = table_of(rel);
+        if next_id > 0 {
+            t.tree
+                .alloc_ids(next_id)
+                .unwrap_or_else(|e| crate::pg::engine::report(e));
+        }
+        t
+    }
+}
+
+/// Stores a copied version in `to` (the tree of `rel`'s copy); a row id
+/// already there means the source held it twice.
+///
+/// # Safety
+/// `rel` is an open relation (named in the error).
+unsafe fn copy_in(rel: pg_sys::Relation, to: &Table, id: u64, prefix: &[u8], v: &[u8]) {
+    if !to.insert(id, prefix, v) {
+        rows::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            format!(
+                // SAFETY: per the contract.
+                "orioledb: row id {id} of table \"{}\" appears twice",
+                unsafe { rows::rel_name(rel) }
+            ),
+        );
     }
 }
 
@@ -325,16 +349,7 @@ pub unsafe fn copy_for_cluster(
                 ),
             );
         }
-        let mut to = table_of(new);
-        to.set_layout(from.desc().cloned());
-        rows::forget_tree(to.tree.id());
-        let to = table_of(new);
-        let next_id = from.tree.next_id();
-        if next_id > 0 {
-            to.tree
-                .alloc_ids(next_id)
-                .unwrap_or_else(|e| crate::pg::engine::report(e));
-        }
+        let to = copy_target(new, from.desc().cloned(), from.tree.next_id());
         let toast_trees = if old_toast != pg_sys::InvalidOid {
             let o = pg_sys::RelationIdGetRelation(old_toast);
             let n = pg_sys::RelationIdGetRelation(new_toast);
@@ -360,15 +375,7 @@ pub unsafe fn copy_for_cluster(
                 VacuumState::RecentlyDead => *recently_dead += 1.0,
                 _ => *num_tuples += 1.0,
             }
-            // The key prefix is the version key less its tag and row-id
-            // suffix (the row-id layout has none).
-            let prefix: &[u8] = if from.desc().is_some() { &k[1..k.len() - 6] } else { &[] };
-            if !to.insert(id, prefix, &v) {
-                rows::raise(
-                    pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                    format!("orioledb: row id {id} of table \"{name}\" appears twice"),
-                );
-            }
+            copy_in(old, &to, id, from.prefix_of(&k), &v);
             let (_, owned) = version::tail_and_toast(&h, &v);
             if let Some((src, dst)) = &toast_trees {
                 for (_, valueid) in owned {

@@ -104,6 +104,17 @@ struct ParallelIds {
     current: Option<IdRange>,
 }
 
+impl ParallelIds {
+    /// This process's share of the parallel scan `pscan` of `tree`.
+    fn new(pscan: pg_sys::ParallelTableScanDesc, tree: Table) -> ParallelIds {
+        ParallelIds {
+            shared: pscan.cast::<OParallel>(),
+            tree,
+            current: None,
+        }
+    }
+}
+
 impl Iterator for ParallelIds {
     type Item = (u64, Vec<u8>);
 
@@ -294,24 +305,23 @@ pub unsafe fn scan_getnextslot(
         let pscan = (*scan).rs_parallel;
         if !pscan.is_null() {
             // Parallel scans only move forward.
-            let ids = st.parallel.get_or_insert_with(|| ParallelIds {
-                shared: pscan.cast::<OParallel>(),
-                tree: st.tree.clone(),
-                current: None,
-            });
+            let mut ids = st
+                .parallel
+                .take()
+                .unwrap_or_else(|| ParallelIds::new(pscan, st.tree.clone()));
+            let mut found = false;
             for (id, v) in ids.by_ref() {
-                let h = decode(rel, id, &v);
-                let visible = satisfies(&h, snapshot, rel);
-                if st.ssi_out {
-                    ssi::check_out(rel, &h, visible, snapshot);
-                }
-                if visible {
+                if examine(st, rel, snapshot, id, &v) {
                     store_version(rel, slot, id, &v);
-                    return true;
+                    found = true;
+                    break;
                 }
             }
-            pg_sys::ExecClearTuple(slot);
-            return false;
+            st.parallel = Some(ids);
+            if !found {
+                pg_sys::ExecClearTuple(slot);
+            }
+            return found;
         }
         let dir = direction_of(direction);
         if st.cursor.is_none() || st.dir != dir {
@@ -893,11 +903,7 @@ pub unsafe fn index_build_range_scan(
             crate::am::rekey::primary_index_built(table_rel, index_rel);
         }
         let tree = table_of(table_rel);
-        let estate = pg_sys::CreateExecutorState();
-        let econtext = pg_sys::MakePerTupleExprContext(estate);
-        let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
-        (*econtext).ecxt_scantuple = slot;
-        let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+        let mut rows = IndexRows::new(table_rel, index_info);
         // A handed-in scan's snapshot decides (amcheck passes an MVCC one
         // exactly when it sets ii_Concurrent); otherwise ii_Concurrent does,
         // and the build takes its own snapshot as heap does.
@@ -926,11 +932,7 @@ pub unsafe fn index_build_range_scan(
         };
         let versions: Box<dyn Iterator<Item = (u64, Vec<u8>)>> = if !parallel.is_null() {
             // A parallel build: this process indexes the chunks it takes.
-            Box::new(ParallelIds {
-                shared: parallel.cast::<OParallel>(),
-                tree: tree.clone(),
-                current: None,
-            })
+            Box::new(ParallelIds::new(parallel, tree.clone()))
         } else if whole && brin {
             Box::new(tree.id_range(0, u64::MAX))
         } else if whole {
@@ -951,8 +953,6 @@ pub unsafe fn index_build_range_scan(
         // keyed table's key order reports its blocks at the end.
         let in_tid_order = !whole || brin || tree.desc().is_none();
         let mut progress_report = progress.then(|| BlockProgress::start(&tree, start_blockno));
-        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
         let mut live = 0.0;
         let cb = callback.expect("index build callback");
         for (id, v) in versions {
@@ -991,24 +991,15 @@ pub unsafe fn index_build_range_scan(
             if entry.counted {
                 live += 1.0;
             }
-            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-            store_version(table_rel, slot, id, &v);
-            if !predicate.is_null() && !exec_qual(predicate, econtext) {
+            if !rows.form(table_rel, id, &v) {
                 continue;
             }
-            pg_sys::FormIndexDatum(
-                index_info,
-                slot,
-                estate,
-                values.as_mut_ptr(),
-                isnull.as_mut_ptr(),
-            );
-            let mut t = (*slot).tts_tid;
+            let mut t = (*rows.slot).tts_tid;
             cb(
                 index_rel,
                 &mut t,
-                values.as_mut_ptr(),
-                isnull.as_mut_ptr(),
+                rows.values.as_mut_ptr(),
+                rows.isnull.as_mut_ptr(),
                 entry.alive,
                 callback_state,
             );
@@ -1022,12 +1013,87 @@ pub unsafe fn index_build_range_scan(
         if !registered.is_null() {
             pg_sys::UnregisterSnapshot(registered);
         }
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-        pg_sys::FreeExecutorState(estate);
-        // They pointed into the executor state just freed.
-        (*index_info).ii_ExpressionsState = std::ptr::null_mut();
-        (*index_info).ii_PredicateState = std::ptr::null_mut();
+        rows.finish();
         live
+    }
+}
+
+/// Index entries formed from versions, one at a time (index builds and the
+/// validation pass). Invariant: `slot` is `estate`'s per-tuple scan tuple
+/// and holds the last version formed; `predicate` is the index's prepared
+/// predicate (NULL: none); everything is released by [`IndexRows::finish`].
+struct IndexRows {
+    index_info: *mut pg_sys::IndexInfo,
+    estate: *mut pg_sys::EState,
+    econtext: *mut pg_sys::ExprContext,
+    slot: *mut pg_sys::TupleTableSlot,
+    predicate: *mut pg_sys::ExprState,
+    values: [pg_sys::Datum; pg_sys::INDEX_MAX_KEYS as usize],
+    isnull: [bool; pg_sys::INDEX_MAX_KEYS as usize],
+}
+
+impl IndexRows {
+    /// # Safety
+    /// `table_rel` is open; `index_info` is the index's, valid until finish.
+    unsafe fn new(table_rel: pg_sys::Relation, index_info: *mut pg_sys::IndexInfo) -> IndexRows {
+        // SAFETY: per the contract; the executor state and slot are ours.
+        unsafe {
+            let estate = pg_sys::CreateExecutorState();
+            let econtext = pg_sys::MakePerTupleExprContext(estate);
+            let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
+            (*econtext).ecxt_scantuple = slot;
+            let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+            IndexRows {
+                index_info,
+                estate,
+                econtext,
+                slot,
+                predicate,
+                values: [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize],
+                isnull: [false; pg_sys::INDEX_MAX_KEYS as usize],
+            }
+        }
+    }
+
+    /// Puts version `v` (row id `id`) in the slot and forms its index
+    /// datums into `values`/`isnull`; false when the index's predicate
+    /// rejects the row.
+    ///
+    /// # Safety
+    /// `table_rel` is the relation `new` was given.
+    unsafe fn form(&mut self, table_rel: pg_sys::Relation, id: u64, v: &[u8]) -> bool {
+        // SAFETY: type invariant; the per-tuple context is reset before
+        // each row, so a row's datums live until the next call.
+        unsafe {
+            pg_sys::MemoryContextReset((*self.econtext).ecxt_per_tuple_memory);
+            store_version(table_rel, self.slot, id, v);
+            if !self.predicate.is_null() && !exec_qual(self.predicate, self.econtext) {
+                return false;
+            }
+            pg_sys::FormIndexDatum(
+                self.index_info,
+                self.slot,
+                self.estate,
+                self.values.as_mut_ptr(),
+                self.isnull.as_mut_ptr(),
+            );
+            true
+        }
+    }
+
+    /// Releases the slot and the executor state.
+    ///
+    /// # Safety
+    /// No datum formed here is used afterwards.
+    unsafe fn finish(self) {
+        // SAFETY: type invariant.
+        unsafe {
+            pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            pg_sys::FreeExecutorState(self.estate);
+            // They pointed into the executor state just freed.
+            (*self.index_info).ii_ExpressionsState = std::ptr::null_mut();
+            (*self.index_info).ii_PredicateState = std::ptr::null_mut();
+        }
     }
 }
 
@@ -1193,11 +1259,7 @@ pub unsafe fn index_validate_scan(
             return;
         }
         let tree = table_of(table_rel);
-        let estate = pg_sys::CreateExecutorState();
-        let econtext = pg_sys::MakePerTupleExprContext(estate);
-        let slot = pg_sys::table_slot_create(table_rel, std::ptr::null_mut());
-        (*econtext).ecxt_scantuple = slot;
-        let predicate = pg_sys::ExecPrepareQual((*index_info).ii_Predicate, estate);
+        let mut rows = IndexRows::new(table_rel, index_info);
         let check = if (*index_info).ii_Unique {
             pg_sys::IndexUniqueCheck::UNIQUE_CHECK_YES
         } else {
@@ -1208,8 +1270,6 @@ pub unsafe fn index_validate_scan(
             sort: (*state).tuplesort,
             spent: false,
         });
-        let mut values = [pg_sys::Datum::from(0usize); pg_sys::INDEX_MAX_KEYS as usize];
-        let mut isnull = [false; pg_sys::INDEX_MAX_KEYS as usize];
         for (id, v) in tree.id_range(0, u64::MAX) {
             pgrx::check_for_interrupts!();
             progress.at(id);
@@ -1221,26 +1281,17 @@ pub unsafe fn index_validate_scan(
             if indexed.holds(id) {
                 continue;
             }
-            pg_sys::MemoryContextReset((*econtext).ecxt_per_tuple_memory);
-            store_version(table_rel, slot, id, &v);
-            if !predicate.is_null() && !exec_qual(predicate, econtext) {
+            if !rows.form(table_rel, id, &v) {
                 continue;
             }
-            pg_sys::FormIndexDatum(
-                index_info,
-                slot,
-                estate,
-                values.as_mut_ptr(),
-                isnull.as_mut_ptr(),
-            );
             // A version deleted since the snapshot still gets its unique
             // check: btree then re-checks the version itself (SnapshotSelf
             // through index_fetch_tuple) and lets a dead one pass.
-            let mut t = (*slot).tts_tid;
+            let mut t = (*rows.slot).tts_tid;
             pg_sys::index_insert(
                 index_rel,
-                values.as_mut_ptr(),
-                isnull.as_mut_ptr(),
+                rows.values.as_mut_ptr(),
+                rows.isnull.as_mut_ptr(),
                 &mut t,
                 table_rel,
                 check,
@@ -1250,11 +1301,7 @@ pub unsafe fn index_validate_scan(
             (*state).tups_inserted += 1.0;
         }
         progress.finish();
-        pg_sys::ExecDropSingleTupleTableSlot(slot);
-        pg_sys::FreeExecutorState(estate);
-        // They pointed into the executor state just freed.
-        (*index_info).ii_ExpressionsState = std::ptr::null_mut();
-        (*index_info).ii_PredicateState = std::ptr::null_mut();
+        rows.finish();
     }
 }
 

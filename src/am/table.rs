@@ -21,7 +21,7 @@
 
 use crate::am::pkey::KeyDesc;
 use orioledb_engine::btree::Change;
-use orioledb_engine::keys::{push_version_suffix, version_suffix};
+use orioledb_engine::keys::{push_version_suffix, version_suffix, SUFFIX};
 use orioledb_engine::version::tid;
 use orioledb_engine::{Cursor, Direction, Tree, TreeId};
 use std::cell::RefCell;
@@ -182,6 +182,15 @@ impl Table {
         k.push(VERSION_TAG);
         k.extend_from_slice(prefix);
         k
+    }
+
+    /// The key prefix (encoded primary key) in version key `key`: the key
+    /// less its tag and row-id suffix; empty in the row-id layout.
+    pub fn prefix_of<'k>(&self, key: &'k [u8]) -> &'k [u8] {
+        match self.layout {
+            Layout::RowId => &[],
+            Layout::Keyed(_) => &key[1..key.len() - SUFFIX],
+        }
     }
 
     /// The row id of the version with tree key `key`.
