@@ -44,14 +44,30 @@ fn tables_are_stored_and_read_in_key_order() {
     .unwrap();
     assert_eq!(key_of(&mut c, "nk"), "n");
     assert_eq!(key_of(&mut c, "tk"), "s");
-    assert_eq!(key_of(&mut c, "fk"), "row id", "no byte-order encoding for floats");
-    // A collation is judged by its provider and locale, not its name.
+    assert_eq!(key_of(&mut c, "fk"), "f");
+    // ICU collations key the tree by sort key; a collation is judged by its
+    // provider and locale, not its name; varchar keys like text.
     c.batch_execute(
         "CREATE COLLATION public.\"C.utf8\" (provider = icu, locale = 'en');
-         CREATE TABLE ick (s text COLLATE public.\"C.utf8\" PRIMARY KEY) USING orioledb;",
+         CREATE TABLE ick (s text COLLATE public.\"C.utf8\" PRIMARY KEY) USING orioledb;
+         CREATE TABLE vk (s varchar(10) COLLATE \"C\" PRIMARY KEY) USING orioledb;
+         INSERT INTO ick SELECT g::text FROM generate_series(1, 5000) g;
+         ANALYZE ick;",
     )
     .unwrap();
-    assert_eq!(key_of(&mut c, "ick"), "row id");
+    assert_eq!(key_of(&mut c, "ick"), "s");
+    assert_eq!(key_of(&mut c, "vk"), "s");
+    for q in [
+        "SELECT * FROM ick WHERE s = '42'",
+        "SELECT * FROM ick WHERE s > '4999' AND s < '5'",
+        "SELECT * FROM vk WHERE s = 'x'",
+        "SELECT * FROM fk WHERE f = 1.5",
+    ] {
+        let p = plan(&mut c, q);
+        assert!(p.contains("Primary Key Cond"), "{q}: expected the primary scan, got\n{p}");
+    }
+    let p = plan(&mut c, "SELECT * FROM ick ORDER BY s LIMIT 3");
+    assert!(p.contains("OrioleDB Primary Scan") && !p.contains("Sort"), "{p}");
     // A one-column bool key (the shortest version key) is pruned too.
     c.batch_execute(
         "CREATE TABLE bk (b bool PRIMARY KEY, n int) USING orioledb;

@@ -3,6 +3,7 @@
 //! `handler` is the SQL entry point PostgreSQL calls to obtain the callback
 //! table; `routine` holds the callbacks, which read rows in `scan`, write
 //! them in `modify` and vacuum in `vacuum` (see docs/architecture.md).
+pub mod collate;
 pub mod handler;
 pub mod modify;
 pub mod pkey;

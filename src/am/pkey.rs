@@ -9,8 +9,9 @@
 //! key; the custom scan is only offered when it does.
 //!
 //! Only types whose btree order is byte order of an encoding (engine
-//! `keys.rs`) key a tree: tables whose primary key has another type (or a
-//! text column under a non-C collation) stay keyed by row id.
+//! `keys.rs`, and ICU sort keys from `collate.rs` for text under an ICU
+//! collation) key a tree: tables whose primary key has another type (or a
+//! text column under a libc language collation) stay keyed by row id.
 
 use orioledb_engine::keys::{encode_part, KeyPart};
 use pgrx::pg_sys;
@@ -87,6 +88,14 @@ pub enum Kind {
     Bpchar = 8,
     /// numeric: the engine's decimal encoding of its text form.
     Numeric = 9,
+    Float4 = 10,
+    Float8 = 11,
+    /// text/varchar under an ICU collation: the collation's sort key, then
+    /// (deterministic collations) the bytes.
+    Collated = 12,
+    /// bpchar under an ICU collation: as `Collated`, trailing spaces
+    /// stripped first.
+    CollatedBpchar = 13,
 }
 
 impl Kind {
@@ -102,6 +111,10 @@ impl Kind {
             7 => Bytes,
             8 => Bpchar,
             9 => Numeric,
+            10 => Float4,
+            11 => Float8,
+            12 => Collated,
+            13 => CollatedBpchar,
             _ => return None,
         })
     }
@@ -112,6 +125,7 @@ impl Kind {
         use pg_sys::BuiltinOid::*;
         let t = pg_sys::BuiltinOid::from_u32(typid.to_u32()).ok()?;
         let c_order = || byte_order_collation(coll);
+        let icu = || crate::am::collate::icu_order(coll).is_some();
         Some(match t {
             BOOLOID => Kind::Bool,
             INT2OID => Kind::Int2,
@@ -121,8 +135,12 @@ impl Kind {
             NUMERICOID => Kind::Numeric,
             UUIDOID => Kind::Uuid,
             BYTEAOID => Kind::Bytes,
+            FLOAT4OID => Kind::Float4,
+            FLOAT8OID => Kind::Float8,
             TEXTOID | VARCHAROID if c_order() => Kind::Bytes,
             BPCHAROID if c_order() => Kind::Bpchar,
+            TEXTOID | VARCHAROID if icu() => Kind::Collated,
+            BPCHAROID if icu() => Kind::CollatedBpchar,
             _ => return None,
         })
     }
@@ -219,6 +237,8 @@ impl KeyDesc {
                 if default == pg_sys::InvalidOid
                     || pg_sys::get_opclass_family(default) != opfamily
                     || *(*index).rd_opcintype.add(i) != att.atttypid
+                        && !(att.atttypid == pg_sys::VARCHAROID
+                            && *(*index).rd_opcintype.add(i) == pg_sys::TEXTOID)
                 {
                     return None;
                 }
@@ -292,14 +312,33 @@ impl KeyDesc {
                         );
                     }
                 }
-                Kind::Bytes | Kind::Bpchar => {
+                Kind::Float4 => encode_part(&KeyPart::Float4(f32::from_bits(d.value() as u32)), out),
+                Kind::Float8 => encode_part(&KeyPart::Float8(f64::from_bits(d.value() as u64)), out),
+                Kind::Bytes | Kind::Bpchar | Kind::Collated | Kind::CollatedBpchar => {
                     let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
                     let len = pgrx::varlena::varsize_any_exhdr(v);
                     let p = pgrx::varlena::vardata_any(v).cast::<u8>();
                     let mut bytes = std::slice::from_raw_parts(p, len);
-                    if col.kind == Kind::Bpchar {
+                    if matches!(col.kind, Kind::Bpchar | Kind::CollatedBpchar) {
                         while let [rest @ .., b' '] = bytes {
                             bytes = rest;
+                        }
+                    }
+                    if matches!(col.kind, Kind::Collated | Kind::CollatedBpchar) {
+                        let Some(order) =
+                            crate::am::collate::icu_order(pg_sys::Oid::from(col.coll))
+                        else {
+                            crate::am::rows::raise(
+                                PgSqlErrorCode::ERRCODE_INDETERMINATE_COLLATION,
+                                format!(
+                                    "orioledb: collation {} of a primary key column is no longer an ICU collation",
+                                    col.coll
+                                ),
+                            );
+                        };
+                        encode_part(&KeyPart::Bytes(&order.sort_key(bytes)), out);
+                        if !order.deterministic {
+                            return;
                         }
                     }
                     encode_part(&KeyPart::Bytes(bytes), out)

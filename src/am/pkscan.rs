@@ -138,6 +138,11 @@ fn is_int(t: pg_sys::Oid) -> bool {
     [pg_sys::INT2OID, pg_sys::INT4OID, pg_sys::INT8OID].contains(&t)
 }
 
+/// text and varchar share one representation (and text's operators).
+fn is_text(t: pg_sys::Oid) -> bool {
+    [pg_sys::TEXTOID, pg_sys::VARCHAROID].contains(&t)
+}
+
 /// A key condition: `column <strategy> value(s)`.
 #[derive(Clone, Copy, Debug)]
 struct Cond {
@@ -211,7 +216,10 @@ unsafe fn key_conds(
                     typid = pg_sys::get_element_type(typid);
                 }
                 let coltype = pg_sys::Oid::from(kc.typid);
-                if typid != coltype && !(is_int(typid) && is_int(coltype)) {
+                if typid != coltype
+                    && !(is_int(typid) && is_int(coltype))
+                    && !(is_text(typid) && is_text(coltype))
+                {
                     continue;
                 }
                 out.push((
@@ -683,7 +691,7 @@ fn to_column(
     from: pg_sys::Oid,
     to: pg_sys::Oid,
 ) -> Result<pg_sys::Datum, bool> {
-    if from == to {
+    if from == to || is_text(from) && is_text(to) {
         return Ok(d);
     }
     let v = int_value(d, from);

@@ -6,14 +6,19 @@
 //!   sign bit flipped (oid is unsigned: plain big-endian);
 //! - bool: one byte, false < true;
 //! - uuid: the 16 bytes (`uuid_cmp` is memcmp);
+//! - float4/float8: IEEE bits big-endian, all bits inverted for negatives
+//!   and the sign bit set for the rest, after folding -0 into +0 and every
+//!   NaN into one (btree's `float8_cmp`: -0 = 0, NaN equal to NaN and above
+//!   +Infinity);
 //! - bytea and text under the "C" collation: the bytes with 0x00 escaped as
 //!   0x00 0xFF, terminated by 0x00 0x00 — self-delimiting, so a shorter
 //!   value sorts before its extensions and composite keys concatenate;
 //! - the version suffix (plan-rows.md §1): a 6-byte TID, bitwise inverted,
 //!   so the versions of one key sit together, newest first.
 //!
-//! Types whose order is not bytewise (text under other collations, numeric,
-//! floats) are compared through the btree operator class instead.
+//! numeric has its own decimal encoding ([`encode_decimal`]). Text under a
+//! language collation is keyed by the collation's sort key followed by the
+//! bytes (the server computes the sort key; see `src/am/pkey.rs`).
 
 use std::cmp::Ordering;
 
@@ -26,8 +31,48 @@ pub enum KeyPart<'a> {
     Int8(i64),
     Oid(u32),
     Uuid([u8; 16]),
+    Float4(f32),
+    Float8(f64),
     /// bytea, or text/varchar under the "C" collation.
     Bytes(&'a [u8]),
+}
+
+/// The bits of `v` ordered as btree orders float8: -0 folded into +0, every
+/// NaN into the positive quiet NaN (above +Infinity), then sign-magnitude
+/// turned into offset binary.
+fn float8_order_bits(v: f64) -> u64 {
+    let v = if v.is_nan() {
+        f64::NAN
+    } else if v == 0.0 {
+        0.0
+    } else {
+        v
+    };
+    let b = v.to_bits();
+    if b >> 63 == 1 { !b } else { b | 1 << 63 }
+}
+
+/// [`float8_order_bits`] for float4.
+fn float4_order_bits(v: f32) -> u32 {
+    let v = if v.is_nan() {
+        f32::NAN
+    } else if v == 0.0 {
+        0.0
+    } else {
+        v
+    };
+    let b = v.to_bits();
+    if b >> 31 == 1 { !b } else { b | 1 << 31 }
+}
+
+/// PostgreSQL's `float8_cmp`: NaN equals NaN and sorts above everything.
+fn float_cmp<F: PartialOrd>(a: F, b: F, a_nan: bool, b_nan: bool) -> Ordering {
+    match (a_nan, b_nan) {
+        (true, true) => Ordering::Equal,
+        (true, false) => Ordering::Greater,
+        (false, true) => Ordering::Less,
+        (false, false) => a.partial_cmp(&b).expect("not NaN"),
+    }
 }
 
 impl KeyPart<'_> {
@@ -41,6 +86,8 @@ impl KeyPart<'_> {
             (Int8(a), Int8(b)) => a.cmp(b),
             (Oid(a), Oid(b)) => a.cmp(b),
             (Uuid(a), Uuid(b)) => a.cmp(b),
+            (Float4(a), Float4(b)) => float_cmp(*a, *b, a.is_nan(), b.is_nan()),
+            (Float8(a), Float8(b)) => float_cmp(*a, *b, a.is_nan(), b.is_nan()),
             (Bytes(a), Bytes(b)) => a.cmp(b),
             _ => return None,
         })
@@ -56,6 +103,8 @@ pub fn encode_part(part: &KeyPart, out: &mut Vec<u8>) {
         KeyPart::Int8(v) => out.extend_from_slice(&((*v as u64) ^ (1 << 63)).to_be_bytes()),
         KeyPart::Oid(v) => out.extend_from_slice(&v.to_be_bytes()),
         KeyPart::Uuid(u) => out.extend_from_slice(u),
+        KeyPart::Float4(v) => out.extend_from_slice(&float4_order_bits(*v).to_be_bytes()),
+        KeyPart::Float8(v) => out.extend_from_slice(&float8_order_bits(*v).to_be_bytes()),
         KeyPart::Bytes(b) => {
             for &c in b.iter() {
                 out.push(c);
@@ -86,10 +135,13 @@ pub enum KeyType {
     Int8,
     Oid,
     Uuid,
+    Float4,
+    Float8,
     Bytes,
 }
 
-/// A decoded column value (owned).
+/// A decoded column value (owned; floats as their order bits, so that
+/// values compare and hash as encodings do).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeyValue {
     Bool(bool),
@@ -98,6 +150,9 @@ pub enum KeyValue {
     Int8(i64),
     Oid(u32),
     Uuid([u8; 16]),
+    /// The value's order bits (see [`encode_part`]).
+    Float4(u32),
+    Float8(u64),
     Bytes(Vec<u8>),
 }
 
@@ -111,6 +166,16 @@ impl KeyValue {
             KeyValue::Int8(v) => KeyPart::Int8(*v),
             KeyValue::Oid(v) => KeyPart::Oid(*v),
             KeyValue::Uuid(u) => KeyPart::Uuid(*u),
+            KeyValue::Float4(b) => KeyPart::Float4(f32::from_bits(if b >> 31 == 1 {
+                b & !(1 << 31)
+            } else {
+                !b
+            })),
+            KeyValue::Float8(b) => KeyPart::Float8(f64::from_bits(if b >> 63 == 1 {
+                b & !(1 << 63)
+            } else {
+                !b
+            })),
             KeyValue::Bytes(b) => KeyPart::Bytes(b),
         }
     }
@@ -144,6 +209,8 @@ pub fn decode_key(mut b: &[u8], types: &[KeyType]) -> Option<Vec<KeyValue>> {
             ),
             KeyType::Oid => KeyValue::Oid(u32::from_be_bytes(take(4, &mut b)?.try_into().ok()?)),
             KeyType::Uuid => KeyValue::Uuid(take(16, &mut b)?.try_into().ok()?),
+            KeyType::Float4 => KeyValue::Float4(u32::from_be_bytes(take(4, &mut b)?.try_into().ok()?)),
+            KeyType::Float8 => KeyValue::Float8(u64::from_be_bytes(take(8, &mut b)?.try_into().ok()?)),
             KeyType::Bytes => {
                 let mut v = Vec::new();
                 loop {
@@ -260,7 +327,7 @@ mod tests {
 
     fn part() -> impl Strategy<Value = (u8, i64, Vec<u8>)> {
         (
-            0u8..7,
+            0u8..9,
             any::<i64>(),
             proptest::collection::vec(prop_oneof![Just(0u8), Just(0xFFu8), any::<u8>()], 0..6),
         )
@@ -279,7 +346,25 @@ mod tests {
                 u[8..8 + bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
                 KeyPart::Uuid(u)
             }
+            6 => KeyPart::Float4(special_f64(n) as f32),
+            7 => KeyPart::Float8(special_f64(n)),
             _ => KeyPart::Bytes(bytes),
+        }
+    }
+
+    /// The values float comparison gets wrong most easily, else any bits.
+    fn special_f64(n: i64) -> f64 {
+        match n.rem_euclid(12) {
+            0 => 0.0,
+            1 => -0.0,
+            2 => f64::NAN,
+            3 => f64::from_bits(0xFFF8_0000_0000_0001),
+            4 => f64::INFINITY,
+            5 => f64::NEG_INFINITY,
+            6 => 1.5,
+            7 => -1.5,
+            8 => f64::MIN_POSITIVE / 2.0,
+            _ => f64::from_bits(n as u64),
         }
     }
 
@@ -291,6 +376,8 @@ mod tests {
             KeyType::Int8,
             KeyType::Oid,
             KeyType::Uuid,
+            KeyType::Float4,
+            KeyType::Float8,
             KeyType::Bytes,
         ][kind as usize]
     }

@@ -165,3 +165,57 @@ RESET enable_hashjoin;
 RESET enable_mergejoin;
 RESET enable_indexscan;
 RESET enable_bitmapscan;
+-- Text keys under ICU collations (keyed by the collation's sort key, then
+-- the bytes) and float keys: key order, equality, ranges, both directions.
+CREATE TABLE ik (s text COLLATE "en-x-icu" PRIMARY KEY, n int);
+INSERT INTO ik SELECT s, row_number() OVER () FROM unnest(ARRAY[
+  'a', 'A', 'b', 'B', 'ab', 'Ab', 'aB', 'äb', 'Äb', 'ae', 'æ', 'résumé', 'resume',
+  'Resume', 'RESUME', 'résume', 'co-op', 'coop', 'co op', 'zebra', 'Zebra', 'Éclair',
+  'eclair', '10', '9', '1', '', ' ', '-', 'straße', 'strasse', 'Straße', 'ǅ', 'ǆ',
+  'Ω', 'ω', 'ёлка', 'елка', 'Ёлка', '日本', '中国', 'a' || chr(769), 'á']) s;
+INSERT INTO ik SELECT 'k' || g || repeat('x', g % 7), g FROM generate_series(1, 300) g ORDER BY md5(g::text);
+ANALYZE ik;
+SELECT s FROM ik ORDER BY s LIMIT 60;
+SELECT s FROM ik ORDER BY s DESC LIMIT 20;
+SELECT s, n FROM ik WHERE s = 'résumé';
+SELECT s, n FROM ik WHERE s = 'Résumé';
+SELECT s FROM ik WHERE s IN ('A', 'æ', 'straße', 'nope') ORDER BY s;
+SELECT s FROM ik WHERE s > 'a' AND s <= 'b' ORDER BY s;
+SELECT s FROM ik WHERE s >= 'Resume' AND s < 'zebra' ORDER BY s DESC LIMIT 15;
+SELECT s FROM ik WHERE s < 'B' ORDER BY s;
+SELECT count(*) FROM ik WHERE s BETWEEN 'k1' AND 'k2';
+SELECT s FROM ik WHERE s = 'ab'::varchar;
+UPDATE ik SET s = s || '!' WHERE s IN ('a', 'Zebra') RETURNING s;
+WITH d AS (DELETE FROM ik WHERE s > 'k5' AND s < 'k6' RETURNING s) SELECT s FROM d ORDER BY s;
+SELECT s FROM ik WHERE s < 'b' ORDER BY s;
+INSERT INTO ik VALUES ('résumé', 0);
+CREATE TABLE ivk (s varchar(20) COLLATE "sv-x-icu", c char(6) COLLATE "de-x-icu", PRIMARY KEY (s, c));
+INSERT INTO ivk VALUES ('ö', 'a'), ('z', 'a'), ('o', 'b  '), ('ä', 'x'), ('aa', 'A'), ('z', 'ä'), ('z', 'b');
+SELECT s, c, length(c) FROM ivk ORDER BY s, c;
+SELECT s, c FROM ivk WHERE s = 'z' AND c > 'a ' ORDER BY s DESC, c DESC;
+SELECT s FROM ivk WHERE s > 'z' ORDER BY s;
+CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false);
+CREATE TABLE cik (s text COLLATE ci PRIMARY KEY, n int);
+INSERT INTO cik VALUES ('Hello', 1), ('world', 2), ('ABC', 3);
+INSERT INTO cik VALUES ('hello', 4);
+SELECT s, n FROM cik WHERE s = 'HELLO';
+SELECT s, n FROM cik WHERE s IN ('abc', 'WORLD') ORDER BY s;
+SELECT s FROM cik ORDER BY s DESC;
+CREATE TABLE fk8 (f float8 PRIMARY KEY, n int);
+INSERT INTO fk8 VALUES ('NaN', 1), ('Infinity', 2), ('-Infinity', 3), (0, 4), (-1.5, 5),
+  (1e-300, 6), (-1e-300, 7), (1e300, 8), (2.5, 9), (-2.5e10, 10);
+INSERT INTO fk8 VALUES ('-0', 11);
+INSERT INTO fk8 VALUES ('-NaN', 12);
+SELECT f, n FROM fk8 ORDER BY f;
+SELECT f, n FROM fk8 ORDER BY f DESC LIMIT 3;
+SELECT f, n FROM fk8 WHERE f = '-0';
+SELECT f, n FROM fk8 WHERE f = 'NaN';
+SELECT f, n FROM fk8 WHERE f > 1 ORDER BY f;
+SELECT f, n FROM fk8 WHERE f >= '-Infinity' AND f < 0 ORDER BY f DESC;
+CREATE TABLE fk4 (f float4, g int, PRIMARY KEY (f, g));
+INSERT INTO fk4 SELECT (g % 13 - 6) / 4.0, g FROM generate_series(1, 200) g ORDER BY md5(g::text);
+INSERT INTO fk4 VALUES ('NaN', 1), ('-0', 1000);
+SELECT f, g FROM fk4 WHERE f = 0 ORDER BY f, g LIMIT 5;
+SELECT f, count(*) FROM fk4 GROUP BY f ORDER BY f;
+SELECT f, g FROM fk4 WHERE f = 1.25::float4 AND g > 150 ORDER BY f, g;
+SELECT f, g FROM fk4 ORDER BY f DESC, g DESC LIMIT 4;

@@ -1,0 +1,129 @@
+//! Sort keys of text under ICU collations, for keying a tree by text.
+//!
+//! A tree compares keys as bytes, also during WAL replay where no catalog
+//! (and so no collation) is at hand. An ICU collation's sort key
+//! (`ucol_getSortKey`) compares bytewise exactly as `ucol_strcoll` compares
+//! the strings — ICU guarantees it, and PostgreSQL relies on it for ICU
+//! abbreviated keys — so `sort key ‖ bytes` orders like `varstr_cmp`: by the
+//! collation, ties between different strings broken by their bytes (only for
+//! deterministic collations; nondeterministic ones have no tie-break).
+//!
+//! libc collations other than C/POSIX/C.UTF-8 are not keyed: PostgreSQL does
+//! not trust `strxfrm` to agree with `strcoll` (it disables libc abbreviated
+//! keys for that reason), and glibc's transformed strings are about seven
+//! times the input, so ordinary keys would not fit a tree key.
+
+use pgrx::pg_sys;
+use std::ffi::{c_char, c_void};
+use std::sync::OnceLock;
+
+/// PostgreSQL 15's `struct pg_locale_struct` (utils/pg_locale.h), which
+/// pgrx does not bind: provider, deterministic, then a union whose ICU
+/// member is `{ const char *locale; UCollator *ucol; }`.
+#[repr(C)]
+struct PgLocale {
+    provider: c_char,
+    deterministic: bool,
+    info: [*mut c_void; 2],
+}
+
+unsafe extern "C-unwind" {
+    /// pg_locale.c: the cached locale of a collation (NULL for the libc
+    /// database default).
+    fn pg_newlocale_from_collation(collid: pg_sys::Oid) -> *mut PgLocale;
+    /// pg_locale.c: database encoding to UTF-16 (palloc'd), for ICU.
+    fn icu_to_uchar(buff_uchar: *mut *mut u16, buff: *const c_char, nbytes: usize) -> i32;
+}
+
+unsafe extern "C" {
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+}
+
+type GetSortKey = unsafe extern "C" fn(*const c_void, *const u16, i32, *mut u8, i32) -> i32;
+
+/// `ucol_getSortKey` from the ICU the server is linked with. ICU renames
+/// its symbols per major version (`ucol_getSortKey_72`), so it is looked
+/// up by name among the versions ICU has had.
+fn get_sort_key() -> Option<GetSortKey> {
+    static F: OnceLock<Option<usize>> = OnceLock::new();
+    let addr = *F.get_or_init(|| {
+        let names = std::iter::once("ucol_getSortKey".to_string())
+            .chain((40..=120).rev().map(|v| format!("ucol_getSortKey_{v}")));
+        for name in names {
+            let c = std::ffi::CString::new(name).expect("no NUL");
+            // SAFETY: dlsym with RTLD_DEFAULT (NULL on glibc) only searches
+            // the loaded objects' symbol tables.
+            let p = unsafe { dlsym(std::ptr::null_mut(), c.as_ptr()) };
+            if !p.is_null() {
+                return Some(p as usize);
+            }
+        }
+        None
+    });
+    // SAFETY: the symbol is ICU's ucol_getSortKey, whose C signature is
+    // (const UCollator*, const UChar*, int32_t, uint8_t*, int32_t) -> int32_t.
+    addr.map(|a| unsafe { std::mem::transmute::<usize, GetSortKey>(a) })
+}
+
+/// An ICU collator a tree can be keyed by. Invariant: `ucol` is the
+/// collator PostgreSQL caches for the collation for the life of the
+/// backend (pg_newlocale_from_collation never frees its entries).
+#[derive(Clone, Copy)]
+pub struct IcuOrder {
+    ucol: *const c_void,
+    pub deterministic: bool,
+}
+
+/// The ICU order of collation `coll`, if it is an ICU collation (also as
+/// the database default) and the server's ICU is usable.
+pub fn icu_order(coll: pg_sys::Oid) -> Option<IcuOrder> {
+    if coll == pg_sys::InvalidOid || get_sort_key().is_none() {
+        return None;
+    }
+    // SAFETY: a valid collation OID (callers pass an index column's);
+    // the returned struct is cached by PostgreSQL for the backend's life.
+    unsafe {
+        let loc = pg_newlocale_from_collation(coll);
+        if loc.is_null() || (*loc).provider as u8 != pg_sys::COLLPROVIDER_ICU {
+            return None;
+        }
+        let ucol = (*loc).info[1];
+        (!ucol.is_null()).then_some(IcuOrder {
+            ucol,
+            deterministic: (*loc).deterministic,
+        })
+    }
+}
+
+impl IcuOrder {
+    /// The sort key of `text` (database encoding), without ICU's trailing
+    /// NUL: bytewise order of sort keys is the collation's order.
+    pub fn sort_key(&self, text: &[u8]) -> Vec<u8> {
+        let f = get_sort_key().expect("checked by icu_order");
+        // SAFETY: icu_to_uchar reads `text.len()` bytes and returns a
+        // palloc'd UTF-16 buffer of the returned length; ucol_getSortKey
+        // writes at most `cap` bytes and returns the full length needed.
+        unsafe {
+            let mut u: *mut u16 = std::ptr::null_mut();
+            let n = icu_to_uchar(&mut u, text.as_ptr().cast(), text.len());
+            let mut out = vec![0u8; (text.len() * 2 + 16).min(1 << 16)];
+            loop {
+                let cap = out.len() as i32;
+                let need = f(self.ucol, u, n, out.as_mut_ptr(), cap);
+                if need <= 0 {
+                    pgrx::error!("orioledb: ICU could not compute a sort key");
+                }
+                if need <= cap {
+                    out.truncate(need as usize);
+                    break;
+                }
+                out.resize(need as usize, 0);
+            }
+            pg_sys::pfree(u.cast());
+            if out.last() == Some(&0) {
+                out.pop();
+            }
+            out
+        }
+    }
+}
