@@ -398,3 +398,43 @@ fn index_only_scans_follow_the_visibility_map() {
     }
     assert!(checked > 10, "only {checked} comparisons");
 }
+
+/// Sequential scans count in the statistics views as heap's do (scans,
+/// rows read, blocks of the row-id space), and an analysed empty table is
+/// planned as empty.
+#[test]
+fn scans_are_counted_and_empty_tables_estimated_empty() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_scan_stats");
+    c.batch_execute(
+        "CREATE TABLE s (id int, v text) USING orioledb;
+         INSERT INTO s SELECT g, 'v' || g FROM generate_series(1, 3000) g;
+         CREATE TABLE e (id int, v text) USING orioledb;
+         ANALYZE e;
+         SELECT pg_stat_force_next_flush();",
+    )
+    .unwrap();
+    let before = count(&mut c, "SELECT coalesce(seq_scan, 0) FROM pg_stat_user_tables WHERE relname = 's'");
+    c.batch_execute(
+        "SET enable_indexscan = off; SET max_parallel_workers_per_gather = 0;
+         SELECT count(*) FROM s; SELECT count(*) FROM s WHERE id < 0;",
+    )
+    .unwrap();
+    c.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+    let scans = count(&mut c, "SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 's'");
+    assert_eq!(scans, before + 2, "two sequential scans counted");
+    let read = count(&mut c, "SELECT seq_tup_read FROM pg_stat_user_tables WHERE relname = 's'");
+    assert!(read >= 3000, "rows returned by the scans counted: {read}");
+    let blocks = count(
+        &mut c,
+        "SELECT heap_blks_hit + heap_blks_read FROM pg_statio_user_tables WHERE relname = 's'",
+    );
+    // 3000 row ids are 11 TID blocks; two scans read each.
+    assert!(blocks >= 22, "blocks counted: {blocks}");
+    let costed = |c: &mut Client| rows(c, "EXPLAIN SELECT * FROM e").join("\n");
+    let p = costed(&mut c);
+    assert!(p.contains("rows=1 "), "an analysed empty table is estimated empty: {p}");
+    c.batch_execute("INSERT INTO e SELECT g, 'x' FROM generate_series(1, 500) g").unwrap();
+    let p = costed(&mut c);
+    assert!(!p.contains("rows=1 "), "rows inserted since ANALYZE count: {p}");
+}

@@ -49,7 +49,6 @@ pub unsafe fn insert(
         }
         let tree = table_of(rel);
         let xid = current_xid();
-        crate::am::ssi::check_in(rel);
         let id = alloc_id(rel, &tree);
         let mut h = Header::new(xid, cid, id);
         if let Some(token) = spec_token {
@@ -68,6 +67,10 @@ pub unsafe fn insert(
             );
         }
         crate::am::vismap::clear(rel, id);
+        // After the write, not before: no page lock orders us against a
+        // scan, so a reader that locks the relation later must already find
+        // this version (and report the conflict out itself).
+        crate::am::ssi::check_in(rel, None);
         set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
         rows::after_change();
@@ -364,7 +367,6 @@ unsafe fn change_with_wait(
             );
         };
         let xid = current_xid();
-        crate::am::ssi::check_in(rel);
         let oper = if matches!(action, Action::Delete { .. }) {
             pg_sys::XLTW_Oper::XLTW_Delete
         } else {
@@ -375,6 +377,9 @@ unsafe fn change_with_wait(
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
                 Decision::Done(locks) => {
                     crate::am::vismap::clear(rel, id);
+                    // After the write, as in insert: a reader that locks
+                    // this row id later finds the new xmax when it reads.
+                    crate::am::ssi::check_in(rel, Some(id));
                     *carried = locks;
                     rows::sweep_step(&tree.tree);
                     return pg_sys::TM_Result::TM_Ok;

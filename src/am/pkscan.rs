@@ -464,11 +464,15 @@ unsafe fn make_path(
         // Every row read is checked against all of the rel's quals, priced
         // as the sequential scan prices them.
         let quals = (*rel).baserestrictcost;
-        path.startup_cost = src.startup_cost + quals.startup;
+        // And every row returned computes the output columns, as
+        // cost_seqscan adds the target list's cost.
+        let target = (*(*rel).reltarget).cost;
+        path.startup_cost = src.startup_cost + quals.startup + target.startup;
         path.total_cost = path.startup_cost
             + ranges * pg_sys::seq_page_cost
             + (read / density).ceil() * pg_sys::seq_page_cost
-            + read * (pg_sys::cpu_tuple_cost + quals.per_tuple);
+            + read * (pg_sys::cpu_tuple_cost + quals.per_tuple)
+            + path.rows * target.per_tuple;
         (*cp).flags = 0;
         (*cp).custom_paths = std::ptr::null_mut();
         let mut private = pg_sys::lappend(std::ptr::null_mut(), ilist.cast());
@@ -542,6 +546,12 @@ struct Run {
     ranges: Option<VecDeque<KeyRange>>,
     cursor: Option<Cursor>,
     ssi_out: bool,
+    /// SERIALIZABLE point lookups (every range is one whole key): visible
+    /// rows take tuple locks, as heap's index fetches do; a key with no
+    /// visible row locks the relation instead (the phantom).
+    point: bool,
+    /// In point mode: the current range, and whether it had a visible row.
+    current: Option<(KeyRange, bool)>,
 }
 
 /// The scan node: PostgreSQL's part first.
@@ -594,7 +604,6 @@ unsafe extern "C-unwind" fn begin(
             .map(|e| pg_sys::ExecInitExpr(e, &mut (*node).ss.ps))
             .collect();
         let snapshot = (*estate).es_snapshot;
-        ssi::lock_relation(rel, snapshot);
         (*s).run = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(Run {
             table: table_of(rel),
             conds,
@@ -603,6 +612,8 @@ unsafe extern "C-unwind" fn begin(
             ranges: None,
             cursor: None,
             ssi_out: ssi::out_needed(rel, snapshot),
+            point: false,
+            current: None,
         });
     }
 }
@@ -649,6 +660,7 @@ unsafe extern "C-unwind" fn rescan(node: *mut pg_sys::CustomScanState) {
         let run = (*(node as *mut PkScanState)).run;
         if !run.is_null() {
             (*run).cursor = None;
+            (*run).current = None;
             (*run).ranges = None;
         }
         pg_sys::ExecScanReScan(&mut (*node).ss);
@@ -729,7 +741,7 @@ fn successor(b: &[u8]) -> Option<Vec<u8>> {
 unsafe fn key_ranges(
     node: *mut pg_sys::CustomScanState,
     run: &Run,
-) -> VecDeque<KeyRange> {
+) -> (VecDeque<KeyRange>, bool) {
     let desc = run.table.desc().expect("custom scan on a keyed table").clone();
     // SAFETY: per the contract; array datums are deconstructed in the
     // per-query memory context.
@@ -739,6 +751,7 @@ unsafe fn key_ranges(
         let mut lower: Option<Vec<u8>> = None; // inclusive, per prefix suffix
         let mut upper: Option<Vec<u8>> = None; // exclusive
         let mut empty = false;
+        let mut capped = false;
         let mut range_col = None;
         for (ci, col) in desc.cols.iter().enumerate() {
             let coltype = pg_sys::Oid::from(col.typid);
@@ -773,6 +786,7 @@ unsafe fn key_ranges(
                     break;
                 }
                 if prefixes.len() * encoded.len() > 100_000 {
+                    capped = true;
                     break;
                 }
                 prefixes = prefixes
@@ -825,10 +839,10 @@ unsafe fn key_ranges(
             range_col = Some(ci);
             break;
         }
-        let _ = range_col;
+        let exact = range_col.is_none() && !capped;
         let mut out = VecDeque::new();
         if empty {
-            return out;
+            return (out, false);
         }
         for p in prefixes {
             let base = Table::prefix_bound(&p);
@@ -855,7 +869,7 @@ unsafe fn key_ranges(
         if run.dir == Direction::Backward {
             out = out.into_iter().rev().collect();
         }
-        out
+        (out, exact)
     }
 }
 
@@ -897,8 +911,13 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
             // encoded: the per-tuple context, reset for every row.
             let econtext = (*ss).ps.ps_ExprContext;
             let prev = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-            let ranges = key_ranges(node, run);
+            let (ranges, exact) = key_ranges(node, run);
             pg_sys::MemoryContextSwitchTo(prev);
+            run.point = exact && run.ssi_out;
+            if !run.point {
+                // Before reading: ranges are predicates over the table.
+                ssi::lock_relation(rel, snapshot);
+            }
             run.ranges = Some(ranges);
         }
         loop {
@@ -906,6 +925,9 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                 let Some((lo, hi)) = run.ranges.as_mut().and_then(|r| r.pop_front()) else {
                     return pg_sys::ExecClearTuple(slot);
                 };
+                if run.point {
+                    run.current = Some(((lo.clone(), hi.clone()), false));
+                }
                 run.cursor = Some(run.table.versions(lo, hi, run.dir));
             }
             let cursor = run.cursor.as_mut().expect("just set");
@@ -919,6 +941,15 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                     ssi::check_out(rel, &h, visible, snapshot);
                 }
                 if visible {
+                    if let Some((_, found)) = run.current.as_mut() {
+                        *found = true;
+                        ssi::lock_tid(rel, id, h.xmin, snapshot);
+                        // Writers check for conflicts after writing: read
+                        // again after locking to catch an xmax set between.
+                        if let Some(v) = rows::get_version(&run.table, id) {
+                            ssi::check_out(rel, &decode(rel, id, &v), true, snapshot);
+                        }
+                    }
                     // UPDATE, DELETE and row locks come back by row id: spare
                     // them the row-id map probe.
                     crate::am::table::remember_key(run.table.tree.id(), id, &k);
@@ -927,6 +958,18 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                 }
             }
             run.cursor = None;
+            if let Some(((lo, hi), false)) = run.current.take() {
+                // No visible row under this key: lock the relation, then
+                // read the key again so that a version written before the
+                // lock (whose writer missed it) is reported from this side.
+                ssi::lock_relation(rel, snapshot);
+                for item in run.table.versions(lo, hi, run.dir) {
+                    let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+                    let id = run.table.id_of(&k);
+                    let h = decode(rel, id, &v);
+                    ssi::check_out(rel, &h, satisfies(&h, snapshot, rel), snapshot);
+                }
+            }
         }
     }
 }

@@ -685,6 +685,11 @@ unsafe extern "C-unwind" fn relation_estimate_size(
             // are not subtracted, so this errs high like heap's estimate).
             let blocks = crate::am::scan::current_blocks(rel) as f64;
             *tuples = (reltuples / relpages * blocks).round();
+        } else if reltuples >= 0.0 && crate::am::scan::current_blocks(rel) == 0 {
+            // Vacuumed or analysed, and no row id handed out since: empty,
+            // as heap judges a table with no pages.
+            *pages = 0;
+            *tuples = 0.0;
         } else if npages < 10 && reltuples < 0.0 && !(*class).relhassubclass {
             // Never vacuumed or analysed (reltuples -1) and small: like heap, assume ten
             // pages of rows of the declared width, since a table that is

@@ -292,6 +292,49 @@ pub fn sweep_step(tree: &Tree) {
     after_change();
 }
 
+/// What a table scan adds to the relation's statistics, as heap's
+/// `pgstat_count_heap_scan`/`_getnext` and buffer counters do (macros, so
+/// not callable): a sequential scan started, a row returned, a block of the
+/// row-id space read (`pg_statio_*_tables.heap_blks_hit`; the engine's
+/// buffers are not PostgreSQL's, so every block counts as a hit).
+#[derive(Clone, Copy)]
+pub enum ScanStat {
+    Scan,
+    Returned,
+    Block,
+}
+
+/// Adds one to `rel`'s pending counter for `what` (nothing when statistics
+/// are off for the relation).
+///
+/// # Safety
+/// `rel` is an open relation.
+pub unsafe fn count_scan_stat(rel: pg_sys::Relation, what: ScanStat) {
+    // SAFETY: per the contract; pgstat_assoc_relation attaches the pending
+    // entry the counters live in, as pgstat_should_count_relation does.
+    unsafe {
+        if !(*rel).pgstat_enabled {
+            return;
+        }
+        if (*rel).pgstat_info.is_null() {
+            pg_sys::pgstat_assoc_relation(rel);
+        }
+        let info = (*rel).pgstat_info;
+        if info.is_null() {
+            return;
+        }
+        let c = &mut (*info).t_counts;
+        match what {
+            ScanStat::Scan => c.t_numscans += 1,
+            ScanStat::Returned => c.t_tuples_returned += 1,
+            ScanStat::Block => {
+                c.t_blocks_fetched += 1;
+                c.t_blocks_hit += 1;
+            }
+        }
+    }
+}
+
 /// Row id → ItemPointer.
 pub fn to_item_pointer(id: u64, out: &mut pg_sys::ItemPointerData) {
     let (block, offset) = if id == MOVED {

@@ -32,6 +32,8 @@ struct ScanState {
     last: Option<Vec<u8>>,
     /// SERIALIZABLE: report rw-conflicts out for the versions examined.
     ssi_out: bool,
+    /// TID block of the version read last, for block statistics.
+    stat_block: u64,
     /// SERIALIZABLE: the relation is predicate-locked (bitmap scans lock it
     /// when they first read, not when the executor sets them up).
     ssi_locked: bool,
@@ -209,6 +211,9 @@ pub unsafe fn scan_begin(
         if flags & whole != 0 {
             ssi::lock_relation(rel, snapshot);
         }
+        if flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
+            rows::count_scan_stat(rel, rows::ScanStat::Scan);
+        }
         let sample = Sample {
             nblocks: if flags & pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN != 0 {
                 tid_blocks(&tree)
@@ -225,6 +230,7 @@ pub unsafe fn scan_begin(
             last: None,
             ssi_out: ssi::out_needed(rel, snapshot),
             ssi_locked: flags & whole != 0,
+            stat_block: u64::MAX,
             bitmap: VecDeque::new(),
             tids: None,
             sample,
@@ -311,6 +317,7 @@ pub unsafe fn scan_getnextslot(
                 .unwrap_or_else(|| ParallelIds::new(pscan, st.tree.clone()));
             let mut found = false;
             for (id, v) in ids.by_ref() {
+                count_block(&mut st.stat_block, rel, id);
                 if examine(st, rel, snapshot, id, &v) {
                     store_version(rel, slot, id, &v);
                     found = true;
@@ -318,7 +325,9 @@ pub unsafe fn scan_getnextslot(
                 }
             }
             st.parallel = Some(ids);
-            if !found {
+            if found {
+                rows::count_scan_stat(rel, rows::ScanStat::Returned);
+            } else {
                 pg_sys::ExecClearTuple(slot);
             }
             return found;
@@ -343,12 +352,14 @@ pub unsafe fn scan_getnextslot(
             let id = st.tree.id_of(&k);
             let h = decode(rel, id, &v);
             st.last = Some(k);
+            count_block(&mut st.stat_block, rel, id);
             let visible = satisfies(&h, snapshot, rel);
             if st.ssi_out {
                 ssi::check_out(rel, &h, visible, snapshot);
             }
             if visible {
                 store_version(rel, slot, id, &v);
+                rows::count_scan_stat(rel, rows::ScanStat::Returned);
                 return true;
             }
         }
@@ -367,6 +378,20 @@ pub unsafe fn scan_getnextslot(
 ///
 /// # Safety
 /// Valid open relation and snapshot; `st` is that scan's state.
+/// Counts a block read when `id` is in another TID block than the
+/// version read before it (`last`).
+///
+/// # Safety
+/// `rel` is the scan's open relation.
+unsafe fn count_block(last: &mut u64, rel: pg_sys::Relation, id: u64) {
+    let block = tid::to_pointer(id).0 as u64;
+    if block != *last {
+        *last = block;
+        // SAFETY: per the contract.
+        unsafe { rows::count_scan_stat(rel, rows::ScanStat::Block) };
+    }
+}
+
 unsafe fn examine(
     st: &ScanState,
     rel: pg_sys::Relation,
@@ -664,7 +689,7 @@ pub unsafe fn index_fetch_tuple(
             return false;
         };
         let h = decode(rel, id, &v);
-        if read_checked(rel, &h, snapshot) {
+        if read_checked(rel, id, &h, snapshot) {
             store_version(rel, slot, id, &v);
             return true;
         }
@@ -690,7 +715,7 @@ pub unsafe fn tuple_fetch_row_version(
             return false;
         };
         let h = decode(rel, id, &v);
-        if read_checked(rel, &h, snapshot) {
+        if read_checked(rel, id, &h, snapshot) {
             store_version(rel, slot, id, &v);
             true
         } else {
@@ -704,12 +729,21 @@ pub unsafe fn tuple_fetch_row_version(
 ///
 /// # Safety
 /// Valid open relation and snapshot.
-unsafe fn read_checked(rel: pg_sys::Relation, h: &Header, snapshot: pg_sys::Snapshot) -> bool {
+unsafe fn read_checked(rel: pg_sys::Relation, id: u64, h: &Header, snapshot: pg_sys::Snapshot) -> bool {
     // SAFETY: caller guarantees valid pointers.
     unsafe {
         let visible = satisfies(h, snapshot, rel);
         if ssi::out_needed(rel, snapshot) {
-            ssi::lock_relation(rel, snapshot);
+            if visible {
+                ssi::lock_tid(rel, id, h.xmin, snapshot);
+                // A writer checks for conflicts after its write: reading
+                // again after locking finds any xmax that slipped in
+                // between (no buffer lock orders the two here).
+                if let Some(v) = get_version(&table_of(rel), id) {
+                    ssi::check_out(rel, &decode(rel, id, &v), true, snapshot);
+                    return true;
+                }
+            }
             ssi::check_out(rel, h, visible, snapshot);
         }
         visible

@@ -1,9 +1,15 @@
 //! SERIALIZABLE on orioledb tables: PostgreSQL's predicate locking
-//! (`predicate.c`) at relation granularity. Every read path locks the whole
-//! relation, every write checks for conflicts on it, and versions a reader
-//! skips or sees deleted are reported as rw-conflicts exactly as heap's
-//! `HeapCheckForSerializableConflictOut` does. Coarser than heap (more
-//! 40001s), never weaker. Outside SERIALIZABLE each call returns at once.
+//! (`predicate.c`) with heap's granularity where heap has it. Versions read
+//! by TID (index fetches, TID scans) take tuple locks on their row id, as
+//! `heap_fetch`/`heap_hot_search_buffer` do (the index AM's page locks
+//! cover the key range); scans that read ranges of the table itself
+//! (sequential, bitmap, primary-key, TID-range) lock the whole relation.
+//! UPDATE and DELETE check the old version's tuple, its TID block (an
+//! index-only scan that skips the table locks that block) and the relation;
+//! INSERT checks the relation. Versions a reader skips or sees deleted are
+//! reported as rw-conflicts exactly as heap's
+//! `HeapCheckForSerializableConflictOut` does. Outside SERIALIZABLE each
+//! call returns at once.
 
 use orioledb_engine::version::{self, Header, Hints, VacuumState};
 use pgrx::pg_sys;
@@ -11,6 +17,12 @@ use pgrx::pg_sys::ffi::pg_guard_ffi_boundary;
 
 extern "C-unwind" {
     fn PredicateLockRelation(relation: pg_sys::Relation, snapshot: pg_sys::Snapshot);
+    fn PredicateLockTID(
+        relation: pg_sys::Relation,
+        tid: pg_sys::ItemPointer,
+        snapshot: pg_sys::Snapshot,
+        tuple_xid: pg_sys::TransactionId,
+    );
     fn CheckForSerializableConflictIn(
         relation: pg_sys::Relation,
         tid: pg_sys::ItemPointer,
@@ -39,17 +51,39 @@ pub unsafe fn lock_relation(rel: pg_sys::Relation, snapshot: pg_sys::Snapshot) {
     unsafe { pg_guard_ffi_boundary(|| PredicateLockRelation(rel, snapshot)) }
 }
 
-/// Before writing `rel`.
+/// After reading version `id` (inserted by `xmin`) of `rel` by its TID and
+/// finding it visible.
+///
+/// # Safety
+/// Valid open relation; snapshot may be NULL.
+pub unsafe fn lock_tid(rel: pg_sys::Relation, id: u64, xmin: version::Xid, snapshot: pg_sys::Snapshot) {
+    if snapshot.is_null() {
+        return;
+    }
+    let mut tid = pg_sys::ItemPointerData::default();
+    crate::am::rows::to_item_pointer(id, &mut tid);
+    // SAFETY: exported PostgreSQL function; it returns at once outside
+    // SERIALIZABLE and for rows of the own transaction.
+    unsafe { pg_guard_ffi_boundary(|| PredicateLockTID(rel, &mut tid, snapshot, xmin.into())) }
+}
+
+/// Before writing `rel`: `old` is the row id an UPDATE or DELETE replaces
+/// (None for INSERT).
 ///
 /// # Safety
 /// Valid open relation.
-pub unsafe fn check_in(rel: pg_sys::Relation) {
+pub unsafe fn check_in(rel: pg_sys::Relation, old: Option<u64>) {
+    let mut tid = pg_sys::ItemPointerData::default();
+    let (tidp, block) = match old {
+        Some(id) => {
+            crate::am::rows::to_item_pointer(id, &mut tid);
+            let block = (u32::from(tid.ip_blkid.bi_hi) << 16) | u32::from(tid.ip_blkid.bi_lo);
+            (&mut tid as pg_sys::ItemPointer, block)
+        }
+        None => (std::ptr::null_mut(), pg_sys::InvalidBlockNumber),
+    };
     // SAFETY: as above; a NULL tid and InvalidBlockNumber mean "the relation".
-    unsafe {
-        pg_guard_ffi_boundary(|| {
-            CheckForSerializableConflictIn(rel, std::ptr::null_mut(), pg_sys::InvalidBlockNumber)
-        })
-    }
+    unsafe { pg_guard_ffi_boundary(|| CheckForSerializableConflictIn(rel, tidp, block)) }
 }
 
 /// Whether reads of `rel` under `snapshot` must report conflicts out.
