@@ -2099,59 +2099,52 @@ fn serializable_write_skew() {
 fn serializable_granularity(r: &mut Run) {
     let mut a = r.session("a");
     let mut b = r.session("b");
-    reset_t3(r);
-    a.ok("BEGIN ISOLATION LEVEL SERIALIZABLE");
-    b.ok("BEGIN ISOLATION LEVEL SERIALIZABLE");
-    r.q(&mut a, "disjoint: a reads", "SELECT v FROM t WHERE id = 1", rows(&["0"]));
-    r.q(&mut b, "disjoint: b reads", "SELECT v FROM t WHERE id = 2", rows(&["0"]));
-    let outs = [
-        a.q("UPDATE t SET v = 1 WHERE id = 1"),
-        b.q("UPDATE t SET v = 1 WHERE id = 2"),
-        a.q("COMMIT"),
-        b.q("COMMIT"),
-    ];
-    for (i, o) in outs.iter().enumerate() {
-        r.note(&format!("disjoint: step {i}"), o);
-    }
+    // Two different rows read by key and written back: both commit under
+    // index plans (tuple locks), one fails under sequential plans.
+    ssi_round(r, &mut a, &mut b, "disjoint", ["id = 1", "id = 2"], [
+        "UPDATE t SET v = 1 WHERE id = 1",
+        "UPDATE t SET v = 1 WHERE id = 2",
+    ]);
     let table = exec(&mut r.watch, "SELECT id, v FROM t ORDER BY id");
     r.note("disjoint: table", table);
-
-    reset_t3(r);
-    a.ok("BEGIN ISOLATION LEVEL SERIALIZABLE");
-    b.ok("BEGIN ISOLATION LEVEL SERIALIZABLE");
-    r.q(&mut a, "phantom: a reads", "SELECT count(*) FROM t WHERE id = 4", rows(&["0"]));
-    r.q(&mut b, "phantom: b reads", "SELECT count(*) FROM t WHERE id = 5", rows(&["0"]));
-    let outs = [
-        a.q("INSERT INTO t VALUES (5, 1)"),
-        b.q("INSERT INTO t VALUES (4, 1)"),
-        a.q("COMMIT"),
-        b.q("COMMIT"),
-    ];
-    let failed = outs.iter().filter(|o| **o == Out::Err("40001".into())).count();
-    for (i, o) in outs.iter().enumerate() {
-        r.note(&format!("phantom: step {i}"), o);
-    }
+    // Keys read as absent, then inserted by the other: phantoms.
+    let failed = ssi_round(r, &mut a, &mut b, "phantom", ["id = 4", "id = 5"], [
+        "INSERT INTO t VALUES (5, 1)",
+        "INSERT INTO t VALUES (4, 1)",
+    ]);
     r.check("phantom: serialization failures", failed, 1);
+    // Each writes the row the other read: rw-conflicts both ways through
+    // the tuple locks.
+    let failed = ssi_round(r, &mut a, &mut b, "skew", ["id = 1", "id = 2"], [
+        "UPDATE t SET v = 1 WHERE id = 2",
+        "UPDATE t SET v = 1 WHERE id = 1",
+    ]);
+    r.check("skew: serialization failures", failed, 1);
+}
 
-    // A row read by key, then updated by the other transaction, which
-    // commits first: the reader's own write must fail (rw-conflicts both
-    // ways through the tuple lock).
+/// One SERIALIZABLE round on a fresh `t`: a and b each count the rows
+/// matching their read, then run their write, then both commit; records
+/// every outcome and returns how many were 40001.
+fn ssi_round(
+    r: &mut Run,
+    a: &mut Sess,
+    b: &mut Sess,
+    label: &str,
+    reads: [&str; 2],
+    writes: [&str; 2],
+) -> usize {
     reset_t3(r);
     a.ok("BEGIN ISOLATION LEVEL SERIALIZABLE");
     b.ok("BEGIN ISOLATION LEVEL SERIALIZABLE");
-    r.q(&mut a, "skew: a reads 1", "SELECT v FROM t WHERE id = 1", rows(&["0"]));
-    r.q(&mut b, "skew: b reads 2", "SELECT v FROM t WHERE id = 2", rows(&["0"]));
-    let outs = [
-        a.q("UPDATE t SET v = 1 WHERE id = 2"),
-        b.q("UPDATE t SET v = 1 WHERE id = 1"),
-        a.q("COMMIT"),
-        b.q("COMMIT"),
-    ];
-    let failed = outs.iter().filter(|o| **o == Out::Err("40001".into())).count();
-    for (i, o) in outs.iter().enumerate() {
-        r.note(&format!("skew: step {i}"), o);
+    for (s, w) in [(&mut *a, reads[0]), (&mut *b, reads[1])] {
+        let o = s.q(&format!("SELECT count(*) FROM t WHERE {w}"));
+        r.note(&format!("{label}: read {w}"), o);
     }
-    r.check("skew: serialization failures", failed, 1);
+    let outs = [a.q(writes[0]), b.q(writes[1]), a.q("COMMIT"), b.q("COMMIT")];
+    for (i, o) in outs.iter().enumerate() {
+        r.note(&format!("{label}: step {i}"), o);
+    }
+    outs.iter().filter(|o| **o == Out::Err("40001".into())).count()
 }
 
 #[test]

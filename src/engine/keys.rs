@@ -37,33 +37,27 @@ pub enum KeyPart<'a> {
     Bytes(&'a [u8]),
 }
 
-/// The bits of `v` ordered as btree orders float8: -0 folded into +0, every
-/// NaN into the positive quiet NaN (above +Infinity), then sign-magnitude
-/// turned into offset binary.
-fn float8_order_bits(v: f64) -> u64 {
-    let v = if v.is_nan() {
-        f64::NAN
-    } else if v == 0.0 {
-        0.0
-    } else {
-        v
+/// `$name(v)`: the bits of `v` ordered as btree orders floats: -0 folded
+/// into +0, every NaN into the positive quiet NaN (above +Infinity), then
+/// sign-magnitude turned into offset binary.
+macro_rules! float_order_bits {
+    ($name:ident, $f:ty, $u:ty) => {
+        fn $name(v: $f) -> $u {
+            let v = if v.is_nan() {
+                <$f>::NAN
+            } else if v == 0.0 {
+                0.0
+            } else {
+                v
+            };
+            let b = v.to_bits();
+            let sign: $u = 1 << (<$u>::BITS - 1);
+            if b & sign != 0 { !b } else { b | sign }
+        }
     };
-    let b = v.to_bits();
-    if b >> 63 == 1 { !b } else { b | 1 << 63 }
 }
-
-/// [`float8_order_bits`] for float4.
-fn float4_order_bits(v: f32) -> u32 {
-    let v = if v.is_nan() {
-        f32::NAN
-    } else if v == 0.0 {
-        0.0
-    } else {
-        v
-    };
-    let b = v.to_bits();
-    if b >> 31 == 1 { !b } else { b | 1 << 31 }
-}
+float_order_bits!(float8_order_bits, f64, u64);
+float_order_bits!(float4_order_bits, f32, u32);
 
 /// PostgreSQL's `float8_cmp`: NaN equals NaN and sorts above everything.
 fn float_cmp<F: PartialOrd>(a: F, b: F, a_nan: bool, b_nan: bool) -> Ordering {
