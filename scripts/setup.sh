@@ -2,7 +2,8 @@
 # Prepare a Debian 12 machine (run as root) to build and test orioledb_rs.
 # Idempotent: every step checks first and is skipped when already done.
 #
-#   1. Debian packages: PostgreSQL 15 server + headers, clang/libclang (bindgen), sudo
+#   1. Debian packages: PostgreSQL 15 server + headers, clang/libclang (bindgen), sudo,
+#      locales (and the en_US.UTF-8 locale the tests use)
 #   2. cargo-pgrx 0.18.1
 #   3. cargo pgrx init pointing at the system PostgreSQL 15 (downloads nothing)
 set -euo pipefail
@@ -12,8 +13,10 @@ set -euo pipefail
 PGRX_VERSION=0.18.1
 # What the brief asks for, plus what building cargo-pgrx (openssl-sys) and
 # pgrx (a C compiler, pkg-config) need on a minimal image.
+# locales: the tests key tables by text under a libc language collation
+# (en_US.UTF-8, generated below).
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo
-          build-essential pkg-config libssl-dev ca-certificates)
+          build-essential pkg-config libssl-dev ca-certificates locales)
 
 say "setup: checking Debian packages"
 missing=()
@@ -30,6 +33,14 @@ else
     export DEBIAN_FRONTEND=noninteractive
     run apt-get update
     run apt-get install -y --no-install-recommends "${missing[@]}"
+fi
+
+say "setup: checking the en_US.UTF-8 locale"
+if locale -a 2>/dev/null | grep -qix 'en_US.utf8'; then
+    note "present"
+else
+    require_root
+    run localedef -i en_US -c -f UTF-8 en_US.UTF-8
 fi
 
 # Debian's postgresql-common creates a default cluster "15/main" on port 5432

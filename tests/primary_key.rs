@@ -68,6 +68,31 @@ fn tables_are_stored_and_read_in_key_order() {
     }
     let p = plan(&mut c, "SELECT * FROM ick ORDER BY s LIMIT 3");
     assert!(p.contains("OrioleDB Primary Scan") && !p.contains("Sort"), "{p}");
+    // A libc language collation keys the tree by the bytes: equality only.
+    c.batch_execute(
+        "CREATE COLLATION en_libc (provider = libc, locale = 'en_US.UTF-8');
+         CREATE TABLE lk (s text COLLATE en_libc PRIMARY KEY, n int) USING orioledb;
+         INSERT INTO lk SELECT g::text, g FROM generate_series(1, 5000) g;
+         ANALYZE lk;",
+    )
+    .unwrap_or_else(|e| panic!("libc collation (scripts/setup.sh generates en_US.UTF-8): {}", describe(&e)));
+    assert_eq!(key_of(&mut c, "lk"), "s");
+    for q in [
+        "SELECT * FROM lk WHERE s = '42'",
+        "SELECT * FROM lk WHERE s IN ('1', '2')",
+        "UPDATE lk SET n = 0 WHERE s = '7'",
+    ] {
+        let p = plan(&mut c, q);
+        assert!(p.contains("Primary Key Cond"), "{q}: expected the primary scan, got\n{p}");
+    }
+    for q in [
+        "SELECT * FROM lk WHERE s > '4999' AND s < '5'",
+        "SELECT * FROM lk ORDER BY s LIMIT 3",
+        "SELECT * FROM lk ORDER BY s DESC LIMIT 3",
+    ] {
+        let p = plan(&mut c, q);
+        assert!(!p.contains("Primary Key Cond") && !p.contains("Primary Scan"), "{q}: byte order is not the collation's\n{p}");
+    }
     // A one-column bool key (the shortest version key) is pruned too.
     c.batch_execute(
         "CREATE TABLE bk (b bool PRIMARY KEY, n int) USING orioledb;

@@ -8,12 +8,14 @@
 //! collation, ties between different strings broken by their bytes (only for
 //! deterministic collations; nondeterministic ones have no tie-break).
 //!
-//! libc collations other than C/POSIX/C.UTF-8 are not keyed: PostgreSQL does
-//! not trust `strxfrm` to agree with `strcoll` (it disables libc abbreviated
-//! keys for that reason), and glibc's transformed strings are about seven
-//! times the input, so ordinary keys would not fit a tree key.
+//! libc language collations get no sort key (their text keys the tree by
+//! its bytes, for equality only: `pkey.rs`): PostgreSQL does not trust
+//! `strxfrm` to agree with `strcoll` (it disables libc abbreviated keys for
+//! that reason), and glibc's transformed strings are about eight times the
+//! input, so ordinary keys would not fit a tree key.
 
 use pgrx::pg_sys;
+use pgrx::pg_sys::ffi::pg_guard_ffi_boundary;
 use std::ffi::{c_char, c_void};
 use std::sync::OnceLock;
 
@@ -81,9 +83,10 @@ pub fn icu_order(coll: pg_sys::Oid) -> Option<IcuOrder> {
         return None;
     }
     // SAFETY: a valid collation OID (callers pass an index column's);
-    // the returned struct is cached by PostgreSQL for the backend's life.
+    // the returned struct is cached by PostgreSQL for the backend's life;
+    // an ERROR it raises becomes a Rust panic at the boundary.
     unsafe {
-        let loc = pg_newlocale_from_collation(coll);
+        let loc = pg_guard_ffi_boundary(|| pg_newlocale_from_collation(coll));
         if loc.is_null() || (*loc).provider as u8 != pg_sys::COLLPROVIDER_ICU {
             return None;
         }
@@ -105,7 +108,7 @@ impl IcuOrder {
         // writes at most `cap` bytes and returns the full length needed.
         unsafe {
             let mut u: *mut u16 = std::ptr::null_mut();
-            let n = icu_to_uchar(&mut u, text.as_ptr().cast(), text.len());
+            let n = pg_guard_ffi_boundary(|| icu_to_uchar(&mut u, text.as_ptr().cast(), text.len()));
             let mut out = vec![0u8; (text.len() * 2 + 16).min(1 << 16)];
             loop {
                 let cap = out.len() as i32;

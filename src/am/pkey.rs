@@ -10,8 +10,9 @@
 //!
 //! Only types whose btree order is byte order of an encoding (engine
 //! `keys.rs`, and ICU sort keys from `collate.rs` for text under an ICU
-//! collation) key a tree: tables whose primary key has another type (or a
-//! text column under a libc language collation) stay keyed by row id.
+//! collation) key a tree, and text under a libc language collation, whose
+//! bytes key the tree for equality only ([`Kind::ordered`]): tables whose
+//! primary key has another type stay keyed by row id.
 
 use orioledb_engine::keys::{encode_part, KeyPart};
 use pgrx::pg_sys;
@@ -32,7 +33,7 @@ fn byte_order_collation(coll: pg_sys::Oid) -> bool {
     // SAFETY: lc_collate_is_c only reads collation state; the syscache tuple
     // is released before returning and its text attribute copied out first.
     unsafe {
-        if lc_collate_is_c(coll) {
+        if pgrx::pg_sys::ffi::pg_guard_ffi_boundary(|| lc_collate_is_c(coll)) {
             return true;
         }
         if coll == pg_sys::DEFAULT_COLLATION_OID {
@@ -69,6 +70,13 @@ fn byte_order_collation(coll: pg_sys::Oid) -> bool {
     }
 }
 
+/// Whether collation `coll` compares equal only identical strings (every
+/// libc collation; ICU ones may not be).
+fn deterministic(coll: pg_sys::Oid) -> bool {
+    // SAFETY: a catalog lookup of a valid collation (an index column's).
+    coll != pg_sys::InvalidOid && unsafe { pg_sys::get_collation_isdeterministic(coll) }
+}
+
 /// How one key column's datum is encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -96,6 +104,13 @@ pub enum Kind {
     /// bpchar under an ICU collation: as `Collated`, trailing spaces
     /// stripped first.
     CollatedBpchar = 13,
+    /// text/varchar under a libc language collation: the bytes, as `Bytes`.
+    /// The tree's order is then not the collation's: only equality (which
+    /// is byte equality for these deterministic collations) finds rows
+    /// through it, never ranges or ORDER BY (see [`Kind::ordered`]).
+    TextBytes = 14,
+    /// bpchar under a libc language collation: as `Bpchar`, equality only.
+    BpcharBytes = 15,
 }
 
 impl Kind {
@@ -115,12 +130,21 @@ impl Kind {
             11 => Float8,
             12 => Collated,
             13 => CollatedBpchar,
+            14 => TextBytes,
+            15 => BpcharBytes,
             _ => return None,
         })
     }
 
-    /// The encoding for a column of type `typid` under collation `coll`,
-    /// if its btree order is the encoding's byte order.
+    /// Whether the encoding's byte order is the btree order (else it only
+    /// decides equality).
+    pub fn ordered(self) -> bool {
+        !matches!(self, Kind::TextBytes | Kind::BpcharBytes)
+    }
+
+    /// The encoding for a column of type `typid` under collation `coll`:
+    /// one whose byte order is the btree order, or for text under a libc
+    /// language collation one that decides equality.
     fn of(typid: pg_sys::Oid, coll: pg_sys::Oid) -> Option<Kind> {
         use pg_sys::BuiltinOid::*;
         let t = pg_sys::BuiltinOid::from_u32(typid.to_u32()).ok()?;
@@ -141,6 +165,8 @@ impl Kind {
             BPCHAROID if c_order() => Kind::Bpchar,
             TEXTOID | VARCHAROID if icu() => Kind::Collated,
             BPCHAROID if icu() => Kind::CollatedBpchar,
+            TEXTOID | VARCHAROID if deterministic(coll) => Kind::TextBytes,
+            BPCHAROID if deterministic(coll) => Kind::BpcharBytes,
             _ => return None,
         })
     }
@@ -314,12 +340,17 @@ impl KeyDesc {
                 }
                 Kind::Float4 => encode_part(&KeyPart::Float4(f32::from_bits(d.value() as u32)), out),
                 Kind::Float8 => encode_part(&KeyPart::Float8(f64::from_bits(d.value() as u64)), out),
-                Kind::Bytes | Kind::Bpchar | Kind::Collated | Kind::CollatedBpchar => {
+                Kind::Bytes
+                | Kind::Bpchar
+                | Kind::Collated
+                | Kind::CollatedBpchar
+                | Kind::TextBytes
+                | Kind::BpcharBytes => {
                     let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
                     let len = pgrx::varlena::varsize_any_exhdr(v);
                     let p = pgrx::varlena::vardata_any(v).cast::<u8>();
                     let mut bytes = std::slice::from_raw_parts(p, len);
-                    if matches!(col.kind, Kind::Bpchar | Kind::CollatedBpchar) {
+                    if matches!(col.kind, Kind::Bpchar | Kind::CollatedBpchar | Kind::BpcharBytes) {
                         while let [rest @ .., b' '] = bytes {
                             bytes = rest;
                         }

@@ -418,8 +418,23 @@ unsafe fn make_path(
         if conds.len() != clauses || !all_narrowing(&plain) {
             return None;
         }
-        let mut ilist: *mut pg_sys::List = std::ptr::null_mut();
         let backward = (*ip).indexscandir == pg_sys::ScanDirection::BackwardScanDirection;
+        // A column stored in byte order but compared by a libc collation
+        // narrows by equality only, and the scan's output is not in the
+        // index's order (= ANY values come in byte order).
+        let ordered = desc.cols.iter().all(|c| c.kind.ordered());
+        let equality_bound = |col: usize| {
+            plain.iter().any(|c| c.col == col && c.strategy == 3)
+                && plain.iter().all(|c| c.col != col || c.strategy == 3)
+        };
+        if !ordered
+            && (backward
+                || (0..desc.cols.len())
+                    .any(|i| !desc.cols[i].kind.ordered() && !equality_bound(i)))
+        {
+            return None;
+        }
+        let mut ilist: *mut pg_sys::List = std::ptr::null_mut();
         ilist = pg_sys::lappend_int(ilist, backward as c_int);
         let mut elist: *mut pg_sys::List = std::ptr::null_mut();
         for (c, e) in &conds {
@@ -441,7 +456,11 @@ unsafe fn make_path(
         path.parallel_safe = false;
         path.parallel_workers = 0;
         path.rows = src.rows;
-        path.pathkeys = src.pathkeys;
+        path.pathkeys = if ordered {
+            src.pathkeys
+        } else {
+            std::ptr::null_mut()
+        };
         // One descent per key range (its CPU is the btree's start-up cost;
         // inner pages stay in the page pool, like a btree's), then the rows
         // read in key order from consecutive leaves: no second lookup per

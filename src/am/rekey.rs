@@ -300,9 +300,11 @@ impl Drop for KeysOf {
 /// relation's OID, which then owns the new tree. The result is a compact
 /// tree (the old file's free and copy-on-write pages are left behind).
 ///
-/// CLUSTER reorders heap tables; here order is the table's own (primary
-/// key or row id), so only CLUSTER on a primary-key-ordered table's own
-/// key is accepted (0A000 otherwise).
+/// CLUSTER on a table stored in row-id order rewrites it in the index's
+/// order under new row ids (`cluster_by_index`), so later sequential scans
+/// return that order, as on heap. A primary-key-ordered table's order is
+/// its key: CLUSTER on its own key is a compacting copy, on another index
+/// 0A000.
 ///
 /// # Safety
 /// Open relations locked AccessExclusive by CLUSTER / VACUUM FULL;
@@ -328,9 +330,11 @@ pub unsafe fn copy_for_cluster(
             );
         }
         let from = table_of(old);
+        let mut reorder = false;
         if !old_index.is_null() {
             let keyed_by_it = (*(*old_index).rd_index).indisprimary && from.desc().is_some();
-            if !keyed_by_it {
+            reorder = from.desc().is_none();
+            if !keyed_by_it && !reorder {
                 rows::raise(
                     pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                     format!(
@@ -349,7 +353,11 @@ pub unsafe fn copy_for_cluster(
                 ),
             );
         }
-        let to = copy_target(new, from.desc().cloned(), from.tree.next_id());
+        let to = if reorder {
+            copy_target(new, None, 0)
+        } else {
+            copy_target(new, from.desc().cloned(), from.tree.next_id())
+        };
         let toast_trees = if old_toast != pg_sys::InvalidOid {
             let o = pg_sys::RelationIdGetRelation(old_toast);
             let n = pg_sys::RelationIdGetRelation(new_toast);
@@ -362,26 +370,105 @@ pub unsafe fn copy_for_cluster(
         };
         let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest_xmin);
         let (num_tuples, vacuumed, recently_dead) = counts;
-        for item in from.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
-            pgrx::check_for_interrupts!();
-            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let id = from.id_of(&k);
-            let h = rows::decode(old, id, &v);
+        // Whether a version survives, counted as CLUSTER reports them; its
+        // toast values are copied when it does.
+        let mut keep = |id: u64, v: &[u8]| -> bool {
+            let h = rows::decode(old, id, v);
             match version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default()) {
                 VacuumState::Dead => {
                     *vacuumed += 1.0;
-                    continue;
+                    return false;
                 }
                 VacuumState::RecentlyDead => *recently_dead += 1.0,
                 _ => *num_tuples += 1.0,
             }
-            copy_in(old, &to, id, from.prefix_of(&k), &v);
-            let (_, owned) = version::tail_and_toast(&h, &v);
             if let Some((src, dst)) = &toast_trees {
-                for (_, valueid) in owned {
+                for (_, valueid) in version::tail_and_toast(&h, v).1 {
                     crate::am::toast::copy_value(src, dst, valueid);
                 }
             }
+            true
+        };
+        if reorder {
+            cluster_by_index(old, &from, &to, old_index, &mut keep);
+            return;
         }
+        for item in from.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+            pgrx::check_for_interrupts!();
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = from.id_of(&k);
+            if keep(id, &v) {
+                copy_in(old, &to, id, from.prefix_of(&k), &v);
+            }
+        }
+    }
+}
+
+/// CLUSTER of a row-id-ordered table: the versions in `index` order (an
+/// index scan under SnapshotAny, as heap's CLUSTER without a sort), then
+/// any the index did not return, in row-id order, each under the next new
+/// row id. An update chain's link would name an old row id, so every copy
+/// is its own chain end (`ctid` = its new id): nothing can follow such a
+/// link across the rewrite, which holds ACCESS EXCLUSIVE throughout.
+///
+/// # Safety
+/// As `copy_for_cluster`; `to` is the new table's empty tree.
+unsafe fn cluster_by_index(
+    old: pg_sys::Relation,
+    from: &Table,
+    to: &Table,
+    index: pg_sys::Relation,
+    keep: &mut dyn FnMut(u64, &[u8]) -> bool,
+) {
+    use orioledb_engine::version::Header;
+    let limit = from.tree.next_id();
+    // One bit per old row id: copied already (from the index).
+    let mut done = vec![0u64; (limit as usize).div_ceil(64)];
+    let seen = |done: &[u64], id: u64| id < limit && done[(id / 64) as usize] & (1 << (id % 64)) != 0;
+    let mut next = 0u64;
+    let mut copy = |mut v: Vec<u8>| {
+        if let Some(mut h) = Header::decode(&v).filter(|h| h.ctid != rows::MOVED) {
+            h.ctid = next;
+            h.encode_into(&mut v);
+        }
+        // SAFETY: per the contract.
+        unsafe { copy_in(old, to, next, &[], &v) };
+        next += 1;
+    };
+    // SAFETY: per the contract; the scan is ended before returning.
+    unsafe {
+        let scan = pg_sys::index_beginscan(old, index, &raw mut pg_sys::SnapshotAnyData, 0, 0);
+        pg_sys::index_rescan(scan, std::ptr::null_mut(), 0, std::ptr::null_mut(), 0);
+        loop {
+            pgrx::check_for_interrupts!();
+            let tid = pg_sys::index_getnext_tid(scan, pg_sys::ScanDirection::ForwardScanDirection);
+            if tid.is_null() {
+                break;
+            }
+            let Some(id) = rows::from_item_pointer(&*tid) else { continue };
+            if id >= limit || seen(&done, id) {
+                continue;
+            }
+            done[(id / 64) as usize] |= 1 << (id % 64);
+            if let Some(v) = rows::get_version(from, id) {
+                if keep(id, &v) {
+                    copy(v);
+                }
+            }
+        }
+        pg_sys::index_endscan(scan);
+    }
+    for item in from.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+        pgrx::check_for_interrupts!();
+        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+        let id = from.id_of(&k);
+        if !seen(&done, id) && keep(id, &v) {
+            copy(v);
+        }
+    }
+    if next > 0 {
+        to.tree
+            .alloc_ids(next)
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
     }
 }

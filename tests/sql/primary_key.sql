@@ -219,3 +219,26 @@ SELECT f, g FROM fk4 WHERE f = 0 ORDER BY f, g LIMIT 5;
 SELECT f, count(*) FROM fk4 GROUP BY f ORDER BY f;
 SELECT f, g FROM fk4 WHERE f = 1.25::float4 AND g > 150 ORDER BY f, g;
 SELECT f, g FROM fk4 ORDER BY f DESC, g DESC LIMIT 4;
+-- Text keys under a libc language collation: stored in byte order, found by
+-- key equality through the table; ranges and ORDER BY follow the collation
+-- (through the primary key's btree), never the stored byte order.
+CREATE COLLATION en_libc (provider = libc, locale = 'en_US.UTF-8');
+CREATE TABLE lk (s text COLLATE en_libc, n int, PRIMARY KEY (s, n));
+INSERT INTO lk SELECT s, g FROM unnest(ARRAY['b', 'B', 'a', 'A', 'ä', 'co-op', 'coop', 'Zeta', 'zeta', 'élan', 'elan', '10', '9', '']) s,
+  generate_series(1, 3) g;
+ANALYZE lk;
+SELECT s, n FROM lk ORDER BY s, n LIMIT 20;
+SELECT s, n FROM lk ORDER BY s DESC, n DESC LIMIT 8;
+SELECT s, n FROM lk WHERE s = 'coop' ORDER BY n;
+SELECT s, n FROM lk WHERE s = 'ä' AND n >= 2 ORDER BY n;
+SELECT s, n FROM lk WHERE s IN ('a', 'B', 'nope') ORDER BY s, n;
+SELECT s FROM lk WHERE s > 'b' AND s < 'e' ORDER BY s, n;
+SELECT count(*) FROM lk WHERE s < 'B';
+UPDATE lk SET n = n + 10 WHERE s = 'zeta' RETURNING s, n;
+DELETE FROM lk WHERE s = 'Zeta' AND n = 2 RETURNING s, n;
+SELECT l.s, l.n FROM (VALUES ('elan'), ('A')) v(s) JOIN lk l ON l.s = v.s COLLATE en_libc ORDER BY 1, 2;
+CREATE TABLE lkc (c char(4) COLLATE en_libc PRIMARY KEY, v int);
+INSERT INTO lkc VALUES ('ab', 1), ('Ab  ', 2), ('b', 3);
+INSERT INTO lkc VALUES ('ab  ', 4);
+SELECT c, v FROM lkc WHERE c = 'ab' ;
+SELECT c, v FROM lkc ORDER BY c;
