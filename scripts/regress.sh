@@ -77,7 +77,7 @@ REGRESS_SUBSET="test_setup boolean char varchar enum uuid money numeric rangetyp
     truncate hash_part partition_info compression_pglz create_table transactions
     update replica_identity stats_ext explain write_parallel timestamptz expressions
     insert_conflict index_including index_including_gist spgist btree_index domain
-    publication matview tidscan"
+    publication matview tidscan tuplesort"
 # REGRESS_TESTS="a b c" scripts/regress.sh --subset runs other tests the same way.
 REGRESS_SUBSET="${REGRESS_TESTS:-$REGRESS_SUBSET}"
 

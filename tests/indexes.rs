@@ -790,19 +790,25 @@ fn vacuum_full_and_cluster_rewrite_compactly() {
         }
         if key.is_empty() {
             // Stored in row-id order: CLUSTER renumbers the rows in the
-            // index's order, so a sequential scan returns that order.
-            c.batch_execute(&format!("CLUSTER {t} USING {t}_v"))
-                .unwrap_or_else(|e| panic!("CLUSTER {t} USING {t}_v: {}", describe(&e)));
-            assert_eq!(everything(&mut c), want, "{t}: rows after CLUSTER");
-            let vs: Vec<i32> = c
-                .query(&format!("SELECT v FROM {t}"), &[])
-                .unwrap()
-                .iter()
-                .map(|r| r.get(0))
-                .collect();
-            assert!(vs.windows(2).all(|w| w[0] <= w[1]), "{t}: a plain scan after CLUSTER is in index order");
-            assert_eq!(query_text(&mut c, &format!("SELECT min(ctid)::text FROM {t}")), "(0,1)");
-            agrees(&mut c, t, &format!("{t}_v"), "v BETWEEN 100 AND 300", true);
+            // index's order, so a sequential scan returns that order —
+            // through the cluster sort and through an index scan.
+            for (how, set) in [("sort", "enable_indexscan"), ("index scan", "enable_sort")] {
+                c.batch_execute(&format!("SET {set} = off; CLUSTER {t} USING {t}_v; RESET {set}"))
+                    .unwrap_or_else(|e| panic!("CLUSTER {t} USING {t}_v ({how}): {}", describe(&e)));
+                assert_eq!(everything(&mut c), want, "{t}: rows after CLUSTER ({how})");
+                let vs: Vec<i32> = c
+                    .query(&format!("SELECT v FROM {t}"), &[])
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                assert!(
+                    vs.windows(2).all(|w| w[0] <= w[1]),
+                    "{t}: a plain scan after CLUSTER ({how}) is in index order"
+                );
+                assert_eq!(query_text(&mut c, &format!("SELECT min(ctid)::text FROM {t}")), "(0,1)");
+                agrees(&mut c, t, &format!("{t}_v"), "v BETWEEN 100 AND 300", true);
+            }
         } else {
             // Stored in key order: that is the table's order.
             let e = c

@@ -313,6 +313,7 @@ pub unsafe fn copy_for_cluster(
     old: pg_sys::Relation,
     new: pg_sys::Relation,
     old_index: pg_sys::Relation,
+    use_sort: bool,
     oldest_xmin: pg_sys::TransactionId,
     counts: (&mut f64, &mut f64, &mut f64),
 ) {
@@ -390,7 +391,7 @@ pub unsafe fn copy_for_cluster(
             true
         };
         if reorder {
-            cluster_by_index(old, &from, &to, old_index, &mut keep);
+            cluster_by_index(old, &from, &to, old_index, use_sort, &mut keep);
             return;
         }
         for item in from.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
@@ -404,10 +405,13 @@ pub unsafe fn copy_for_cluster(
     }
 }
 
-/// CLUSTER of a row-id-ordered table: the versions in `index` order (an
-/// index scan under SnapshotAny, as heap's CLUSTER without a sort), then
-/// any the index did not return, in row-id order, each under the next new
-/// row id. An update chain's link would name an old row id, so every copy
+/// CLUSTER of a row-id-ordered table: the versions in `index` order, each
+/// under the next new row id. With `use_sort` (PostgreSQL's choice for a
+/// btree, as for heap) the surviving versions go through the same cluster
+/// tuplesort heap's CLUSTER uses, fed in row-id order, so equal keys come
+/// out as on heap; otherwise an index scan under SnapshotAny gives the
+/// order, then the versions the index did not return follow in row-id
+/// order. An update chain's link would name an old row id, so every copy
 /// is its own chain end (`ctid` = its new id): nothing can follow such a
 /// link across the rewrite, which holds ACCESS EXCLUSIVE throughout.
 ///
@@ -418,13 +422,10 @@ unsafe fn cluster_by_index(
     from: &Table,
     to: &Table,
     index: pg_sys::Relation,
+    use_sort: bool,
     keep: &mut dyn FnMut(u64, &[u8]) -> bool,
 ) {
     use orioledb_engine::version::Header;
-    let limit = from.tree.next_id();
-    // One bit per old row id: copied already (from the index).
-    let mut done = vec![0u64; (limit as usize).div_ceil(64)];
-    let seen = |done: &[u64], id: u64| id < limit && done[(id / 64) as usize] & (1 << (id % 64)) != 0;
     let mut next = 0u64;
     let mut copy = |mut v: Vec<u8>| {
         if let Some(mut h) = Header::decode(&v).filter(|h| h.ctid != rows::MOVED) {
@@ -435,6 +436,75 @@ unsafe fn cluster_by_index(
         unsafe { copy_in(old, to, next, &[], &v) };
         next += 1;
     };
+    if use_sort {
+        // SAFETY: per the contract; the sort copies each tuple it is given
+        // (built in a context reset after every row) and is ended here.
+        unsafe {
+            let sort = pg_sys::tuplesort_begin_cluster(
+                (*old).rd_att,
+                index,
+                pg_sys::maintenance_work_mem,
+                std::ptr::null_mut(),
+                pg_sys::TUPLESORT_NONE as i32,
+            );
+            let cxt = pg_sys::AllocSetContextCreateExtended(
+                pg_sys::CurrentMemoryContext,
+                c"orioledb cluster".as_ptr(),
+                pg_sys::ALLOCSET_DEFAULT_MINSIZE as usize,
+                pg_sys::ALLOCSET_DEFAULT_INITSIZE as usize,
+                pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+            );
+            for item in from.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+                pgrx::check_for_interrupts!();
+                let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+                let id = from.id_of(&k);
+                if keep(id, &v) {
+                    let tup = rows::build_tuple(&v, id, (*old).rd_id, cxt);
+                    pg_sys::tuplesort_putheaptuple(sort, tup);
+                    pg_sys::MemoryContextReset(cxt);
+                }
+            }
+            pg_sys::MemoryContextDelete(cxt);
+            pg_sys::tuplesort_performsort(sort);
+            loop {
+                pgrx::check_for_interrupts!();
+                let tup = pg_sys::tuplesort_getheaptuple(sort, true);
+                if tup.is_null() {
+                    break;
+                }
+                let v = rows::from_item_pointer(&(*tup).t_self)
+                    .and_then(|id| rows::get_version(from, id))
+                    .expect("a sorted version is in the table, locked exclusively");
+                copy(v);
+            }
+            pg_sys::tuplesort_end(sort);
+        }
+    } else {
+        cluster_by_index_scan(old, from, index, keep, &mut copy);
+    }
+    if next > 0 {
+        to.tree
+            .alloc_ids(next)
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+    }
+}
+
+/// The index-scan order of [`cluster_by_index`]: versions as `index`
+/// returns them, then the rest in row-id order.
+///
+/// # Safety
+/// As `cluster_by_index`.
+unsafe fn cluster_by_index_scan(
+    old: pg_sys::Relation,
+    from: &Table,
+    index: pg_sys::Relation,
+    keep: &mut dyn FnMut(u64, &[u8]) -> bool,
+    copy: &mut dyn FnMut(Vec<u8>),
+) {
+    let limit = from.tree.next_id();
+    // One bit per old row id: copied already (from the index).
+    let mut done = vec![0u64; (limit as usize).div_ceil(64)];
+    let seen = |done: &[u64], id: u64| id < limit && done[(id / 64) as usize] & (1 << (id % 64)) != 0;
     // SAFETY: per the contract; the scan is ended before returning.
     unsafe {
         let scan = pg_sys::index_beginscan(old, index, &raw mut pg_sys::SnapshotAnyData, 0, 0);
@@ -465,10 +535,5 @@ unsafe fn cluster_by_index(
         if !seen(&done, id) && keep(id, &v) {
             copy(v);
         }
-    }
-    if next > 0 {
-        to.tree
-            .alloc_ids(next)
-            .unwrap_or_else(|e| crate::pg::engine::report(e));
     }
 }

@@ -490,7 +490,7 @@ unsafe extern "C-unwind" fn relation_copy_for_cluster(
     old_table: pg_sys::Relation,
     new_table: pg_sys::Relation,
     old_index: pg_sys::Relation,
-    _use_sort: bool,
+    use_sort: bool,
     oldest_xmin: pg_sys::TransactionId,
     xid_cutoff: *mut pg_sys::TransactionId,
     multi_cutoff: *mut pg_sys::MultiXactId,
@@ -510,6 +510,7 @@ unsafe extern "C-unwind" fn relation_copy_for_cluster(
             old_table,
             new_table,
             old_index,
+            use_sort,
             oldest_xmin,
             (&mut *num_tuples, &mut *tups_vacuumed, &mut *tups_recently_dead),
         )
