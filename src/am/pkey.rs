@@ -259,9 +259,16 @@ impl KeyDesc {
                 let att = &attrs[attnum as usize - 1];
                 let coll = *(*index).rd_indcollation.add(i);
                 let opfamily = *(*index).rd_opfamily.add(i);
-                let default = pg_sys::GetDefaultOpClass(att.atttypid, pg_sys::BTREE_AM_OID);
-                if default == pg_sys::InvalidOid
-                    || pg_sys::get_opclass_family(default) != opfamily
+                // The type cache holds the default btree family (a catalog
+                // scan through GetDefaultOpClass otherwise: this runs when
+                // every query on the table is planned).
+                let tc = pg_sys::lookup_type_cache(
+                    att.atttypid,
+                    pg_sys::TYPECACHE_BTREE_OPFAMILY as i32,
+                );
+                if tc.is_null()
+                    || (*tc).btree_opf == pg_sys::InvalidOid
+                    || (*tc).btree_opf != opfamily
                     || *(*index).rd_opcintype.add(i) != att.atttypid
                         && !(att.atttypid == pg_sys::VARCHAROID
                             && *(*index).rd_opcintype.add(i) == pg_sys::TEXTOID)
