@@ -7,7 +7,11 @@
 //! ```
 //! Page tables and bitmaps live in 8 KB chunks from the arena, reached
 //! through one directory chunk each (so a tree has up to 2048 x 409 pages
-//! and its data file up to 2048 x 65536 units = 64 GB).
+//! and its data file up to 2048 x 65536 units = 64 GB). While a tree's page
+//! table (or bitmap) fits one chunk, the slot references that chunk directly
+//! (`DIRECT`) and no directory chunk exists, so a small tree costs 2 chunks;
+//! the directory is made, with the direct chunk as its entry 0, when a
+//! second chunk is needed.
 //!
 //! Latches (in the region's own `LatchSet`): tree slot `i` has its file latch
 //! `2i` (page table, bitmap, counters) and root latch `2i + 1`; then the
@@ -24,12 +28,16 @@ use std::sync::Arc;
 pub const CHUNK: usize = 8192;
 const HEADER: usize = 128;
 const SLOT: usize = 128;
-const MAGIC: u64 = u64::from_le_bytes(*b"ORDMETA1");
+const MAGIC: u64 = u64::from_le_bytes(*b"ORDMETA2");
 const NIL: u32 = u32::MAX;
 const ENTRY: usize = 20;
 const ENTRIES_PER_CHUNK: usize = CHUNK / ENTRY;
 const DIR_ENTRIES: usize = CHUNK / 4;
 const UNITS_PER_CHUNK: usize = CHUNK * 8;
+/// Set in a slot's `pt_dir`/`bm_dir` when the reference names leaf chunk 0
+/// itself rather than a directory chunk (references store chunk + 1, so the
+/// arena must have fewer than `DIRECT - 1` chunks).
+const DIRECT: u32 = 1 << 31;
 
 pub(crate) const SLOT_FREE: u32 = 0;
 pub(crate) const SLOT_LIVE: u32 = 1;
@@ -84,6 +92,8 @@ pub(crate) struct Slot {
     free_head: u32,
     end_units: u32,
     free_hint: u32,
+    /// Page table and bitmap: 0 = none, else chunk + 1 of a directory, or
+    /// (with `DIRECT`) of the only leaf chunk.
     pt_dir: u32,
     bm_dir: u32,
     ck_active: u32,
@@ -124,6 +134,7 @@ impl MetaRegion {
     /// `base` must be 8-byte aligned, valid for `size(..)` bytes and unused.
     pub unsafe fn format(base: *mut u8, max_trees: usize, nchunks: usize) {
         assert!(std::mem::size_of::<Slot>() <= SLOT && std::mem::size_of::<Header>() <= HEADER);
+        assert!(nchunks < (DIRECT - 1) as usize, "too many metadata chunks");
         // SAFETY: the caller guarantees exclusive access to the region.
         unsafe {
             std::ptr::write_bytes(base, 0, HEADER + max_trees * SLOT);
@@ -309,6 +320,25 @@ impl Meta {
             .release(self.chunk_latch(), LatchMode::Exclusive);
     }
 
+    /// Chunks of the arena in use (never-used ones and the free list aside).
+    #[cfg(test)]
+    pub(crate) fn chunks_in_use(&self) -> usize {
+        let h = self.header();
+        self.latches
+            .acquire(self.chunk_latch(), LatchMode::Exclusive);
+        let mut free = 0;
+        let mut c = h.chunk_free.load(Ordering::Relaxed);
+        while c != NIL {
+            free += 1;
+            // SAFETY: a freed chunk's first 4 bytes hold the next free chunk.
+            c = unsafe { (self.chunk(c) as *const u32).read() };
+        }
+        let used = h.chunk_next.load(Ordering::Relaxed) as usize - free;
+        self.latches
+            .release(self.chunk_latch(), LatchMode::Exclusive);
+        used
+    }
+
     /// Locks tree slot `i`'s file state.
     pub fn file(&self, i: usize) -> FileGuard<'_> {
         self.latches
@@ -375,8 +405,12 @@ impl FileGuard<'_> {
         self.meta.slot_mut(self.i)
     }
 
-    /// Pointer to the directory entry `d` of directory chunk `*dir`,
-    /// allocating the directory and the leaf chunk when `create`.
+    /// Leaf chunk `d` of the page table or bitmap referenced by `*dir`,
+    /// allocating it when `create`. Leaf 0 alone is referenced directly;
+    /// a second leaf makes a directory whose entry 0 is the direct chunk
+    /// (only the reference changes: the chunk and its contents stay). All
+    /// of this is under the file latch, which every reader holds too, so no
+    /// one sees a half-made directory. On `MetadataFull` nothing changed.
     fn leaf_chunk(
         &self,
         dir: fn(&mut Slot) -> &mut u32,
@@ -387,14 +421,40 @@ impl FileGuard<'_> {
             return Err(EngineError::MetadataFull(self.meta.nchunks));
         }
         let s = self.s();
-        // Directory and leaf references store chunk + 1, so 0 means "none".
-        if *dir(s) == 0 {
+        // References store chunk + 1, so 0 means "none".
+        let r = *dir(s);
+        if r == 0 || r & DIRECT != 0 {
+            // No directory: at most leaf 0, referenced directly.
+            let only = r & !DIRECT;
+            if d == 0 && only != 0 {
+                return Ok(Some(self.meta.chunk(only - 1)));
+            }
             if !create {
                 return Ok(None);
             }
-            *dir(s) = self.meta.alloc_chunk()? + 1;
+            let c = self.meta.alloc_chunk()?;
+            if d == 0 {
+                *dir(s) = (c + 1) | DIRECT;
+                return Ok(Some(self.meta.chunk(c)));
+            }
+            let dc = match self.meta.alloc_chunk() {
+                Ok(dc) => dc,
+                Err(e) => {
+                    self.meta.free_chunk(c);
+                    return Err(e);
+                }
+            };
+            let dirp = self.meta.chunk(dc) as *mut u32;
+            // SAFETY: 0, d < DIR_ENTRIES u32 entries of the (zeroed) new
+            // directory chunk, which is ours until published below.
+            unsafe {
+                dirp.write(only);
+                dirp.add(d).write(c + 1);
+            }
+            *dir(s) = dc + 1;
+            return Ok(Some(self.meta.chunk(c)));
         }
-        let dirp = self.meta.chunk(*dir(s) - 1) as *mut u32;
+        let dirp = self.meta.chunk(r - 1) as *mut u32;
         // SAFETY: d < DIR_ENTRIES entries of u32 in an 8 KB chunk.
         let slot = unsafe { dirp.add(d) };
         // SAFETY: as above.
@@ -408,6 +468,32 @@ impl FileGuard<'_> {
             unsafe { slot.write(c) };
         }
         Ok(Some(self.meta.chunk(c - 1)))
+    }
+
+    /// The chunks (leaves and directory) a slot reference holds.
+    fn chunks_of(&self, r: u32) -> Vec<u32> {
+        if r == 0 {
+            return Vec::new();
+        }
+        if r & DIRECT != 0 {
+            return vec![(r & !DIRECT) - 1];
+        }
+        let d = self.meta.chunk(r - 1) as *const u32;
+        let mut v: Vec<u32> = (0..DIR_ENTRIES)
+            // SAFETY: k < DIR_ENTRIES u32 entries in the directory chunk.
+            .map(|k| unsafe { d.add(k).read() })
+            .filter(|&c| c != 0)
+            .map(|c| c - 1)
+            .collect();
+        v.push(r - 1);
+        v
+    }
+
+    /// Chunks of the arena this tree holds (page table and bitmap).
+    #[cfg(test)]
+    pub(crate) fn chunk_count(&self) -> usize {
+        let s = self.s();
+        self.chunks_of(s.pt_dir).len() + self.chunks_of(s.bm_dir).len()
     }
 
     // The file latch (held for this guard's life) makes the bytes ours.
@@ -839,17 +925,9 @@ impl FileGuard<'_> {
     /// Resets the slot's file state and returns its chunks to the arena.
     pub fn reset(&self) {
         let s = self.s();
-        for dir in [s.pt_dir, s.bm_dir] {
-            if dir != 0 {
-                let d = self.meta.chunk(dir - 1) as *const u32;
-                for k in 0..DIR_ENTRIES {
-                    // SAFETY: k < DIR_ENTRIES u32 entries in the directory chunk.
-                    let c = unsafe { d.add(k).read() };
-                    if c != 0 {
-                        self.meta.free_chunk(c - 1);
-                    }
-                }
-                self.meta.free_chunk(dir - 1);
+        for r in [s.pt_dir, s.bm_dir] {
+            for c in self.chunks_of(r) {
+                self.meta.free_chunk(c);
             }
         }
         let s = self.s();
@@ -974,6 +1052,126 @@ mod tests {
             g.alloc_page().unwrap();
             g.page_written(p, Extent { off: p, len: 1 }, 1);
         }
+    }
+
+    /// Appends page `p` at a fresh 16-unit extent, which must be `16 p`.
+    fn append(f: &FileGuard, p: u32) {
+        assert_eq!(f.alloc_page().unwrap(), p);
+        let e = f.space_alloc(16).unwrap();
+        assert_eq!(
+            e,
+            Extent {
+                off: 16 * p,
+                len: 16
+            }
+        );
+        f.page_written(p, e, 1);
+    }
+
+    #[test]
+    fn small_tree_takes_two_chunks_and_directories_come_with_a_second_chunk() {
+        let m = Meta::private(2, 64);
+        let f = m.file(0);
+        f.reset();
+        append(&f, 0);
+        assert_eq!((f.chunk_count(), m.chunks_in_use()), (2, 2));
+        assert!(f.s().pt_dir & DIRECT != 0 && f.s().bm_dir & DIRECT != 0);
+        // A full page-table chunk is still referenced directly.
+        let per = ENTRIES_PER_CHUNK as u32;
+        for p in 1..per {
+            append(&f, p);
+        }
+        assert_eq!(f.chunk_count(), 2);
+        let only = f.s().pt_dir & !DIRECT;
+        // The second chunk brings a directory whose entry 0 is the old chunk.
+        append(&f, per);
+        assert_eq!(f.s().pt_dir & DIRECT, 0);
+        // SAFETY: the directory chunk's first entry, under the file latch.
+        let entry0 = unsafe { (m.chunk(f.s().pt_dir - 1) as *const u32).read() };
+        assert_eq!(entry0, only);
+        assert_eq!((f.chunk_count(), m.chunks_in_use()), (4, 4));
+        // Past one bitmap chunk (65,536 units = 4096 pages of 16 units).
+        let n = (UNITS_PER_CHUNK / 16) as u32 + 100;
+        for p in per + 1..n {
+            append(&f, p);
+        }
+        assert_eq!(f.s().bm_dir & DIRECT, 0);
+        let pt = (n as usize).div_ceil(ENTRIES_PER_CHUNK) + 1;
+        assert_eq!(f.chunk_count(), pt + 3);
+        assert_eq!(m.chunks_in_use(), pt + 3);
+        for p in 0..n {
+            assert_eq!(
+                f.entry(p).cur,
+                Some(Extent {
+                    off: 16 * p,
+                    len: 16
+                }),
+                "page {p}"
+            );
+        }
+        assert_eq!((f.end_units(), f.free_units()), (16 * n, 0));
+        // Releases cross the converted bitmap's chunks.
+        f.page_freed(4095);
+        f.page_freed(4096);
+        assert_eq!(f.free_units(), 32);
+        assert_eq!(f.space_alloc(32).unwrap().off, 16 * 4095);
+        f.reset();
+        assert_eq!((f.chunk_count(), m.chunks_in_use()), (0, 0));
+    }
+
+    /// A conversion that runs out of chunks leaves the direct form intact
+    /// and frees the leaf it had taken.
+    #[test]
+    fn failed_conversion_changes_nothing() {
+        let m = Meta::private(1, 3);
+        let f = m.file(0);
+        f.reset();
+        let per = ENTRIES_PER_CHUNK as u32;
+        for p in 0..per {
+            append(&f, p);
+        }
+        assert!(matches!(f.alloc_page(), Err(EngineError::MetadataFull(3))));
+        assert_eq!(
+            (f.npages(), f.chunk_count(), m.chunks_in_use()),
+            (per, 2, 2)
+        );
+        assert!(f.s().pt_dir & DIRECT != 0);
+        for p in 0..per {
+            assert_eq!(
+                f.entry(p).cur,
+                Some(Extent {
+                    off: 16 * p,
+                    len: 16
+                })
+            );
+        }
+        f.reset();
+        assert_eq!(m.chunks_in_use(), 0);
+    }
+
+    /// Loading a map whose first extent lies beyond the first bitmap chunk
+    /// makes a directory with no entry 0; a later low unit fills it in.
+    #[test]
+    fn bitmap_can_start_beyond_its_first_chunk() {
+        let m = Meta::private(1, 16);
+        let f = m.file(0);
+        f.reset();
+        let high = Extent {
+            off: 70_000,
+            len: 16,
+        };
+        f.load(&[Some(high), None]).unwrap();
+        assert_eq!(f.s().bm_dir & DIRECT, 0);
+        assert_eq!(
+            f.chunk_count(),
+            3,
+            "page table direct, bitmap directory + leaf 1"
+        );
+        assert_eq!(f.space_alloc(4).unwrap().off, 0);
+        assert_eq!((f.chunk_count(), m.chunks_in_use()), (4, 4));
+        assert!(f.is_used(70_000) && f.is_used(3) && !f.is_used(4));
+        f.reset();
+        assert_eq!(m.chunks_in_use(), 0);
     }
 
     #[test]

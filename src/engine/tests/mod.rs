@@ -3,6 +3,7 @@
 mod checkpoint;
 mod concurrency;
 mod corruption;
+mod meta;
 mod model;
 mod recovery;
 
