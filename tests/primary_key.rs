@@ -68,6 +68,18 @@ fn tables_are_stored_and_read_in_key_order() {
     }
     let p = plan(&mut c, "SELECT * FROM ick ORDER BY s LIMIT 3");
     assert!(p.contains("OrioleDB Primary Scan") && !p.contains("Sort"), "{p}");
+    // Encoded keys up to 1000 bytes; longer ones are refused (54000) and
+    // leave nothing behind.
+    c.batch_execute(
+        "CREATE TABLE longk (s text COLLATE \"C\" PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO longk VALUES (repeat('a', 990), repeat('x', 5000));",
+    )
+    .unwrap();
+    expect_sqlstate(&mut c, "INSERT INTO longk VALUES (repeat('b', 1200), 'y')", "54000");
+    assert_eq!(
+        query_text(&mut c, "SELECT count(*) || ' ' || sum(length(s)) || ' ' || sum(length(v)) FROM longk"),
+        "1 990 5000"
+    );
     // A libc language collation keys the tree by the bytes: equality only.
     c.batch_execute(
         "CREATE COLLATION en_libc (provider = libc, locale = 'en_US.UTF-8');

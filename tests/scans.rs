@@ -431,6 +431,26 @@ fn scans_are_counted_and_empty_tables_estimated_empty() {
     );
     // 3000 row ids are 11 TID blocks; two scans read each.
     assert!(blocks >= 22, "blocks counted: {blocks}");
+    // The primary scan counts as a scan of the primary key's index.
+    c.batch_execute(
+        "CREATE TABLE pk (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO pk SELECT g, 'v' FROM generate_series(1, 3000) g;
+         ANALYZE pk;",
+    )
+    .unwrap();
+    c.batch_execute("RESET enable_indexscan").unwrap();
+    let p = plan(&mut c, "SELECT * FROM pk WHERE id = 5");
+    assert!(p.contains("Primary Key Cond"), "{p}");
+    c.batch_execute(
+        "SET enable_bitmapscan = off; SELECT * FROM pk WHERE id = ANY ('{5,6}'); \
+         SELECT * FROM pk WHERE id = 7; RESET enable_bitmapscan; SELECT pg_stat_force_next_flush()",
+    )
+    .unwrap();
+    let ix = rows(
+        &mut c,
+        "SELECT idx_scan || ' ' || idx_tup_read || ' ' || idx_tup_fetch FROM pg_stat_user_indexes WHERE indexrelname = 'pk_pkey'",
+    );
+    assert_eq!(ix, vec!["2 3 3".to_string()], "primary scans counted on the key's index");
     let costed = |c: &mut Client| rows(c, "EXPLAIN SELECT * FROM e").join("\n");
     let p = costed(&mut c);
     assert!(p.contains("rows=1 "), "an analysed empty table is estimated empty: {p}");

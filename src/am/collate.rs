@@ -33,8 +33,6 @@ unsafe extern "C-unwind" {
     /// pg_locale.c: the cached locale of a collation (NULL for the libc
     /// database default).
     fn pg_newlocale_from_collation(collid: pg_sys::Oid) -> *mut PgLocale;
-    /// pg_locale.c: database encoding to UTF-16 (palloc'd), for ICU.
-    fn icu_to_uchar(buff_uchar: *mut *mut u16, buff: *const c_char, nbytes: usize) -> i32;
 }
 
 unsafe extern "C" {
@@ -42,29 +40,41 @@ unsafe extern "C" {
 }
 
 type GetSortKey = unsafe extern "C" fn(*const c_void, *const u16, i32, *mut u8, i32) -> i32;
+type ToUChar = unsafe extern "C-unwind" fn(*mut *mut u16, *const c_char, usize) -> i32;
 
-/// `ucol_getSortKey` from the ICU the server is linked with. ICU renames
-/// its symbols per major version (`ucol_getSortKey_72`), so it is looked
-/// up by name among the versions ICU has had.
-fn get_sort_key() -> Option<GetSortKey> {
-    static F: OnceLock<Option<usize>> = OnceLock::new();
-    let addr = *F.get_or_init(|| {
-        let names = std::iter::once("ucol_getSortKey".to_string())
-            .chain((40..=120).rev().map(|v| format!("ucol_getSortKey_{v}")));
-        for name in names {
-            let c = std::ffi::CString::new(name).expect("no NUL");
-            // SAFETY: dlsym with RTLD_DEFAULT (NULL on glibc) only searches
-            // the loaded objects' symbol tables.
-            let p = unsafe { dlsym(std::ptr::null_mut(), c.as_ptr()) };
-            if !p.is_null() {
-                return Some(p as usize);
-            }
-        }
-        None
+/// The address of symbol `name` among the loaded objects, if any.
+fn symbol(name: &str) -> Option<usize> {
+    let c = std::ffi::CString::new(name).expect("no NUL");
+    // SAFETY: dlsym with RTLD_DEFAULT (NULL on glibc) only searches the
+    // loaded objects' symbol tables.
+    let p = unsafe { dlsym(std::ptr::null_mut(), c.as_ptr()) };
+    (!p.is_null()).then_some(p as usize)
+}
+
+/// `ucol_getSortKey` from the ICU the server is linked with, and the
+/// server's `icu_to_uchar` (pg_locale.c: database encoding to palloc'd
+/// UTF-16), both looked up at run time so that the library also loads into
+/// a server built without ICU. ICU renames its symbols per major version
+/// (`ucol_getSortKey_72`), so the name is tried for the versions ICU has
+/// had.
+fn icu_functions() -> Option<(GetSortKey, ToUChar)> {
+    static F: OnceLock<Option<(usize, usize)>> = OnceLock::new();
+    let addrs = *F.get_or_init(|| {
+        let sort_key = std::iter::once("ucol_getSortKey".to_string())
+            .chain((40..=120).rev().map(|v| format!("ucol_getSortKey_{v}")))
+            .find_map(|n| symbol(&n))?;
+        Some((sort_key, symbol("icu_to_uchar")?))
     });
-    // SAFETY: the symbol is ICU's ucol_getSortKey, whose C signature is
-    // (const UCollator*, const UChar*, int32_t, uint8_t*, int32_t) -> int32_t.
-    addr.map(|a| unsafe { std::mem::transmute::<usize, GetSortKey>(a) })
+    // SAFETY: the symbols are ICU's ucol_getSortKey, whose C signature is
+    // (const UCollator*, const UChar*, int32_t, uint8_t*, int32_t) ->
+    // int32_t, and PostgreSQL 15's icu_to_uchar(UChar **, const char *,
+    // size_t) -> int32_t.
+    addrs.map(|(a, b)| unsafe {
+        (
+            std::mem::transmute::<usize, GetSortKey>(a),
+            std::mem::transmute::<usize, ToUChar>(b),
+        )
+    })
 }
 
 /// An ICU collator a tree can be keyed by. Invariant: `ucol` is the
@@ -79,7 +89,7 @@ pub struct IcuOrder {
 /// The ICU order of collation `coll`, if it is an ICU collation (also as
 /// the database default) and the server's ICU is usable.
 pub fn icu_order(coll: pg_sys::Oid) -> Option<IcuOrder> {
-    if coll == pg_sys::InvalidOid || get_sort_key().is_none() {
+    if coll == pg_sys::InvalidOid || icu_functions().is_none() {
         return None;
     }
     // SAFETY: a valid collation OID (callers pass an index column's);
@@ -102,13 +112,13 @@ impl IcuOrder {
     /// The sort key of `text` (database encoding), without ICU's trailing
     /// NUL: bytewise order of sort keys is the collation's order.
     pub fn sort_key(&self, text: &[u8]) -> Vec<u8> {
-        let f = get_sort_key().expect("checked by icu_order");
+        let (f, to_uchar) = icu_functions().expect("checked by icu_order");
         // SAFETY: icu_to_uchar reads `text.len()` bytes and returns a
         // palloc'd UTF-16 buffer of the returned length; ucol_getSortKey
         // writes at most `cap` bytes and returns the full length needed.
         unsafe {
             let mut u: *mut u16 = std::ptr::null_mut();
-            let n = pg_guard_ffi_boundary(|| icu_to_uchar(&mut u, text.as_ptr().cast(), text.len()));
+            let n = pg_guard_ffi_boundary(|| to_uchar(&mut u, text.as_ptr().cast(), text.len()));
             let mut out = vec![0u8; (text.len() * 2 + 16).min(1 << 16)];
             loop {
                 let cap = out.len() as i32;

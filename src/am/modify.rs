@@ -379,7 +379,11 @@ unsafe fn change_with_wait(
                     crate::am::vismap::clear(rel, id);
                     // After the write, as in insert: a reader that locks
                     // this row id later finds the new xmax when it reads.
-                    crate::am::ssi::check_in(rel, Some(id));
+                    // An UPDATE checks once its new version is in the tree
+                    // too (`update`), for readers of the new key.
+                    if !matches!(action, Action::Update { .. }) {
+                        crate::am::ssi::check_in(rel, Some(id));
+                    }
                     *carried = locks;
                     rows::sweep_step(&tree.tree);
                     return pg_sys::TM_Result::TM_Ok;
@@ -496,6 +500,10 @@ pub unsafe fn update(
         let v = carry_locks(v, cid, &carried);
         tree.insert(new_id, &prefix, &v);
         crate::am::vismap::clear(rel, new_id);
+        // After both writes: a point lookup that found the new key empty
+        // and locks the table afterwards reads it again and finds this
+        // version (see am::ssi).
+        crate::am::ssi::check_in(rel, Some(from_item_pointer(&*otid).unwrap_or(new_id)));
         let h = Header::decode(&v).unwrap_or(h);
         set_slot_header(rel, slot, new_id, &h);
         pg_sys::pgstat_count_heap_update(rel, false);

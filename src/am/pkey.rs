@@ -191,9 +191,10 @@ pub struct KeyDesc {
 
 const MAGIC: &[u8; 3] = b"PK1";
 
-/// Longest encoded key prefix: keeps a version's key well inside the
-/// engine's key limit and leaves most of an item for the row.
-pub const MAX_PREFIX: usize = 512;
+/// Longest encoded key prefix: a version's key (tag, prefix, 6-byte
+/// suffix) stays inside the engine's 1024-byte key limit, leaving at least
+/// 1593 bytes of the item for the row (the toaster moves values out to fit).
+pub const MAX_PREFIX: usize = 1000;
 
 /// Per-column tags: a NULL sorts after every value (btree's default
 /// NULLS LAST), which only matters once a key column lost NOT NULL.

@@ -571,6 +571,10 @@ struct Run {
     point: bool,
     /// In point mode: the current range, and whether it had a visible row.
     current: Option<(KeyRange, bool)>,
+    /// The primary key's index, opened when first counted: the scan counts
+    /// in its statistics (`pg_stat_*_indexes.idx_scan`, tuples read and
+    /// fetched) as a btree scan of it would.
+    pk_index: pg_sys::Relation,
 }
 
 /// The scan node: PostgreSQL's part first.
@@ -633,6 +637,7 @@ unsafe extern "C-unwind" fn begin(
             ssi_out: ssi::out_needed(rel, snapshot),
             point: false,
             current: None,
+            pk_index: std::ptr::null_mut(),
         });
     }
 }
@@ -667,6 +672,12 @@ unsafe extern "C-unwind" fn end(node: *mut pg_sys::CustomScanState) {
         if !run.is_null() {
             (*run).cursor = None;
             (*run).ranges = None;
+            if !(*run).pk_index.is_null() {
+                // The lock stays until the transaction ends, as the
+                // executor's index scans keep theirs.
+                pg_sys::index_close((*run).pk_index, pg_sys::NoLock as _);
+                (*run).pk_index = std::ptr::null_mut();
+            }
         }
     }
 }
@@ -933,6 +944,15 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
             let (ranges, exact) = key_ranges(node, run);
             pg_sys::MemoryContextSwitchTo(prev);
             run.point = exact && run.ssi_out;
+            if run.pk_index.is_null() {
+                let pk = pg_sys::RelationGetPrimaryKeyIndex(rel);
+                if pk != pg_sys::InvalidOid {
+                    run.pk_index = pg_sys::index_open(pk, pg_sys::AccessShareLock as _);
+                }
+            }
+            if !run.pk_index.is_null() {
+                rows::count_scan_stat(run.pk_index, rows::ScanStat::Scan);
+            }
             if !run.point {
                 // Before reading: ranges are predicates over the table.
                 ssi::lock_relation(rel, snapshot);
@@ -961,13 +981,22 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                 }
                 if visible {
                     if let Some((_, found)) = run.current.as_mut() {
-                        *found = true;
                         ssi::lock_tid(rel, id, h.xmin, snapshot);
                         // Writers check for conflicts after writing: read
                         // again after locking to catch an xmax set between.
-                        if let Some(v) = rows::get_version(&run.table, id) {
-                            ssi::check_out(rel, &decode(rel, id, &v), true, snapshot);
+                        let now = rows::get_version(&run.table, id).map(|v| decode(rel, id, &v));
+                        if let Some(now) = &now {
+                            ssi::check_out(rel, now, true, snapshot);
                         }
+                        // A row someone else is deleting or updating may
+                        // give way to another row of the same key, which
+                        // would not inherit the tuple lock: then the key
+                        // counts as empty (relation lock) too.
+                        *found = now.is_some_and(|n| n.xmax == 0 || n.lock_only());
+                    }
+                    if !run.pk_index.is_null() {
+                        rows::count_scan_stat(run.pk_index, rows::ScanStat::Returned);
+                        rows::count_scan_stat(run.pk_index, rows::ScanStat::Fetched);
                     }
                     // UPDATE, DELETE and row locks come back by row id: spare
                     // them the row-id map probe.

@@ -292,15 +292,16 @@ pub fn sweep_step(tree: &Tree) {
     after_change();
 }
 
-/// What a table scan adds to the relation's statistics, as heap's
-/// `pgstat_count_heap_scan`/`_getnext` and buffer counters do (macros, so
-/// not callable): a sequential scan started, a row returned, a block of the
-/// row-id space read (`pg_statio_*_tables.heap_blks_hit`; the engine's
-/// buffers are not PostgreSQL's, so every block counts as a hit).
+/// What a scan adds to a relation's statistics, as heap's and the index
+/// AMs' `pgstat_count_*` macros (not callable) do: a scan started, a row
+/// returned, a row fetched through an index, a block of the row-id space
+/// read (`pg_statio_*_tables.heap_blks_hit`; the engine's buffers are not
+/// PostgreSQL's, so every block counts as a hit).
 #[derive(Clone, Copy)]
 pub enum ScanStat {
     Scan,
     Returned,
+    Fetched,
     Block,
 }
 
@@ -327,6 +328,7 @@ pub unsafe fn count_scan_stat(rel: pg_sys::Relation, what: ScanStat) {
         match what {
             ScanStat::Scan => c.t_numscans += 1,
             ScanStat::Returned => c.t_tuples_returned += 1,
+            ScanStat::Fetched => c.t_tuples_fetched += 1,
             ScanStat::Block => {
                 c.t_blocks_fetched += 1;
                 c.t_blocks_hit += 1;

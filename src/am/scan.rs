@@ -277,6 +277,11 @@ pub unsafe fn scan_rescan(scan: pg_sys::TableScanDesc) {
         // A TID range scan gets its (new) range from scan_set_tidrange
         // right after this.
         st.tids = None;
+        // Each rescan is another scan in the statistics, as heap's initscan
+        // counts it.
+        if (*scan).rs_flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN != 0 {
+            rows::count_scan_stat((*scan).rs_rd, rows::ScanStat::Scan);
+        }
         // Heap recounts its blocks at a rescan; so does a sample scan here.
         if (*scan).rs_flags & pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN != 0 {
             st.sample = Sample {
