@@ -484,9 +484,10 @@ unsafe fn make_path(
         // as the sequential scan prices them.
         let quals = (*rel).baserestrictcost;
         // And every row returned computes the output columns, as
-        // cost_seqscan adds the target list's cost.
+        // cost_seqscan adds the target list's cost (its start-up part is in
+        // the index path's start-up cost already).
         let target = (*(*rel).reltarget).cost;
-        path.startup_cost = src.startup_cost + quals.startup + target.startup;
+        path.startup_cost = src.startup_cost + quals.startup;
         path.total_cost = path.startup_cost
             + ranges * pg_sys::seq_page_cost
             + (read / density).ceil() * pg_sys::seq_page_cost
