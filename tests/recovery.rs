@@ -223,17 +223,22 @@ fn drop_and_truncate_leave_nothing_after_a_crash() {
         std::thread::sleep(Duration::from_millis(200));
     }
     c.batch_execute("DROP TABLE lost").unwrap();
+    wait_for_one_tree_per_relation(&mut c);
+}
+
+/// Waits (up to 30 s) until the database has no orphan trees and exactly
+/// one tree per orioledb relation file in use.
+fn wait_for_one_tree_per_relation(c: &mut Client) {
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let orphans = query_text(
-            &mut c,
+            c,
             "SELECT count(*)::text FROM orioledb_trees WHERE reloid IS NULL",
         );
-        let total = query_text(&mut c, "SELECT count(*)::text FROM orioledb_trees");
+        let total = query_text(c, "SELECT count(*)::text FROM orioledb_trees");
         if orphans == "0" {
-            // kept + its toast-less table: one tree per relation file in use.
             let files = query_text(
-                &mut c,
+                c,
                 "SELECT count(*)::text FROM pg_class c JOIN pg_am a ON a.oid = c.relam \
                  WHERE a.amname = 'orioledb' AND c.relkind IN ('r', 't')",
             );
@@ -246,6 +251,62 @@ fn drop_and_truncate_leave_nothing_after_a_crash() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// PREPARE TRANSACTION after CREATE, DROP and TRUNCATE of orioledb tables:
+/// COMMIT PREPARED from another session and ROLLBACK PREPARED after a crash
+/// leave the rows and tables the transactions' outcomes say, and exactly
+/// the trees of the relations that exist.
+#[test]
+fn prepared_transactions_create_drop_and_truncate_tables() {
+    let (env, _g) = require_server_exclusive!();
+    let db = "itest_2pc";
+    let mut c = fresh_db(&env, db);
+    if show(&mut c, "max_prepared_transactions") == "0" {
+        eprintln!("SKIP: max_prepared_transactions = 0 on the test server");
+        return;
+    }
+    c.batch_execute(
+        "CREATE TABLE old1 (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO old1 SELECT g, 'o' || g FROM generate_series(1, 100) g;
+         CREATE TABLE old2 (id int) USING orioledb;
+         INSERT INTO old2 VALUES (1), (2);
+         BEGIN;
+         CREATE TABLE new1 (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO new1 SELECT g, repeat('n', 3000) FROM generate_series(1, 5) g;
+         DROP TABLE old1;
+         PREPARE TRANSACTION 'orioledb_p1';
+         BEGIN;
+         CREATE TABLE new2 (id int) USING orioledb;
+         INSERT INTO new2 VALUES (5);
+         TRUNCATE old2;
+         INSERT INTO old2 VALUES (9);
+         PREPARE TRANSACTION 'orioledb_p2';",
+    )
+    .unwrap();
+    let mut other = connect(&env, db);
+    other.batch_execute("COMMIT PREPARED 'orioledb_p1'").unwrap();
+    assert_eq!(
+        query_text(&mut other, "SELECT count(*) || ':' || sum(length(v)) FROM new1"),
+        "5:15000"
+    );
+    expect_sqlstate(&mut other, "SELECT * FROM old1", "42P01");
+    drop(other);
+    drop(c);
+    // The second one outlives a crash, and is rolled back after it.
+    crash_and_restart(&env);
+    let mut c = connect(&env, db);
+    c.batch_execute("ROLLBACK PREPARED 'orioledb_p2'").unwrap();
+    assert_eq!(
+        query_text(&mut c, "SELECT string_agg(id::text, ',' ORDER BY id) FROM old2"),
+        "1,2"
+    );
+    expect_sqlstate(&mut c, "SELECT * FROM new2", "42P01");
+    assert_eq!(query_text(&mut c, "SELECT count(*)::text FROM new1"), "5");
+    // CHECKPOINT unlinks the files of the dropped relations and sweeps
+    // their trees.
+    c.batch_execute("CHECKPOINT").unwrap();
+    wait_for_one_tree_per_relation(&mut c);
 }
 
 /// A table larger than the page pool comes back whole after an immediate

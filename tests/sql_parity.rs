@@ -8,7 +8,8 @@
 //! `target/tmp/sql_parity/`.
 //!
 //! Rules for scripts: deterministic output only — ORDER BY every query that
-//! prints rows, never print ctid/xmin/xmax values, EXPLAIN output, sizes or
+//! prints rows, never print ctid/xmin/xmax values (except `tid_layout`,
+//! which checks that append-only tables get heap's TIDs), EXPLAIN output, sizes or
 //! timings (those legitimately differ between access methods); print counts,
 //! sums, row contents and error messages. Multi-row RETURNING and row-level
 //! NOTICEs come out in scan order, which differs too: wrap them in a CTE with
@@ -62,6 +63,7 @@ parity_tests! {
     parity_self_modify => "self_modify",
     parity_scans => "scans",
     parity_scan_kinds => "scan_kinds",
+    parity_tid_layout => "tid_layout",
 }
 
 fn sql_dir() -> PathBuf {

@@ -4,6 +4,7 @@
 //! table; `routine` holds the callbacks, which read rows in `scan`, write
 //! them in `modify` and vacuum in `vacuum` (see docs/architecture.md).
 pub mod collate;
+pub mod fill;
 pub mod handler;
 pub mod modify;
 pub mod pkey;

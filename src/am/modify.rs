@@ -17,6 +17,7 @@ use crate::am::rows::{
     PgXacts,
 };
 use orioledb_engine::btree::Change;
+use orioledb_engine::meta::BlockFill;
 use orioledb_engine::version::{self, bits, tid, Header, Hints, LockMode, UpdateCheck, Xid};
 use crate::am::table::Table;
 use pgrx::pg_sys;
@@ -49,13 +50,14 @@ pub unsafe fn insert(
         }
         let tree = table_of(rel);
         let xid = current_xid();
-        let id = alloc_id(rel, &tree);
-        let mut h = Header::new(xid, cid, id);
+        let mut h = Header::new(xid, cid, 0);
         if let Some(token) = spec_token {
             h.flags = version::SPECULATIVE;
             h.spec = token;
         }
-        let (v, prefix) = rows::form_version(rel, &tree, slot, h);
+        let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
+        let id = place(rel, &tree, &mut v);
+        h.ctid = id;
         let fresh = tree.insert(id, &prefix, &v);
         if !fresh {
             raise(
@@ -77,10 +79,29 @@ pub unsafe fn insert(
     }
 }
 
-unsafe fn alloc_id(rel: pg_sys::Relation, tree: &Table) -> u64 {
+/// Gives new version `v` (formed with row id 0) its row id, and writes it
+/// into the version's header: the TID heap would give a row of this size,
+/// filling blocks of row ids as heap fills pages (`am::fill`), so TIDs,
+/// block counts and TID-based sampling look as they do on heap.
+///
+/// # Safety
+/// `rel` is the open relation of `tree`; `v` was formed by `form_version`.
+unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8]) -> u64 {
+    let mut h = Header::decode(v).expect("a version formed just now");
+    let t_len = version::HEAP_FIXED + version::tail_and_toast(&h, v).0.len();
+    // SAFETY: per the contract.
+    let fill = crate::am::fill::heap_fill(t_len, unsafe { crate::am::fill::fillfactor(rel) });
+    // SAFETY: per the contract.
+    let id = unsafe { alloc_id(rel, tree, fill) };
+    h.ctid = id;
+    h.encode_into(v);
+    id
+}
+
+unsafe fn alloc_id(rel: pg_sys::Relation, tree: &Table, fill: BlockFill) -> u64 {
     let id = tree
         .tree
-        .alloc_ids(1)
+        .alloc_packed_id(fill)
         .unwrap_or_else(|e| crate::pg::engine::report(e));
     if id >= tid::LIMIT {
         raise(
@@ -303,6 +324,10 @@ fn decide_and_apply(
                 h.set_multi_lock(m, strongest);
             }
         }
+        if !matches!(action, Action::Lock(_)) {
+            // SAFETY: a write in a transaction, outside parallel mode.
+            unsafe { rows::set_raw_cid(&mut h) };
+        }
         let mut nv = v.to_vec();
         h.encode_into(&mut nv);
         if matches!(action, Action::Update { .. }) {
@@ -467,11 +492,12 @@ pub unsafe fn update(
     unsafe {
         let tree = table_of(rel);
         let xid = current_xid();
-        let new_id = alloc_id(rel, &tree);
-        let mut h = Header::new(xid, cid, new_id);
+        let mut h = Header::new(xid, cid, 0);
         h.infomask |= bits::UPDATED;
         // Formed (and any ERROR raised) before the old version is touched.
-        let (v, prefix) = rows::form_version(rel, &tree, slot, h);
+        let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
+        let new_id = place(rel, &tree, &mut v);
+        h.ctid = new_id;
         let keys = keys_changed(rel, &tree, otid, slot);
         *lockmode = if keys {
             pg_sys::LockTupleMode::LockTupleExclusive

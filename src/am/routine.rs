@@ -671,49 +671,48 @@ unsafe extern "C-unwind" fn relation_estimate_size(
     tuples: *mut f64,
     allvisfrac: *mut f64,
 ) {
-    // Pages are the primary tree's; rows come from ANALYZE's density over
-    // the row-id space, or, never analysed, from the average row width.
+    // Heap's estimate (`table_block_relation_estimate_size`) over the
+    // table's heap-equivalent pages: its blocks of row ids, which fill as
+    // heap's pages would (am::fill), so an ordinary table gets the
+    // estimates — and the plans — it would get on heap. Updates spend new
+    // row ids; where the row-id space has outgrown the tree (pruned
+    // versions leave their ids unused), the tree's own pages count.
     // SAFETY: the planner passes an open relation and valid out-pointers.
     unsafe {
-        let tree = crate::am::rows::tree_of(rel);
-        let npages = tree.approx_pages();
+        let tree_pages = crate::am::rows::tree_of(rel).approx_pages() as f64;
+        let mut blocks = crate::am::scan::current_blocks(rel) as f64;
         let class = (*rel).rd_rel;
         let (reltuples, relpages) = ((*class).reltuples as f64, (*class).relpages as f64);
-        *pages = npages as pg_sys::BlockNumber;
-        if reltuples >= 0.0 && relpages > 0.0 {
-            // Analysed: scale the sampled density of the row-id space by its
-            // growth since (new ids = inserts and updates; dead ones pruned
-            // are not subtracted, so this errs high like heap's estimate).
-            let blocks = crate::am::scan::current_blocks(rel) as f64;
-            *tuples = (reltuples / relpages * blocks).round();
-        } else if reltuples >= 0.0 && crate::am::scan::current_blocks(rel) == 0 {
-            // Vacuumed or analysed, and no row id handed out since: empty,
-            // as heap judges a table with no pages.
-            *pages = 0;
-            *tuples = 0.0;
-        } else if npages < 10 && reltuples < 0.0 && !(*class).relhassubclass {
-            // Never vacuumed or analysed (reltuples -1) and small: like heap, assume ten
-            // pages of rows of the declared width, since a table that is
-            // tiny at planning time may well have grown by execution (and
-            // an index is the safer bet). Heap's density, so such a table
-            // gets the plans it would get on heap.
-            let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1);
-            let heap_row = width + 24 + 4;
-            let usable = pg_sys::BLCKSZ as i32 - 24;
-            *pages = 10;
-            *tuples = (10 * (usable / heap_row).max(1)) as f64;
-        } else {
-            let width = pg_sys::get_rel_data_width(rel, attr_widths).max(1) as f64;
-            // Per row: tuple data, 32-byte version header, 8-byte key, 4-byte
-            // slot entry and item lengths; pages are ~70% full on average.
-            let per_page = (8192.0 * 0.7 / (width + 24.0 + 32.0 + 8.0 + 8.0)).max(1.0);
-            *tuples = (npages as f64 * per_page).round();
+        // Never vacuumed or analysed and small: like heap, assume ten pages,
+        // since a table tiny at planning time may well have grown by
+        // execution (and an index is the safer bet).
+        let assumed = blocks < 10.0 && reltuples < 0.0 && !(*class).relhassubclass;
+        if assumed {
+            blocks = 10.0;
         }
+        *pages = if assumed {
+            blocks
+        } else {
+            blocks.min(tree_pages.max(1.0))
+        } as pg_sys::BlockNumber;
+        if blocks == 0.0 {
+            *tuples = 0.0;
+            *allvisfrac = 0.0;
+            return;
+        }
+        let density = if reltuples >= 0.0 && relpages > 0.0 {
+            reltuples / relpages
+        } else {
+            // Heap's row: its data, a tuple header and a line pointer.
+            let width = pg_sys::get_rel_data_width(rel, attr_widths) + 24 + 4;
+            (pg_sys::BLCKSZ as f64 - 24.0) / width.max(1) as f64
+        };
+        // Rows per block of row ids (ANALYZE's relpages are such blocks).
+        *tuples = (density * blocks).round();
         // As heap: the all-visible share of the blocks (am::vismap), which
         // prices index-only scans.
         let relallvisible = (*class).relallvisible as f64;
-        let blocks = crate::am::scan::current_blocks(rel) as f64;
-        *allvisfrac = if relallvisible <= 0.0 || blocks <= 0.0 {
+        *allvisfrac = if relallvisible <= 0.0 {
             0.0
         } else {
             (relallvisible / blocks).min(1.0)

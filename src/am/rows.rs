@@ -534,6 +534,37 @@ pub unsafe fn form_version(
     }
 }
 
+/// Records the command id heap's tuple header would carry once `h` has
+/// just been given a deleter or updater (`cmax`): a combo command id
+/// standing for `cmin` and `cmax` when the deleting transaction also
+/// inserted it (heap's `HeapTupleHeaderAdjustCmax`), else `cmax`.
+///
+/// # Safety
+/// Called in a transaction, outside parallel mode (as every write is).
+pub unsafe fn set_raw_cid(h: &mut Header) {
+    if h.flags & version::SPECULATIVE != 0 {
+        // The token is still needed; heap's would be overwritten, but a
+        // speculative insertion is confirmed or withdrawn at once.
+        return;
+    }
+    // SAFETY: a zeroed header with xmin, cmin and the xmin hint bits is
+    // all HeapTupleHeaderAdjustCmax reads; it allocates the combo id in
+    // the transaction's combo table.
+    unsafe {
+        let mut data: pg_sys::HeapTupleHeaderData = std::mem::zeroed();
+        data.t_choice.t_heap.t_xmin = h.xmin.into();
+        data.t_choice.t_heap.t_field3.t_cid = h.cmin;
+        data.t_infomask = h.infomask & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
+        let (mut cid, mut combo) = (h.cmax, false);
+        pg_sys::HeapTupleHeaderAdjustCmax(&mut data, &mut cid, &mut combo);
+        h.flags = (h.flags & !version::COMBO) | version::RAW_CID;
+        if combo {
+            h.flags |= version::COMBO;
+        }
+        h.spec = cid;
+    }
+}
+
 /// Builds a `HeapTuple` from version bytes, allocated in `cxt`.
 ///
 /// # Safety
@@ -568,7 +599,12 @@ pub unsafe fn build_tuple(
         (*data).t_infomask = h.infomask & !(pg_sys::HEAP_COMBOCID as u16);
         (*data).t_infomask2 = h.infomask2;
         (*data).t_hoff = h.hoff;
-        if !(h.xmax_invalid() || h.lock_only()) {
+        if h.flags & version::RAW_CID != 0 {
+            (*data).t_choice.t_heap.t_field3.t_cid = h.spec;
+            if h.flags & version::COMBO != 0 {
+                (*data).t_infomask |= pg_sys::HEAP_COMBOCID as u16;
+            }
+        } else if !(h.xmax_invalid() || h.lock_only()) {
             let mut cid = h.cmax;
             let mut combo = false;
             // New combo ids cannot be made in parallel mode: cmax there.

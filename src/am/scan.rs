@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// row returned (visible or not), so a direction change resumes next to it.
 struct ScanState {
     tree: Table,
-    cursor: Option<Cursor>,
+    cursor: Option<SeqCursor>,
     /// ANALYZE: the versions of the sampled block.
     analyze: Option<IdRange>,
     dir: Direction,
@@ -45,6 +45,57 @@ struct ScanState {
     sample: Sample,
     /// Parallel sequential scans: this process's share of the row ids.
     parallel: Option<ParallelIds>,
+}
+
+/// How a sequential scan walks the table: the tree in key order, or —
+/// for a small table with a primary key — the row-id map in row-id order,
+/// which is insertion order, as heap returns a small table's rows. A
+/// lookup per row costs little at that size, and applications that (wrongly)
+/// count on insertion order of small tables, and statements whose outcome
+/// depends on row order (an UPDATE shifting unique keys), behave as on heap.
+/// Larger keyed tables are read in key order, one leaf after the other.
+enum SeqCursor {
+    Keys(Cursor),
+    Ids(IdRange),
+}
+
+/// Keyed tables up to this many tree pages are scanned in row-id order.
+const SMALL_TABLE_PAGES: u64 = 32;
+
+impl SeqCursor {
+    /// Opens the walk after (before, going backward) position `from`, a
+    /// key or (row-id walk) a row-id key.
+    fn open(table: &Table, by_id: bool, dir: Direction, from: Option<Vec<u8>>) -> SeqCursor {
+        if by_id {
+            let at = from.as_deref().and_then(tid::from_key);
+            let (lo, hi) = match (dir, at) {
+                (Direction::Forward, Some(id)) => (id + 1, u64::MAX),
+                (Direction::Backward, Some(id)) => (0, id),
+                (_, None) => (0, u64::MAX),
+            };
+            return SeqCursor::Ids(table.ids(lo, hi, dir));
+        }
+        SeqCursor::Keys(match (dir, from) {
+            (Direction::Forward, Some(k)) => table.versions(Bound::Excluded(k), Bound::Unbounded, dir),
+            (Direction::Backward, Some(k)) => table.versions(Bound::Unbounded, Bound::Excluded(k), dir),
+            (_, None) => table.versions(Bound::Unbounded, Bound::Unbounded, dir),
+        })
+    }
+
+    /// The next version: its row id, its position (for [`Self::open`]) and
+    /// its value.
+    fn next(&mut self, table: &Table) -> Option<(u64, Vec<u8>, Vec<u8>)> {
+        match self {
+            SeqCursor::Keys(c) => {
+                let (k, v) = c.next()?.unwrap_or_else(|e| crate::pg::engine::report(e));
+                Some((table.id_of(&k), k, v))
+            }
+            SeqCursor::Ids(r) => {
+                let (id, v) = r.next()?;
+                Some((id, tid::key(id).to_vec(), v))
+            }
+        }
+    }
 }
 
 /// The shared state of a parallel scan of a row-id-ordered table, in
@@ -339,22 +390,21 @@ pub unsafe fn scan_getnextslot(
         }
         let dir = direction_of(direction);
         if st.cursor.is_none() || st.dir != dir {
-            let from = st.last.clone();
-            st.cursor = Some(match (dir, from) {
-                (Direction::Forward, Some(k)) => {
-                    st.tree.versions(Bound::Excluded(k), Bound::Unbounded, dir)
+            // Chosen per walk, from the start (a rescan may choose anew; a
+            // scroll cursor turning round keeps its order).
+            let by_id = match (&st.cursor, &st.last) {
+                (Some(SeqCursor::Ids(_)), _) => true,
+                (Some(SeqCursor::Keys(_)), _) => false,
+                (None, _) => {
+                    st.tree.desc().is_some()
+                        && st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES
                 }
-                (Direction::Backward, Some(k)) => {
-                    st.tree.versions(Bound::Unbounded, Bound::Excluded(k), dir)
-                }
-                (_, None) => st.tree.versions(Bound::Unbounded, Bound::Unbounded, dir),
-            });
+            };
+            st.cursor = Some(SeqCursor::open(&st.tree, by_id, dir, st.last.clone()));
             st.dir = dir;
         }
         let cursor = st.cursor.as_mut().expect("just set");
-        for item in cursor.by_ref() {
-            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let id = st.tree.id_of(&k);
+        while let Some((id, k, v)) = cursor.next(&st.tree) {
             let h = decode(rel, id, &v);
             st.last = Some(k);
             count_block(&mut st.stat_block, rel, id);

@@ -225,20 +225,14 @@ unsafe extern "C-unwind" fn xact_callback(
 ) {
     use pg_sys::XactEvent::*;
     match event {
-        // A transaction that touched temporary objects cannot be prepared
-        // anyway: PostgreSQL says so right after this callback, with the
-        // reason that applies to it.
-        XACT_EVENT_PRE_PREPARE
-            if PENDING.with(|p| !p.borrow().is_empty())
-                // SAFETY: a backend-local flag word of the running transaction.
-                && unsafe { pg_sys::MyXactFlags } as u32 & pg_sys::XACT_FLAGS_ACCESSEDTEMPNAMESPACE
-                    == 0 =>
-        {
-            pgrx::ereport!(
-                ERROR,
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                "orioledb: PREPARE TRANSACTION after creating or dropping orioledb tables is not supported yet"
-            );
+        // A prepared transaction's trees are settled by their files: PostgreSQL
+        // creates or unlinks the relation files at COMMIT/ROLLBACK PREPARED
+        // (in whichever session, also after a restart), and the checkpointer's
+        // sweep then drops every tree whose file is gone.
+        XACT_EVENT_PREPARE => {
+            crate::am::rows::forget_trees();
+            crate::am::rekey::forget_pending();
+            PENDING.with(|p| p.borrow_mut().clear());
         }
         XACT_EVENT_COMMIT
         | XACT_EVENT_PARALLEL_COMMIT
@@ -307,30 +301,101 @@ pub fn drop_database_trees(db: pg_sys::Oid) {
 }
 
 /// Drops trees whose relation file is gone. Every tree's relation has an
-/// empty main fork `base/<db>/<relfilenode>` that PostgreSQL creates before
-/// the tree and unlinks after it at DROP/TRUNCATE commit (and replays both
-/// from WAL); a crash between a DROP's commit and the logging of the tree
-/// drop leaves a tree without its file, which this removes. Runs once after
-/// recovery, in the checkpointer worker (the data directory is the working
-/// directory).
+/// empty main fork `base/<db>/<relfilenode>` (`t<backend>_<relfilenode>`
+/// for temporary tables) that PostgreSQL creates before the tree and
+/// unlinks after the transaction that dropped the relation — or rolled
+/// back its creation — has ended (at the next checkpoint; at once in WAL
+/// replay). So a tree is garbage exactly when its file is gone: after a
+/// crash between a DROP's commit and the tree drop, and after COMMIT
+/// PREPARED of a DROP or ROLLBACK PREPARED of a CREATE, which may run in
+/// another session or after a restart, where no transaction callback of
+/// ours sees them. Runs in the checkpointer worker (the data directory is
+/// its working directory) after recovery and after every engine checkpoint.
+///
+/// Trees are listed before the files: a tree is created after its file,
+/// so one created while this runs is never taken for an orphan. (A
+/// relation file number is reused only after its file is unlinked and the
+/// OID counter comes round again, not between the listing and the drop.)
 pub fn sweep_orphans() {
     let engine = engine();
-    for id in engine.tree_ids() {
-        let path = format!("base/{}/{}", id.db, id.rel);
-        if std::path::Path::new(&path).exists() {
+    let trees = engine.tree_ids();
+    let mut files: std::collections::HashMap<u32, std::collections::HashSet<u32>> =
+        std::collections::HashMap::new();
+    for id in trees {
+        let present = files.entry(id.db).or_insert_with(|| relation_files(id.db));
+        if present.contains(&id.rel) {
             continue;
         }
         pgrx::log!(
-            "orioledb: dropping tree {}/{}: its relation file {path} is gone",
+            "orioledb: dropping tree {}/{}: its relation file is gone",
             id.db,
             id.rel
         );
         if let Err(e) = engine.drop_tree(id) {
-            pgrx::warning!(
-                "orioledb: could not drop orphan tree {}/{}: {e}",
-                id.db,
-                id.rel
-            );
+            if !matches!(e, orioledb_engine::EngineError::NoSuchTree(_)) {
+                pgrx::warning!(
+                    "orioledb: could not drop orphan tree {}/{}: {e}",
+                    id.db,
+                    id.rel
+                );
+            }
         }
+    }
+}
+
+/// The relation file numbers that have a file in `base/<db>` (any fork or
+/// segment, temporary ones included): none when the directory is gone (a
+/// dropped database), and every number the database's trees use when it
+/// cannot be read, so an I/O error drops nothing.
+fn relation_files(db: u32) -> std::collections::HashSet<u32> {
+    let mut out = std::collections::HashSet::new();
+    let dir = match std::fs::read_dir(format!("base/{db}")) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
+        Err(e) => {
+            pgrx::warning!("orioledb: cannot list base/{db}: {e}");
+            // Keep every tree of this database: report them all present.
+            return engine()
+                .tree_ids()
+                .into_iter()
+                .filter(|t| t.db == db)
+                .map(|t| t.rel)
+                .collect();
+        }
+    };
+    for entry in dir.flatten() {
+        if let Some(rel) = relation_file_number(&entry.file_name().to_string_lossy()) {
+            out.insert(rel);
+        }
+    }
+    out
+}
+
+/// The relation file number a file name under `base/<db>` belongs to:
+/// `<n>`, `<n>_<fork>`, `<n>.<segment>`, and `t<backend>_<n>…` for
+/// temporary relations.
+fn relation_file_number(name: &str) -> Option<u32> {
+    let name = match name.strip_prefix('t') {
+        Some(rest) => rest.split_once('_')?.1,
+        None => name,
+    };
+    let digits = name.split(['_', '.']).next()?;
+    digits.parse().ok()
+}
+
+#[cfg(test)]
+mod unit {
+    use super::relation_file_number;
+
+    #[test]
+    fn file_names_map_to_relation_numbers() {
+        assert_eq!(relation_file_number("16384"), Some(16384));
+        assert_eq!(relation_file_number("16384_fsm"), Some(16384));
+        assert_eq!(relation_file_number("16384.2"), Some(16384));
+        assert_eq!(relation_file_number("t3_16390"), Some(16390));
+        assert_eq!(relation_file_number("t3_16390_init"), Some(16390));
+        assert_eq!(relation_file_number("pg_filenode.map"), None);
+        assert_eq!(relation_file_number("PG_VERSION"), None);
+        assert_eq!(relation_file_number("pg_internal.init"), None);
     }
 }

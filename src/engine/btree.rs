@@ -119,6 +119,9 @@ fn child_value(c: u32) -> [u8; 4] {
 
 const MAX_RESTARTS: u32 = 100_000;
 
+/// Row ids whose allocation is logged at once (one WAL record per batch).
+const ID_BATCH: u64 = 4096;
+
 impl Tree {
     fn covers(&self, p: PageRef, t: Target) -> Cover {
         if p.is_deleted() {
@@ -304,10 +307,24 @@ impl Tree {
     /// before, also across crashes: the allocation limit is logged in
     /// batches before ids beyond it are used, and checkpointed in the map).
     pub fn alloc_ids(&self, n: u64) -> Result<u64> {
-        const BATCH: u64 = 4096;
+        self.alloc_with(|f| f.alloc_ids(n, ID_BATCH))
+    }
+
+    /// Hands out one row id placed into a block of ids as `fill` says
+    /// (never handed out before, like [`Self::alloc_ids`]).
+    pub fn alloc_packed_id(&self, fill: crate::meta::BlockFill) -> Result<u64> {
+        self.alloc_with(|f| f.alloc_packed(fill, ID_BATCH))
+    }
+
+    fn alloc_with(
+        &self,
+        take: impl FnOnce(&crate::meta::FileGuard<'_>) -> (u64, Option<u64>),
+    ) -> Result<u64> {
         let _b = Barrier::enter(&self.inner.pool);
+        // The file latch stays held until the new limit is logged: no id
+        // beyond the logged limit can be used before the record exists.
         let f = self.file();
-        let (first, new_limit) = f.alloc_ids(n, BATCH);
+        let (first, new_limit) = take(&f);
         if let Some(limit) = new_limit {
             self.inner.log(&Record::IdLimit {
                 tree: self.id,

@@ -99,11 +99,27 @@ pub(crate) struct Slot {
     ck_active: u32,
     ck_npages: u32,
     ck_root: u32,
-    _pad: u32,
+    /// Units of the current id block taken by ids packed into it (see
+    /// [`BlockFill`]); `u32::MAX` when ids were handed out unpacked, so
+    /// the next packed id starts a new block.
+    block_used: u32,
     ck_number: u64,
     next_id: u64,
     id_limit: u64,
     ck_id_limit: u64,
+}
+
+/// How [`FileGuard::alloc_packed`] fills blocks of `per_block` row ids:
+/// each block has `cap` units; an id takes `take` of them and may join a
+/// non-empty block only while `need` (>= `take`) are left. The table AM
+/// derives the units from heap's page-fill rules, so rows get the TIDs
+/// heap would give them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockFill {
+    pub per_block: u64,
+    pub cap: u32,
+    pub take: u32,
+    pub need: u32,
 }
 
 /// Where a page's images live. Invariants as in `docs/architecture.md`
@@ -816,6 +832,32 @@ impl FileGuard<'_> {
         let s = self.s();
         let first = s.next_id;
         s.next_id += n;
+        s.block_used = u32::MAX;
+        self.limit_after(first, batch)
+    }
+
+    /// Hands out one row id packed into blocks of ids as `fill` says: it
+    /// goes into the current block when that block is empty or still has
+    /// `fill.need` units of room, else the next block starts with it (the
+    /// ids skipped are never used). Returns as [`Self::alloc_ids`].
+    pub fn alloc_packed(&self, fill: BlockFill, batch: u64) -> (u64, Option<u64>) {
+        let s = self.s();
+        let per = fill.per_block.max(1);
+        let off = s.next_id % per;
+        if off == 0 {
+            s.block_used = 0;
+        } else if fill.cap.saturating_sub(s.block_used) < fill.need {
+            s.next_id += per - off;
+            s.block_used = 0;
+        }
+        let first = s.next_id;
+        s.next_id += 1;
+        s.block_used = s.block_used.saturating_add(fill.take);
+        self.limit_after(first, batch)
+    }
+
+    fn limit_after(&self, first: u64, batch: u64) -> (u64, Option<u64>) {
+        let s = self.s();
         if s.next_id > s.id_limit {
             s.id_limit = s.next_id + batch;
             return (first, Some(s.id_limit));
@@ -833,6 +875,7 @@ impl FileGuard<'_> {
         let s = self.s();
         s.id_limit = s.id_limit.max(limit);
         s.next_id = s.next_id.max(limit);
+        s.block_used = u32::MAX;
     }
 
     pub fn is_captured(&self, p: u32) -> bool {
@@ -941,12 +984,54 @@ impl FileGuard<'_> {
         s.next_id = 0;
         s.id_limit = 0;
         s.ck_id_limit = 0;
+        s.block_used = 0;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Packed ids fill a block while it has room, an empty block takes any
+    /// id, a full block (or 291 ids) moves on to the next block, and ids
+    /// handed out unpacked end the block being filled.
+    #[test]
+    fn packed_ids_fill_blocks_by_room() {
+        let m = Meta::private(1, 8);
+        let f = m.file(0);
+        f.reset();
+        let fill = |take, need| BlockFill {
+            per_block: 291,
+            cap: 8168,
+            take,
+            need,
+        };
+        // 140 units per id (heap: a 136-byte row and its line pointer): 58
+        // ids per block, as heap puts 58 such rows on a page.
+        let ids: Vec<u64> = (0..120).map(|_| f.alloc_packed(fill(140, 140), 1000).0).collect();
+        assert_eq!(ids[57], 57);
+        assert_eq!(ids[58], 291, "the 59th id starts block 1");
+        assert_eq!(ids[116], 291 * 2, "and the 117th block 2");
+        // An id larger than a block still gets an empty block of its own.
+        let big = f.alloc_packed(fill(9000, 9000), 1000).0;
+        assert_eq!(big, 291 * 3);
+        assert_eq!(f.alloc_packed(fill(4, 4), 1000).0, 291 * 4);
+        // Tiny ids: no more than 291 per block.
+        let tiny: Vec<u64> = (0..400).map(|_| f.alloc_packed(fill(1, 1), 1000).0).collect();
+        assert_eq!(tiny[289], 291 * 4 + 290);
+        assert_eq!(tiny[290], 291 * 5);
+        // Unpacked ids close the block: the next packed id starts a new one.
+        let run = f.alloc_ids(3, 1000).0;
+        assert_eq!(f.alloc_packed(fill(1, 1), 1000).0, (run + 3).next_multiple_of(291));
+        // Every id handed out is below the limit, which is logged when it
+        // moves (a whole block per id here).
+        let mut limit = f.s().id_limit;
+        for _ in 0..20 {
+            let (id, new) = f.alloc_packed(fill(8000, 8000), 100);
+            limit = new.unwrap_or(limit);
+            assert!(id < limit);
+        }
+    }
 
     #[test]
     fn space_first_fit_release_merge_trim() {

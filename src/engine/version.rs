@@ -10,10 +10,12 @@
 //! 0  xmin u32 | 4 xmax u32 | 8 cmin u32 | 12 cmax u32
 //! 16 infomask u16 | 18 infomask2 u16     (heap's bit values, see `bits`)
 //! 20 ctid u48   successor's row id after an UPDATE, else the own row id
-//! 26 hoff u8 | 27 flags u8 (SPECULATIVE) | 28 speculative token u32
+//! 26 hoff u8 | 27 flags u8 (SPECULATIVE, TOAST_LIST, COMBO, RAW_CID)
+//! 28 speculative token, or heap's raw command id u32
 //! 32 tuple tail (t_bits onwards)
 //! ```
-//! `cmin` and `cmax` are stored separately, so no combo command ids exist.
+//! `cmin` and `cmax` are stored separately; heap's single command id field
+//! is kept only for display ([`RAW_CID`]).
 //!
 //! The rules are heap's (`heapam_visibility.c`), over a [`Xacts`] oracle
 //! the server implements with clog/procarray calls and tests with a model.
@@ -66,6 +68,18 @@ pub mod bits {
 /// `flags` byte: the version is a speculative insertion (INSERT ... ON
 /// CONFLICT) not yet confirmed; `spec` holds its token.
 pub const SPECULATIVE: u8 = 1;
+
+/// `flags` byte: `spec` holds the command id heap's tuple header would
+/// show (its raw `t_cid`), set when the version got a deleter or updater:
+/// that command id, or — deleted by the transaction that inserted it — a
+/// combo command id ([`COMBO`] then set too). Heap overwrites its one
+/// command id field then and keeps it (row locks leave it alone, aborts do
+/// not restore it); only the `cmin`/`cmax` system columns read it here, as
+/// visibility uses the separate `cmin` and `cmax`.
+pub const RAW_CID: u8 = 8;
+
+/// `flags` byte (with [`RAW_CID`]): the raw command id is a combo id.
+pub const COMBO: u8 = 4;
 
 /// `flags` byte: the value ends with a list of the toast values the
 /// version owns (`n × (toast relation u32, value id u32) | n u32`, little

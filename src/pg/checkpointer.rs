@@ -57,6 +57,7 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
         }
         if Instant::now() >= last + crate::pg::guc::checkpoint_timeout() {
             checkpoint();
+            crate::am::storage::sweep_orphans();
             last = Instant::now();
         }
     }

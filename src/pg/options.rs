@@ -931,6 +931,10 @@ extern "C-unwind" fn finish(after: After) {
                 if crate::pg::init::is_preloaded() {
                     crate::pg::engine::checkpoint()
                         .unwrap_or_else(|e| crate::pg::engine::report(e));
+                    // PostgreSQL's checkpoint has just unlinked the files of
+                    // dropped relations: their trees go now (as the worker
+                    // does after its checkpoints).
+                    crate::am::storage::sweep_orphans();
                 }
             }
         }

@@ -186,8 +186,21 @@ fn row_ids_stay_unique_across_crashes() {
             Err(_) => e.open_tree(9u32, TreeOptions::default()).unwrap(),
         };
         for _ in 0..2000 {
-            let n = 1 + rng.below(50);
-            let first = t.alloc_ids(n).unwrap();
+            // Consecutive runs, or single ids packed into blocks (which
+            // skip the rest of a block that has no room).
+            let (first, n) = if rng.below(2) == 0 {
+                let n = 1 + rng.below(50);
+                (t.alloc_ids(n).unwrap(), n)
+            } else {
+                let take = 1 + rng.below(3000) as u32;
+                let fill = crate::meta::BlockFill {
+                    per_block: 291,
+                    cap: 8168,
+                    take,
+                    need: take + rng.below(100) as u32,
+                };
+                (t.alloc_packed_id(fill).unwrap(), 1)
+            };
             assert!(
                 round == 0 && seen_max == 0 || first > seen_max,
                 "round {round}: id {first} reused (max so far {seen_max})"
