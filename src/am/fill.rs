@@ -9,10 +9,12 @@
 //! (TID ranges, `TABLESAMPLE SYSTEM`, BRIN ranges, `relpages`) behave as
 //! they do on heap. The ids a block leaves unused are never handed out.
 //!
-//! Blocks fill forward only: heap also sends a row back to an earlier page
-//! that has room for it (its free-space map), so rows of varying widths,
-//! and the new versions of updated rows (heap keeps them on their page when
-//! they fit), may get later TIDs than heap would give them.
+//! The new version of an updated row stays in its old version's block
+//! while the block has room, as heap keeps it on its page (`am::modify::
+//! place`; the engine remembers the room of the last 128 blocks per table
+//! or so). New rows fill forward only: heap also sends a row back to an
+//! earlier page that has room for it (its free-space map), so rows of
+//! varying widths may get later TIDs than heap would give them.
 
 use orioledb_engine::meta::BlockFill;
 use orioledb_engine::version::tid;

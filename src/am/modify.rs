@@ -17,7 +17,6 @@ use crate::am::rows::{
     PgXacts,
 };
 use orioledb_engine::btree::Change;
-use orioledb_engine::meta::BlockFill;
 use orioledb_engine::version::{self, bits, tid, Header, Hints, LockMode, UpdateCheck, Xid};
 use crate::am::table::Table;
 use pgrx::pg_sys;
@@ -56,7 +55,7 @@ pub unsafe fn insert(
             h.spec = token;
         }
         let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
-        let id = place(rel, &tree, &mut v);
+        let id = place(rel, &tree, &mut v, None);
         h.ctid = id;
         let fresh = tree.insert(id, &prefix, &v);
         if !fresh {
@@ -82,27 +81,35 @@ pub unsafe fn insert(
 /// Gives new version `v` (formed with row id 0) its row id, and writes it
 /// into the version's header: the TID heap would give a row of this size,
 /// filling blocks of row ids as heap fills pages (`am::fill`), so TIDs,
-/// block counts and TID-based sampling look as they do on heap.
+/// block counts and TID-based sampling look as they do on heap. The new
+/// version of an updated row (`near` = the old version's row id) stays in
+/// the old version's block while it has room, as heap keeps it on its page
+/// (which keeps BRIN ranges and index correlation as they were).
 ///
 /// # Safety
 /// `rel` is the open relation of `tree`; `v` was formed by `form_version`.
-unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8]) -> u64 {
+unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8], near: Option<u64>) -> u64 {
     let mut h = Header::decode(v).expect("a version formed just now");
     let t_len = version::HEAP_FIXED + version::tail_and_toast(&h, v).0.len();
     // SAFETY: per the contract.
     let fill = crate::am::fill::heap_fill(t_len, unsafe { crate::am::fill::fillfactor(rel) });
+    let id = match near {
+        Some(old) => tree.tree.alloc_near_id(old, fill.take, fill),
+        None => tree.tree.alloc_packed_id(fill),
+    }
+    .unwrap_or_else(|e| crate::pg::engine::report(e));
     // SAFETY: per the contract.
-    let id = unsafe { alloc_id(rel, tree, fill) };
+    unsafe { check_id_limit(rel, id) };
     h.ctid = id;
     h.encode_into(v);
     id
 }
 
-unsafe fn alloc_id(rel: pg_sys::Relation, tree: &Table, fill: BlockFill) -> u64 {
-    let id = tree
-        .tree
-        .alloc_packed_id(fill)
-        .unwrap_or_else(|e| crate::pg::engine::report(e));
+/// Raises the "ran out of row ids" error for an id past the TID space.
+///
+/// # Safety
+/// `rel` is an open relation.
+unsafe fn check_id_limit(rel: pg_sys::Relation, id: u64) {
     if id >= tid::LIMIT {
         raise(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
@@ -112,7 +119,6 @@ unsafe fn alloc_id(rel: pg_sys::Relation, tree: &Table, fill: BlockFill) -> u64 
             }),
         );
     }
-    id
 }
 
 /// Confirms (`succeeded`) or withdraws a speculative insertion.
@@ -496,7 +502,7 @@ pub unsafe fn update(
         h.infomask |= bits::UPDATED;
         // Formed (and any ERROR raised) before the old version is touched.
         let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
-        let new_id = place(rel, &tree, &mut v);
+        let new_id = place(rel, &tree, &mut v, from_item_pointer(&*otid));
         h.ctid = new_id;
         let keys = keys_changed(rel, &tree, otid, slot);
         *lockmode = if keys {

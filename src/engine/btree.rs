@@ -316,6 +316,13 @@ impl Tree {
         self.alloc_with(|f| f.alloc_packed(fill, ID_BATCH))
     }
 
+    /// Hands out one row id for a new version of the row whose version has
+    /// row id `near`: in `near`'s block when it has room for `take` units
+    /// (see `FileGuard::alloc_near`), else as [`Self::alloc_packed_id`].
+    pub fn alloc_near_id(&self, near: u64, take: u32, fill: crate::meta::BlockFill) -> Result<u64> {
+        self.alloc_with(|f| f.alloc_near(near, take, fill, ID_BATCH))
+    }
+
     fn alloc_with(
         &self,
         take: impl FnOnce(&crate::meta::FileGuard<'_>) -> (u64, Option<u64>),

@@ -3,8 +3,10 @@
 //! and free-unit bitmap, and the checkpoint epochs.
 //!
 //! ```text
-//! header (128 B) | slots (max_trees x 128 B) | chunk arena (nchunks x 8 KB)
+//! header (128 B) | slots (max_trees x 1152 B) | chunk arena (nchunks x 8 KB)
 //! ```
+//! A slot is the `Slot` fields (128 B) and the tree's table of room left in
+//! recently closed row-id blocks (`ROOMS` x 8 B, see `FileGuard::alloc_near`).
 //! Page tables and bitmaps live in 8 KB chunks from the arena, reached
 //! through one directory chunk each (so a tree has up to 2048 x 409 pages
 //! and its data file up to 2048 x 65536 units = 64 GB). While a tree's page
@@ -27,7 +29,11 @@ use std::sync::Arc;
 
 pub const CHUNK: usize = 8192;
 const HEADER: usize = 128;
-const SLOT: usize = 128;
+/// Bytes of a slot's `Slot` fields.
+const SLOT_FIELDS: usize = 128;
+/// Entries of a slot's room table: block `b`'s entry is `b % ROOMS`.
+const ROOMS: usize = 128;
+const SLOT: usize = SLOT_FIELDS + ROOMS * 8;
 const MAGIC: u64 = u64::from_le_bytes(*b"ORDMETA2");
 const NIL: u32 = u32::MAX;
 const ENTRY: usize = 20;
@@ -149,7 +155,9 @@ impl MetaRegion {
     /// # Safety
     /// `base` must be 8-byte aligned, valid for `size(..)` bytes and unused.
     pub unsafe fn format(base: *mut u8, max_trees: usize, nchunks: usize) {
-        assert!(std::mem::size_of::<Slot>() <= SLOT && std::mem::size_of::<Header>() <= HEADER);
+        assert!(
+            std::mem::size_of::<Slot>() <= SLOT_FIELDS && std::mem::size_of::<Header>() <= HEADER
+        );
         assert!(nchunks < (DIRECT - 1) as usize, "too many metadata chunks");
         // SAFETY: the caller guarantees exclusive access to the region.
         unsafe {
@@ -273,6 +281,16 @@ impl Meta {
         // SAFETY: callers hold slot i's file latch exclusively (FileGuard),
         // which is what makes the plain fields exclusively theirs.
         unsafe { &mut *(self.base.add(HEADER + i * SLOT) as *mut Slot) }
+    }
+
+    /// Slot `i`'s room table.
+    #[allow(clippy::mut_from_ref)]
+    fn rooms_mut(&self, i: usize) -> &mut [u64; ROOMS] {
+        assert!(i < self.max_trees);
+        // SAFETY: the table follows slot i's fields, 8-byte aligned (the
+        // region is, and HEADER, SLOT and SLOT_FIELDS are multiples of 8);
+        // callers hold slot i's file latch exclusively (FileGuard).
+        unsafe { &mut *(self.base.add(HEADER + i * SLOT + SLOT_FIELDS) as *mut [u64; ROOMS]) }
     }
 
     pub fn file_latch(i: usize) -> usize {
@@ -847,6 +865,9 @@ impl FileGuard<'_> {
         if off == 0 {
             s.block_used = 0;
         } else if fill.cap.saturating_sub(s.block_used) < fill.need {
+            if s.block_used != u32::MAX {
+                self.put_room(s.next_id / per, off, s.block_used);
+            }
             s.next_id += per - off;
             s.block_used = 0;
         }
@@ -854,6 +875,52 @@ impl FileGuard<'_> {
         s.next_id += 1;
         s.block_used = s.block_used.saturating_add(fill.take);
         self.limit_after(first, batch)
+    }
+
+    /// Hands out one row id for a version of `take` units replacing the
+    /// one with row id `near`: in `near`'s block if it still has an id and
+    /// `take` units of room (the block being filled, or a block closed
+    /// since this region was made whose entry in the room table survives),
+    /// else as [`Self::alloc_packed`] would. The room table forgets a block
+    /// when another block takes its entry, and is empty after a restart:
+    /// a block it does not know is full, so no id is handed out twice.
+    pub fn alloc_near(&self, near: u64, take: u32, fill: BlockFill, batch: u64) -> (u64, Option<u64>) {
+        let s = self.s();
+        let per = fill.per_block.max(1);
+        let block = near / per;
+        if block == s.next_id / per && s.next_id % per != 0 {
+            if s.block_used != u32::MAX && fill.cap.saturating_sub(s.block_used) >= take {
+                let first = s.next_id;
+                s.next_id += 1;
+                s.block_used += take;
+                return self.limit_after(first, batch);
+            }
+        } else if let Some((next, used)) = self.room(block) {
+            if next < per && fill.cap.saturating_sub(used) >= take {
+                self.put_room(block, next + 1, used + take);
+                // Below next_id, so below the logged limit.
+                return (block * per + next, None);
+            }
+        }
+        self.alloc_packed(fill, batch)
+    }
+
+    /// The room table's entry for `block`: (next unused offset, units used).
+    fn room(&self, block: u64) -> Option<(u64, u32)> {
+        let e = self.meta.rooms_mut(self.i)[(block % ROOMS as u64) as usize];
+        (e >> 32 == block + 1).then_some(((e >> 16) & 0xFFFF, (e & 0xFFFF) as u32))
+    }
+
+    /// Records `block`'s room (replacing whatever block had its entry):
+    /// entries are (block + 1) u32 | next offset u16 | units used u16, 0
+    /// when empty.
+    fn put_room(&self, block: u64, next: u64, used: u32) {
+        let rooms = self.meta.rooms_mut(self.i);
+        rooms[(block % ROOMS as u64) as usize] = if block + 1 > u32::MAX as u64 || next > 0xFFFF {
+            0
+        } else {
+            ((block + 1) << 32) | (next << 16) | used.min(0xFFFF) as u64
+        };
     }
 
     fn limit_after(&self, first: u64, batch: u64) -> (u64, Option<u64>) {
@@ -985,6 +1052,7 @@ impl FileGuard<'_> {
         s.id_limit = 0;
         s.ck_id_limit = 0;
         s.block_used = 0;
+        *self.meta.rooms_mut(self.i) = [0; ROOMS];
     }
 }
 
@@ -1031,6 +1099,49 @@ mod tests {
             limit = new.unwrap_or(limit);
             assert!(id < limit);
         }
+    }
+
+    /// A replacing version stays in its predecessor's block while that has
+    /// ids and room: the block being filled, or a closed block the room
+    /// table remembers; else it is placed like a new row. A block whose
+    /// entry another block took counts as full.
+    #[test]
+    fn near_ids_stay_in_their_block_while_it_has_room() {
+        let m = Meta::private(1, 8);
+        let f = m.file(0);
+        f.reset();
+        let fill = |take, need| BlockFill {
+            per_block: 291,
+            cap: 8168,
+            take,
+            need,
+        };
+        // One 1000-unit row per block (a fillfactor reserve of 7000).
+        let rows: Vec<u64> = (0..3).map(|_| f.alloc_packed(fill(1000, 8000), 1000).0).collect();
+        assert_eq!(rows, vec![0, 291, 582]);
+        // Replacing the row of closed block 0 and of the current block 2:
+        // next offsets of their blocks (reserve does not apply).
+        assert_eq!(f.alloc_near(0, 1000, fill(1000, 8000), 1000).0, 1);
+        assert_eq!(f.alloc_near(582, 1000, fill(1000, 8000), 1000).0, 583);
+        // Block 0 fills up: 8168 units hold 8 such versions, the 9th moves
+        // to a new block like a new row.
+        for i in 2..8 {
+            assert_eq!(f.alloc_near(i - 1, 1000, fill(1000, 8000), 1000).0, i);
+        }
+        assert_eq!(f.alloc_near(7, 1000, fill(1000, 8000), 1000).0, 873);
+        // Block 0 + 128 takes block 0's entry when it closes: block 0 is
+        // then full for good; block 1's entry is untouched.
+        while f.next_id() < 128 * 291 {
+            f.alloc_packed(fill(1000, 8000), 1000);
+        }
+        // Block 128 is being filled; the next row closes it.
+        f.alloc_packed(fill(1000, 8000), 1000);
+        assert!(f.alloc_near(3, 10, fill(10, 10), 1000).0 >= 129 * 291);
+        assert_eq!(f.alloc_near(291, 10, fill(10, 10), 1000).0, 292);
+        // A reset region (a restart) knows no closed block.
+        f.reset();
+        f.raise_id_limit(5000);
+        assert!(f.alloc_near(291, 10, fill(10, 10), 1000).0 >= 5000);
     }
 
     #[test]
