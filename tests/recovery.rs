@@ -270,13 +270,21 @@ fn prepared_transactions_create_drop_and_truncate_tables() {
         "CREATE TABLE old1 (id int PRIMARY KEY, v text) USING orioledb;
          INSERT INTO old1 SELECT g, 'o' || g FROM generate_series(1, 100) g;
          CREATE TABLE old2 (id int) USING orioledb;
-         INSERT INTO old2 VALUES (1), (2);
-         BEGIN;
+         INSERT INTO old2 VALUES (1), (2);",
+    )
+    .unwrap();
+    // Each its own query string: statements before a BEGIN in one string
+    // would join its transaction.
+    c.batch_execute(
+        "BEGIN;
          CREATE TABLE new1 (id int PRIMARY KEY, v text) USING orioledb;
          INSERT INTO new1 SELECT g, repeat('n', 3000) FROM generate_series(1, 5) g;
          DROP TABLE old1;
-         PREPARE TRANSACTION 'orioledb_p1';
-         BEGIN;
+         PREPARE TRANSACTION 'orioledb_p1';",
+    )
+    .unwrap();
+    c.batch_execute(
+        "BEGIN;
          CREATE TABLE new2 (id int) USING orioledb;
          INSERT INTO new2 VALUES (5);
          TRUNCATE old2;

@@ -98,9 +98,13 @@ mod unit {
         let b = blocks(&[129; 200], 100);
         assert_eq!(b.iter().filter(|&&x| x == 0).count(), 58);
         assert_eq!(b[199], 3);
-        // fillfactor 10 with ~230-byte rows: one row per page.
+        // fillfactor 10 with 232-byte rows (int4 + 200-char text, the
+        // regression suite's `tablesample`): three per page, as on heap.
         let b = blocks(&[232; 10], 10);
-        assert_eq!(b, (0..10).collect::<Vec<_>>());
+        assert_eq!(b, vec![0, 0, 0, 1, 1, 1, 2, 2, 2, 3]);
+        // fillfactor 10 with 800-byte rows: one per page.
+        let b = blocks(&[800; 3], 10);
+        assert_eq!(b, vec![0, 1, 2]);
         // A row larger than the fillfactor allows shares a nearly empty
         // page, and the next small row does not fit after it (the
         // `large_tuple_test` of the regression suite's `insert`).
