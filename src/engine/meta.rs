@@ -1060,6 +1060,16 @@ impl FileGuard<'_> {
 mod tests {
     use super::*;
 
+    /// Heap-page-like blocks: 291 ids, 8168 units.
+    fn fill(take: u32, need: u32) -> BlockFill {
+        BlockFill {
+            per_block: 291,
+            cap: 8168,
+            take,
+            need,
+        }
+    }
+
     /// Packed ids fill a block while it has room, an empty block takes any
     /// id, a full block (or 291 ids) moves on to the next block, and ids
     /// handed out unpacked end the block being filled.
@@ -1068,12 +1078,6 @@ mod tests {
         let m = Meta::private(1, 8);
         let f = m.file(0);
         f.reset();
-        let fill = |take, need| BlockFill {
-            per_block: 291,
-            cap: 8168,
-            take,
-            need,
-        };
         // 140 units per id (heap: a 136-byte row and its line pointer): 58
         // ids per block, as heap puts 58 such rows on a page.
         let ids: Vec<u64> = (0..120).map(|_| f.alloc_packed(fill(140, 140), 1000).0).collect();
@@ -1110,12 +1114,6 @@ mod tests {
         let m = Meta::private(1, 8);
         let f = m.file(0);
         f.reset();
-        let fill = |take, need| BlockFill {
-            per_block: 291,
-            cap: 8168,
-            take,
-            need,
-        };
         // One 1000-unit row per block (a fillfactor reserve of 7000).
         let rows: Vec<u64> = (0..3).map(|_| f.alloc_packed(fill(1000, 8000), 1000).0).collect();
         assert_eq!(rows, vec![0, 291, 582]);
