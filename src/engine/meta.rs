@@ -888,7 +888,7 @@ impl FileGuard<'_> {
         let s = self.s();
         let per = fill.per_block.max(1);
         let block = near / per;
-        if block == s.next_id / per && s.next_id % per != 0 {
+        if block == s.next_id / per && !s.next_id.is_multiple_of(per) {
             if s.block_used != u32::MAX && fill.cap.saturating_sub(s.block_used) >= take {
                 let first = s.next_id;
                 s.next_id += 1;
