@@ -56,3 +56,17 @@ SELECT ctid, cmin, * FROM c ORDER BY foobar;
 ROLLBACK TO s1;
 COMMIT;
 SELECT ctid, cmin, * FROM c ORDER BY foobar;
+-- an UPDATE keeps the new version on its block while the block has room
+CREATE TABLE fu (id int, t text) WITH (fillfactor = 50);
+INSERT INTO fu SELECT i, repeat('u', 100) FROM generate_series(1, 100) i;
+UPDATE fu SET t = t || 'x';
+SELECT ctid, id FROM fu WHERE id % 9 = 0 ORDER BY id;
+SELECT (ctid::text::point)[0] AS block, count(*) FROM fu GROUP BY 1 ORDER BY 1;
+-- a small table with a primary key is read in insertion order, so an
+-- UPDATE shifting unique keys succeeds as on heap (this prints rows without
+-- ORDER BY on purpose)
+CREATE TABLE pp (f1 int PRIMARY KEY, note text);
+INSERT INTO pp VALUES (12, 'b'), (11, 'a'), (30, 'c');
+SELECT * FROM pp;
+UPDATE pp SET f1 = f1 + 1;
+SELECT * FROM pp ORDER BY f1;
