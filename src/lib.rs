@@ -186,6 +186,8 @@ fn orioledb_tree_of(rel: pg_sys::Oid) -> orioledb_engine::Result<orioledb_engine
 #[pg_extern]
 fn orioledb_check(rel: pg_sys::Oid) -> String {
     let tree = orioledb_tree_of(rel).unwrap_or_else(|e| pg::engine::report(e));
+    // In the tree's own key order (libc-collated keys compare by locale).
+    let tree = am::table::Table::open(tree).tree;
     match tree.check() {
         Ok(r) => format!(
             "ok: {} levels, {} pages, {} keys",

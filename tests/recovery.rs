@@ -101,6 +101,70 @@ fn committed_changes_survive_a_crash() {
     );
 }
 
+/// A table keyed by text under a libc language collation (here the
+/// database default) is stored in the collation's order — the tree compares
+/// keys with strcoll_l under the locale named in its descriptor — and WAL
+/// replay after a crash, which has no catalog, uses the same order.
+#[test]
+fn libc_collated_keys_keep_their_order_through_recovery() {
+    let (env, _g) = require_server_exclusive!();
+    let db = "itest_libc_keys";
+    let mut c = fresh_db_with(
+        &env,
+        db,
+        "TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'en_US.UTF-8' LC_CTYPE 'en_US.UTF-8'",
+    );
+    let words = "SELECT w || g AS s, g AS n FROM unnest(ARRAY['apple', 'Apple', 'APPLE', 'éclair', 'eclair', 'Zebra', 'zebra', 'co-op', 'coop', '_x', '10', '9']) w, generate_series(1, 1500) g";
+    c.batch_execute(&format!(
+        "CREATE TABLE lt (s text PRIMARY KEY, n int) USING orioledb;
+         CREATE TABLE ht (s text PRIMARY KEY, n int) USING heap;
+         INSERT INTO lt {words} ORDER BY md5(w || g);
+         INSERT INTO ht SELECT * FROM lt;
+         CHECKPOINT;
+         UPDATE lt SET n = -n WHERE n % 5 = 0; UPDATE ht SET n = -n WHERE n % 5 = 0;
+         DELETE FROM lt WHERE n % 7 = 0; DELETE FROM ht WHERE n % 7 = 0;
+         INSERT INTO lt SELECT s || '!', n FROM ({words}) x WHERE n % 3 = 0;
+         INSERT INTO ht SELECT s || '!', n FROM ({words}) x WHERE n % 3 = 0;
+         UPDATE lt SET s = 'Ä' || s WHERE n % 11 = 1; UPDATE ht SET s = 'Ä' || s WHERE n % 11 = 1;"
+    ))
+    .unwrap_or_else(|e| panic!("en_US.UTF-8 database (scripts/setup.sh generates the locale): {}", describe(&e)));
+    let same = |c: &mut Client, what: &str| {
+        for q in [
+            "SELECT md5(string_agg(s || ':' || n, ',' ORDER BY s)) FROM {}",
+            "SELECT md5(string_agg(s, ',')) FROM (SELECT s FROM {} WHERE s > 'apple9' AND s <= 'Zebra2' ORDER BY s DESC) x",
+            "SELECT string_agg(s, ',') FROM (SELECT s FROM {} ORDER BY s LIMIT 5) x",
+            "SELECT string_agg(s || n, ',' ORDER BY s) FROM {} WHERE s IN ('coop17', 'Apple3', 'ECLAIR12', 'nope')",
+        ] {
+            assert_eq!(
+                query_text(c, &q.replace("{}", "lt")),
+                query_text(c, &q.replace("{}", "ht")),
+                "{what}: {q}"
+            );
+        }
+    };
+    same(&mut c, "before the crash");
+    for q in [
+        "SELECT * FROM lt ORDER BY s LIMIT 5",
+        "SELECT * FROM lt WHERE s >= 'b' AND s < 'd' ORDER BY s DESC",
+    ] {
+        let p = plan(&mut c, q);
+        assert!(p.contains("OrioleDB Primary Scan") && !p.contains("Sort"), "{q}:\n{p}");
+    }
+    let sorted = query_text(&mut c, "SELECT md5(string_agg(s, ',')) FROM (SELECT s FROM lt) x");
+    assert_eq!(
+        sorted,
+        query_text(&mut c, "SELECT md5(string_agg(s, ',' ORDER BY s)) FROM ht"),
+        "a sequential scan returns the collation's order"
+    );
+    crash_and_restart(&env);
+    let mut c = connect(&env, db);
+    check_tree(&mut c, "lt");
+    same(&mut c, "after the crash");
+    c.batch_execute("INSERT INTO lt VALUES ('Apple0', 0), ('apple0', 0); INSERT INTO ht VALUES ('Apple0', 0), ('apple0', 0);")
+        .unwrap();
+    same(&mut c, "after more inserts");
+}
+
 fn pgbench(env: &TestEnv, db: &str, args: &[&str]) -> std::process::Child {
     client_command(env, "pgbench")
         .args(args)

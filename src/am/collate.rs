@@ -8,11 +8,13 @@
 //! collation, ties between different strings broken by their bytes (only for
 //! deterministic collations; nondeterministic ones have no tie-break).
 //!
-//! libc language collations get no sort key (their text keys the tree by
-//! its bytes, for equality only: `pkey.rs`): PostgreSQL does not trust
+//! libc language collations get no sort key: PostgreSQL does not trust
 //! `strxfrm` to agree with `strcoll` (it disables libc abbreviated keys for
 //! that reason), and glibc's transformed strings are about eight times the
-//! input, so ordinary keys would not fit a tree key.
+//! input, so ordinary keys would not fit a tree key. A tree keyed by such
+//! text compares its keys with `strcoll_l` instead ([`LibcCollation`],
+//! engine `keyorder.rs`), under a locale named in the tree's key
+//! descriptor, so that WAL replay (no catalog) opens the same locale.
 
 use pgrx::pg_sys;
 use pgrx::pg_sys::ffi::pg_guard_ffi_boundary;
@@ -138,5 +140,122 @@ impl IcuOrder {
             }
             out
         }
+    }
+}
+
+unsafe extern "C" {
+    fn newlocale(mask: i32, locale: *const c_char, base: *mut c_void) -> *mut c_void;
+    fn strcoll_l(a: *const c_char, b: *const c_char, loc: *mut c_void) -> i32;
+    fn setlocale(category: i32, locale: *const c_char) -> *const c_char;
+}
+
+/// glibc's `LC_COLLATE` category and its `newlocale` mask bit.
+const LC_COLLATE: i32 = 3;
+const LC_COLLATE_MASK: i32 = 1 << LC_COLLATE;
+
+/// A libc locale's collation. Invariant: `loc` was returned by `newlocale`
+/// and is never freed (one per locale name and process, see
+/// [`libc_collation`]); glibc locale objects are read-only once made, so
+/// any thread may collate with them.
+pub struct LibcCollation {
+    loc: *mut c_void,
+}
+
+// SAFETY: per the invariant, the locale object is immutable and lives for
+// the process.
+unsafe impl Send for LibcCollation {}
+// SAFETY: as above.
+unsafe impl Sync for LibcCollation {}
+
+impl orioledb_engine::keyorder::Collation for LibcCollation {
+    /// `strcoll_l`, as PostgreSQL's `varstr_cmp` calls it for a libc
+    /// collation (the byte tie-break is the caller's).
+    fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+        fn with_nul<R>(s: &[u8], f: impl FnOnce(*const c_char) -> R) -> R {
+            let mut stack = [0u8; 256];
+            if s.len() < stack.len() {
+                stack[..s.len()].copy_from_slice(s);
+                f(stack.as_ptr().cast())
+            } else {
+                let mut v = Vec::with_capacity(s.len() + 1);
+                v.extend_from_slice(s);
+                v.push(0);
+                f(v.as_ptr().cast())
+            }
+        }
+        // SAFETY: both strings are NUL-terminated copies (text holds no
+        // NUL bytes; one that did would only compare shorter) and `loc` is
+        // a live locale per the invariant.
+        let r = with_nul(a, |pa| with_nul(b, |pb| unsafe { strcoll_l(pa, pb, self.loc) }));
+        r.cmp(&0)
+    }
+}
+
+/// The collation of libc locale `name`, opened once per process; None when
+/// the locale is not installed.
+pub fn libc_collation(name: &str) -> Option<std::sync::Arc<LibcCollation>> {
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex};
+    static OPEN: OnceLock<Mutex<HashMap<String, Arc<LibcCollation>>>> = OnceLock::new();
+    let mut open = OPEN.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(c) = open.get(name) {
+        return Some(c.clone());
+    }
+    let c = std::ffi::CString::new(name).ok()?;
+    // SAFETY: newlocale reads the NUL-terminated name; NULL base.
+    let loc = unsafe { newlocale(LC_COLLATE_MASK, c.as_ptr(), std::ptr::null_mut()) };
+    if loc.is_null() {
+        return None;
+    }
+    let coll = Arc::new(LibcCollation { loc });
+    open.insert(name.to_string(), coll.clone());
+    Some(coll)
+}
+
+/// The locale a libc collation sorts by: `pg_collation.collcollate`, or for
+/// the database default (when it is a libc one) the process's `LC_COLLATE`,
+/// which PostgreSQL sets from the database's and compares with (`strcoll`).
+/// None for ICU collations and unknown OIDs.
+pub fn libc_locale(coll: pg_sys::Oid) -> Option<String> {
+    if coll == pg_sys::DEFAULT_COLLATION_OID {
+        if icu_order(coll).is_some() {
+            return None;
+        }
+        // SAFETY: a query of the current locale (NULL argument changes
+        // nothing); the returned string is copied before any other call.
+        let p = unsafe { setlocale(LC_COLLATE, std::ptr::null()) };
+        // SAFETY: a non-NULL result is a NUL-terminated string.
+        return (!p.is_null())
+            .then(|| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned());
+    }
+    // SAFETY: a syscache lookup, released before returning; the text
+    // attribute is copied out first.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(
+            pg_sys::SysCacheIdentifier::COLLOID as i32,
+            pg_sys::Datum::from(coll),
+        );
+        if tup.is_null() {
+            return None;
+        }
+        let data = (*tup).t_data;
+        let form = (data as *const u8).add((*data).t_hoff as usize)
+            as *const pg_sys::FormData_pg_collation;
+        let libc = (*form).collprovider as u8 == pg_sys::COLLPROVIDER_LIBC;
+        let mut null = true;
+        let d = pg_sys::SysCacheGetAttr(
+            pg_sys::SysCacheIdentifier::COLLOID as i32,
+            tup,
+            pg_sys::Anum_pg_collation_collcollate as _,
+            &mut null,
+        );
+        let locale = (!null).then(|| {
+            let t = pg_sys::text_to_cstring(d.cast_mut_ptr());
+            let s = std::ffi::CStr::from_ptr(t).to_string_lossy().into_owned();
+            pg_sys::pfree(t.cast());
+            s
+        });
+        pg_sys::ReleaseSysCache(tup);
+        locale.filter(|_| libc)
     }
 }

@@ -14,7 +14,10 @@
 //! bytes key the tree for equality only ([`Kind::ordered`]): tables whose
 //! primary key has another type stay keyed by row id.
 
+use orioledb_engine::cmp::KeyCmp;
+use orioledb_engine::keyorder::{Collation, Column, ColumnOrder};
 use orioledb_engine::keys::{encode_part, KeyPart};
+use std::sync::Arc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -30,44 +33,15 @@ unsafe extern "C-unwind" {
 /// point order, which is UTF-8 byte order) — judged by its provider and
 /// locale in pg_collation, never by its name.
 fn byte_order_collation(coll: pg_sys::Oid) -> bool {
-    // SAFETY: lc_collate_is_c only reads collation state; the syscache tuple
-    // is released before returning and its text attribute copied out first.
-    unsafe {
-        if pgrx::pg_sys::ffi::pg_guard_ffi_boundary(|| lc_collate_is_c(coll)) {
-            return true;
-        }
-        if coll == pg_sys::DEFAULT_COLLATION_OID {
-            return false;
-        }
-        let tup = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::COLLOID as i32,
-            pg_sys::Datum::from(coll),
-        );
-        if tup.is_null() {
-            return false;
-        }
-        let data = (*tup).t_data;
-        let form = (data as *const u8).add((*data).t_hoff as usize)
-            as *const pg_sys::FormData_pg_collation;
-        let libc = (*form).collprovider as u8 == pg_sys::COLLPROVIDER_LIBC;
-        let mut null = true;
-        let d = pg_sys::SysCacheGetAttr(
-            pg_sys::SysCacheIdentifier::COLLOID as i32,
-            tup,
-            pg_sys::Anum_pg_collation_collcollate as _,
-            &mut null,
-        );
-        let locale = if null {
-            String::new()
-        } else {
-            let t = pg_sys::text_to_cstring(d.cast_mut_ptr());
-            let s = std::ffi::CStr::from_ptr(t).to_string_lossy().into_owned();
-            pg_sys::pfree(t.cast());
-            s
-        };
-        pg_sys::ReleaseSysCache(tup);
-        libc && matches!(locale.as_str(), "C.UTF-8" | "C.utf8")
+    // SAFETY: lc_collate_is_c only reads collation state.
+    if unsafe { pgrx::pg_sys::ffi::pg_guard_ffi_boundary(|| lc_collate_is_c(coll)) } {
+        return true;
     }
+    coll != pg_sys::DEFAULT_COLLATION_OID
+        && matches!(
+            crate::am::collate::libc_locale(coll).as_deref(),
+            Some("C.UTF-8" | "C.utf8")
+        )
 }
 
 /// Whether collation `coll` compares equal only identical strings (every
@@ -111,6 +85,13 @@ pub enum Kind {
     TextBytes = 14,
     /// bpchar under a libc language collation: as `Bpchar`, equality only.
     BpcharBytes = 15,
+    /// text/varchar under a libc language collation: the bytes, as `Bytes`,
+    /// in a tree that compares them with `strcoll_l` under the column's
+    /// locale ([`KeyDesc::locales`], `keyorder`): the btree order.
+    LibcText = 16,
+    /// bpchar under a libc language collation: as `LibcText`, trailing
+    /// spaces stripped first.
+    LibcBpchar = 17,
 }
 
 impl Kind {
@@ -132,6 +113,8 @@ impl Kind {
             13 => CollatedBpchar,
             14 => TextBytes,
             15 => BpcharBytes,
+            16 => LibcText,
+            17 => LibcBpchar,
             _ => return None,
         })
     }
@@ -142,9 +125,33 @@ impl Kind {
         !matches!(self, Kind::TextBytes | Kind::BpcharBytes)
     }
 
+    /// Whether a tree can tell where this column's encoding ends without
+    /// knowing its collation.
+    fn delimited(self) -> bool {
+        !matches!(self, Kind::Numeric | Kind::Collated | Kind::CollatedBpchar)
+    }
+
+    /// How a tree compares this column's encodings when it is keyed by
+    /// libc-collated text ([`KeyDesc::key_order`]); None for encodings
+    /// whose length the tree cannot tell without the column's collation.
+    fn column(self, collation: impl FnOnce() -> Option<Arc<dyn Collation>>) -> Option<Column> {
+        use Kind::*;
+        Some(match self {
+            Bool => Column::Fixed(1),
+            Int2 => Column::Fixed(2),
+            Int4 | Oid | Float4 => Column::Fixed(4),
+            Int8 | Float8 => Column::Fixed(8),
+            Uuid => Column::Fixed(16),
+            Bytes | Bpchar | TextBytes | BpcharBytes => Column::Escaped,
+            LibcText | LibcBpchar => Column::Collated(collation()?),
+            Numeric | Collated | CollatedBpchar => return None,
+        })
+    }
+
     /// The encoding for a column of type `typid` under collation `coll`:
     /// one whose byte order is the btree order, or for text under a libc
-    /// language collation one that decides equality.
+    /// language collation one that decides equality (`LibcText` is chosen
+    /// by [`KeyDesc::for_index`] where the tree can compare it).
     fn of(typid: pg_sys::Oid, coll: pg_sys::Oid) -> Option<Kind> {
         use pg_sys::BuiltinOid::*;
         let t = pg_sys::BuiltinOid::from_u32(typid.to_u32()).ok()?;
@@ -172,7 +179,9 @@ impl Kind {
     }
 }
 
-/// One column of the key. Invariant: `kind` is `Kind::of(typid, coll)`.
+/// One column of the key. Invariant: `kind` is `Kind::of(typid, coll)`,
+/// or `LibcText`/`LibcBpchar` in place of `TextBytes`/`BpcharBytes`, with
+/// `locale` then indexing the descriptor's `locales` (0 otherwise).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyCol {
     /// Table attribute number (1-based).
@@ -180,16 +189,22 @@ pub struct KeyCol {
     pub typid: u32,
     pub coll: u32,
     pub kind: Kind,
+    pub locale: u8,
 }
 
 /// The columns a tree is keyed by, in index column order. Invariant: at
-/// least one column, at most `INDEX_MAX_KEYS`.
+/// least one column, at most `INDEX_MAX_KEYS`; `locales` holds the libc
+/// locale names (each under 256 bytes) the `Libc*` columns collate by.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyDesc {
     pub cols: Vec<KeyCol>,
+    pub locales: Vec<String>,
 }
 
+/// Descriptor formats: `PK1` without locales, `PK2` with a locale index
+/// per column and the locale names after the columns.
 const MAGIC: &[u8; 3] = b"PK1";
+const MAGIC2: &[u8; 3] = b"PK2";
 
 /// Longest encoded key prefix: a version's key (tag, prefix, 6-byte
 /// suffix) stays inside the engine's 1024-byte key limit, leaving at least
@@ -203,32 +218,93 @@ const TAG_NULL: u8 = 2;
 
 impl KeyDesc {
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = MAGIC.to_vec();
+        let v2 = !self.locales.is_empty();
+        let mut out = if v2 { MAGIC2 } else { MAGIC }.to_vec();
         out.push(self.cols.len() as u8);
         for c in &self.cols {
             out.extend_from_slice(&c.attnum.to_le_bytes());
             out.extend_from_slice(&c.typid.to_le_bytes());
             out.extend_from_slice(&c.coll.to_le_bytes());
             out.push(c.kind as u8);
+            if v2 {
+                out.push(c.locale);
+            }
+        }
+        if v2 {
+            out.push(self.locales.len() as u8);
+            for l in &self.locales {
+                out.push(l.len() as u8);
+                out.extend_from_slice(l.as_bytes());
+            }
         }
         out
     }
 
     pub fn decode(b: &[u8]) -> Option<KeyDesc> {
-        let rest = b.strip_prefix(MAGIC)?;
+        let (v2, rest) = match b.strip_prefix(MAGIC) {
+            Some(r) => (false, r),
+            None => (true, b.strip_prefix(MAGIC2)?),
+        };
+        let width = if v2 { 12 } else { 11 };
         let (&n, mut rest) = rest.split_first()?;
         let mut cols = Vec::with_capacity(n as usize);
         for _ in 0..n {
-            let c = rest.get(..11)?;
+            let c = rest.get(..width)?;
             cols.push(KeyCol {
                 attnum: i16::from_le_bytes([c[0], c[1]]),
                 typid: u32::from_le_bytes(c[2..6].try_into().ok()?),
                 coll: u32::from_le_bytes(c[6..10].try_into().ok()?),
                 kind: Kind::from_u8(c[10])?,
+                locale: if v2 { c[11] } else { 0 },
             });
-            rest = &rest[11..];
+            rest = &rest[width..];
         }
-        (rest.is_empty() && !cols.is_empty()).then_some(KeyDesc { cols })
+        let mut locales = Vec::new();
+        if v2 {
+            let (&n, r) = rest.split_first()?;
+            rest = r;
+            for _ in 0..n {
+                let (&len, r) = rest.split_first()?;
+                locales.push(String::from_utf8(r.get(..len as usize)?.to_vec()).ok()?);
+                rest = &r[len as usize..];
+            }
+        }
+        let locales_ok = cols.iter().all(|c| {
+            !matches!(c.kind, Kind::LibcText | Kind::LibcBpchar) || (c.locale as usize) < locales.len()
+        });
+        (rest.is_empty() && !cols.is_empty() && locales_ok).then_some(KeyDesc { cols, locales })
+    }
+
+    /// The order of a tree keyed by this descriptor, when byte order is not
+    /// it (libc-collated text columns): compares those columns with
+    /// `strcoll_l`. Err names a locale this machine does not have.
+    pub fn key_order(&self) -> Result<Option<Arc<dyn KeyCmp>>, String> {
+        let Some(last) = self
+            .cols
+            .iter()
+            .rposition(|c| matches!(c.kind, Kind::LibcText | Kind::LibcBpchar))
+        else {
+            return Ok(None);
+        };
+        let mut cols = Vec::with_capacity(last + 1);
+        for c in &self.cols[..=last] {
+            let name = self.locales.get(c.locale as usize).map(String::as_str).unwrap_or("");
+            let mut missing = false;
+            let col = c.kind.column(|| {
+                let got = crate::am::collate::libc_collation(name);
+                missing = got.is_none();
+                got.map(|g| g as Arc<dyn Collation>)
+            });
+            match col {
+                Some(col) => cols.push(col),
+                None if missing => return Err(name.to_string()),
+                None => return Err(format!("(column {} has no known length)", c.attnum)),
+            }
+        }
+        Ok(Some(Arc::new(ColumnOrder {
+            tag: crate::am::table::VERSION_TAG,
+            cols,
+        })))
     }
 
     /// The descriptor for primary-key index `index` of `table`, if every
@@ -250,6 +326,7 @@ impl KeyDesc {
             let attrs = (*desc).attrs.as_slice((*desc).natts as usize);
             let indkey = (*ix).indkey.values.as_slice(nkeys);
             let mut cols = Vec::with_capacity(nkeys);
+            let mut locales: Vec<String> = Vec::new();
             for (i, &attnum) in indkey.iter().enumerate() {
                 if attnum <= 0 || attnum as usize > attrs.len() {
                     return None;
@@ -276,15 +353,36 @@ impl KeyDesc {
                 {
                     return None;
                 }
-                let kind = Kind::of(att.atttypid, coll)?;
+                let mut kind = Kind::of(att.atttypid, coll)?;
+                let mut locale = 0;
+                // Text under a libc language collation is compared by the
+                // tree under its locale, when the tree can delimit every
+                // column before it and this process can open the locale.
+                if matches!(kind, Kind::TextBytes | Kind::BpcharBytes)
+                    && cols.iter().all(|c: &KeyCol| c.kind.delimited())
+                {
+                    if let Some(name) = crate::am::collate::libc_locale(coll)
+                        .filter(|n| n.len() < 256 && crate::am::collate::libc_collation(n).is_some())
+                    {
+                        locale = match locales.iter().position(|l| *l == name) {
+                            Some(i) => i,
+                            None => {
+                                locales.push(name);
+                                locales.len() - 1
+                            }
+                        } as u8;
+                        kind = if kind == Kind::TextBytes { Kind::LibcText } else { Kind::LibcBpchar };
+                    }
+                }
                 cols.push(KeyCol {
                     attnum,
                     typid: att.atttypid.to_u32(),
                     coll: coll.to_u32(),
                     kind,
+                    locale,
                 });
             }
-            Some(KeyDesc { cols })
+            Some(KeyDesc { cols, locales })
         }
     }
 
@@ -353,12 +451,17 @@ impl KeyDesc {
                 | Kind::Collated
                 | Kind::CollatedBpchar
                 | Kind::TextBytes
-                | Kind::BpcharBytes => {
+                | Kind::BpcharBytes
+                | Kind::LibcText
+                | Kind::LibcBpchar => {
                     let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
                     let len = pgrx::varlena::varsize_any_exhdr(v);
                     let p = pgrx::varlena::vardata_any(v).cast::<u8>();
                     let mut bytes = std::slice::from_raw_parts(p, len);
-                    if matches!(col.kind, Kind::Bpchar | Kind::CollatedBpchar | Kind::BpcharBytes) {
+                    if matches!(
+                        col.kind,
+                        Kind::Bpchar | Kind::CollatedBpchar | Kind::BpcharBytes | Kind::LibcBpchar
+                    ) {
                         while let [rest @ .., b' '] = bytes {
                             bytes = rest;
                         }

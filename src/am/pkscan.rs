@@ -752,16 +752,13 @@ fn to_column(
     Ok(pg_sys::Datum::from(v))
 }
 
-/// The smallest byte string above every string that starts with `b`.
-fn successor(b: &[u8]) -> Option<Vec<u8>> {
+/// `b` (complete column encodings) extended to sort after every key that
+/// starts with it and before every greater one, in byte order and in a
+/// collating tree's order alike (`keyorder::AFTER_PREFIX`).
+fn after(b: &[u8]) -> Vec<u8> {
     let mut v = b.to_vec();
-    while let Some(last) = v.pop() {
-        if last != 0xFF {
-            v.push(last + 1);
-            return Some(v);
-        }
-    }
-    None
+    v.extend_from_slice(&orioledb_engine::keyorder::AFTER_PREFIX);
+    v
 }
 
 /// The key ranges the conditions allow, in scan order (None: the whole
@@ -774,6 +771,8 @@ unsafe fn key_ranges(
     run: &Run,
 ) -> (VecDeque<KeyRange>, bool) {
     let desc = run.table.desc().expect("custom scan on a keyed table").clone();
+    let order = run.table.tree.cmp();
+    let keys_cmp = |a: &[u8], b: &[u8]| order.cmp(a, b);
     // SAFETY: per the contract; array datums are deconstructed in the
     // per-query memory context.
     unsafe {
@@ -810,7 +809,11 @@ unsafe fn key_ranges(
                         encoded.push(e);
                     }
                 }
-                encoded.sort();
+                // Column encodings compare in the tree's order after the
+                // (complete) columns before them.
+                let base = Table::prefix_bound(&prefixes[0]);
+                let within = |e: &[u8]| [base.as_slice(), e].concat();
+                encoded.sort_by(|a, b| keys_cmp(&within(a), &within(b)));
                 encoded.dedup();
                 if encoded.is_empty() {
                     empty = true;
@@ -853,17 +856,18 @@ unsafe fn key_ranges(
                 };
                 let mut e = Vec::new();
                 KeyDesc::push_datum(col, Some(v), &mut e);
+                let base = Table::prefix_bound(&prefixes[0]);
+                let within = |e: &[u8]| [base.as_slice(), e].concat();
+                let less = |a: &Vec<u8>, b: &Vec<u8>| keys_cmp(&within(a), &within(b)).is_lt();
+                let tighter = |old: Option<Vec<u8>>, new: Vec<u8>, want_less: bool| match old {
+                    Some(o) if less(&o, &new) == want_less => Some(o),
+                    _ => Some(new),
+                };
                 match c.strategy {
-                    1 => upper = Some(upper.map_or(e.clone(), |u: Vec<u8>| u.min(e))),
-                    2 => {
-                        let s = successor(&e).expect("tagged encoding");
-                        upper = Some(upper.map_or(s.clone(), |u: Vec<u8>| u.min(s)));
-                    }
-                    4 => lower = Some(lower.map_or(e.clone(), |l: Vec<u8>| l.max(e))),
-                    5 => {
-                        let s = successor(&e).expect("tagged encoding");
-                        lower = Some(lower.map_or(s.clone(), |l: Vec<u8>| l.max(s)));
-                    }
+                    1 => upper = tighter(upper.take(), e, true),
+                    2 => upper = tighter(upper.take(), after(&e), true),
+                    4 => lower = tighter(lower.take(), e, false),
+                    5 => lower = tighter(lower.take(), after(&e), false),
                     _ => {}
                 }
             }
@@ -891,9 +895,9 @@ unsafe fn key_ranges(
                     k.extend_from_slice(u);
                     k
                 }
-                None => successor(&base).expect("tagged key"),
+                None => after(&base),
             };
-            if lo < hi {
+            if keys_cmp(&lo, &hi).is_lt() {
                 out.push_back((Bound::Included(lo), Bound::Excluded(hi)));
             }
         }

@@ -21,6 +21,7 @@
 
 use crate::am::pkey::KeyDesc;
 use orioledb_engine::btree::Change;
+use orioledb_engine::cmp::Bytewise;
 use orioledb_engine::keys::{push_version_suffix, version_suffix, SUFFIX};
 use orioledb_engine::version::tid;
 use orioledb_engine::{Cursor, Direction, Tree, TreeId};
@@ -31,7 +32,7 @@ use std::sync::Arc;
 
 pub const DESC_KEY: &[u8] = &[0x00];
 const MAP_TAG: u8 = 0x01;
-const VERSION_TAG: u8 = 0x02;
+pub const VERSION_TAG: u8 = 0x02;
 
 /// How versions are keyed in a tree. Invariant: `Keyed` iff the tree holds
 /// the descriptor item.
@@ -122,6 +123,23 @@ pub fn delete_doomed_map_entries() {
     }
 }
 
+/// `tree` comparing keys in the order of a tree keyed by `desc` (byte
+/// order unless it has libc-collated text columns); an ERROR (42704) when
+/// this machine lacks the locale such a column was keyed under.
+pub fn ordered_by(tree: Tree, desc: &KeyDesc) -> Tree {
+    match desc.key_order() {
+        Ok(None) => tree,
+        Ok(Some(cmp)) => tree.with_cmp(cmp),
+        Err(locale) => crate::am::rows::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
+            format!(
+                "orioledb: tree {} is ordered by locale \"{locale}\", which this machine does not have",
+                tree.id()
+            ),
+        ),
+    }
+}
+
 impl Table {
     /// Reads the layout of `tree` (the descriptor item, if any).
     pub fn open(tree: Tree) -> Table {
@@ -130,7 +148,13 @@ impl Table {
             .unwrap_or_else(|e| crate::pg::engine::report(e))
         {
             Some(b) => match KeyDesc::decode(&b) {
-                Some(d) => Layout::Keyed(Arc::new(d)),
+                Some(d) => {
+                    let tree = ordered_by(tree, &d);
+                    return Table {
+                        tree,
+                        layout: Layout::Keyed(Arc::new(d)),
+                    };
+                }
                 None => crate::am::rows::raise(
                     pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
                     format!("orioledb: malformed key descriptor in tree {}", tree.id()),
@@ -156,8 +180,14 @@ impl Table {
         };
         r.unwrap_or_else(|e| crate::pg::engine::report(e));
         self.layout = match desc {
-            Some(d) => Layout::Keyed(Arc::new(d)),
-            None => Layout::RowId,
+            Some(d) => {
+                self.tree = ordered_by(self.tree.with_cmp(Arc::new(Bytewise)), &d);
+                Layout::Keyed(Arc::new(d))
+            }
+            None => {
+                self.tree = self.tree.with_cmp(Arc::new(Bytewise));
+                Layout::RowId
+            }
         };
     }
 

@@ -1286,8 +1286,19 @@ impl Tree {
         self.id
     }
 
-    pub(crate) fn cmp(&self) -> Arc<dyn KeyCmp> {
+    /// The order this handle compares keys by.
+    pub fn cmp(&self) -> Arc<dyn KeyCmp> {
         self.cmp.clone()
+    }
+
+    /// This handle comparing keys by `cmp` instead: for a tree whose order
+    /// its host learns from the tree's own contents (a key descriptor item
+    /// that sorts first under either order).
+    pub fn with_cmp(&self, cmp: Arc<dyn KeyCmp>) -> Tree {
+        Tree {
+            cmp,
+            ..self.clone()
+        }
     }
 
     pub(crate) fn file(&self) -> FileGuard<'_> {

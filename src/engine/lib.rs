@@ -13,6 +13,7 @@ pub mod engine;
 pub mod error;
 pub mod id;
 pub mod io;
+pub mod keyorder;
 pub mod keys;
 pub mod latch;
 pub mod meta;

@@ -19,7 +19,7 @@
 //!   names the new images (they may embody pruning decided from commits
 //!   logged before L).
 
-use orioledb_engine::cmp::Bytewise;
+use orioledb_engine::cmp::{Bytewise, KeyCmp};
 use orioledb_engine::wal::{Lsn, Record, WalSink};
 use orioledb_engine::{Replayed, TreeId};
 use pgrx::pg_sys;
@@ -100,11 +100,60 @@ pub fn sink() -> Arc<dyn WalSink> {
     Arc::new(PgWal)
 }
 
+thread_local! {
+    /// Per tree, the order replay compares its keys by, read from the tree's
+    /// key descriptor item; forgotten when a record may change the
+    /// descriptor (a write of its key, create, drop, truncate).
+    static ORDERS: std::cell::RefCell<std::collections::HashMap<TreeId, Arc<dyn KeyCmp>>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// The key order of tree `id` for replay: a tree keyed by libc-collated
+/// text compares with its locale (`table.rs`), every other tree as bytes.
+/// The descriptor item sorts first under either order, so it is read with
+/// a plain byte-order handle.
+fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
+    if let Some(c) = ORDERS.with(|o| o.borrow().get(&id).cloned()) {
+        return c;
+    }
+    let engine = crate::pg::engine::engine();
+    let desc = engine
+        .tree(id)
+        .and_then(|t| t.get(crate::am::table::DESC_KEY))
+        .ok()
+        .flatten()
+        .and_then(|b| crate::am::pkey::KeyDesc::decode(&b));
+    let bytewise = || -> Arc<dyn KeyCmp> { Arc::new(Bytewise) };
+    let cmp = match desc {
+        None => bytewise(),
+        Some(d) => match engine.tree(id) {
+            Ok(t) => crate::am::table::ordered_by(t, &d).cmp(),
+            Err(_) => bytewise(),
+        },
+    };
+    ORDERS.with(|o| o.borrow_mut().insert(id, cmp.clone()));
+    cmp
+}
+
 fn replay_one(bytes: &[u8]) {
     let engine = crate::pg::engine::engine();
+    let changes_order = match Record::decode(bytes) {
+        Ok(Record::Put { tree, key, .. } | Record::Delete { tree, key, .. }) => {
+            (key == crate::am::table::DESC_KEY).then_some(tree)
+        }
+        Ok(Record::IdLimit { .. }) | Err(_) => None,
+        Ok(r) => Some(r.tree()),
+    };
+    let forget = || {
+        if let Some(t) = changes_order {
+            ORDERS.with(|o| o.borrow_mut().remove(&t));
+        }
+    };
+    forget();
     let done = engine
-        .replay(bytes, &|_| Arc::new(Bytewise))
+        .replay(bytes, &replay_order)
         .unwrap_or_else(|e| crate::pg::engine::report(e));
+    forget();
     if let Replayed::SkippedDamaged(id) = done {
         warn_skipped(id);
     }

@@ -162,12 +162,17 @@ pub fn connect_retry(host: &str, port: u16, db: &str, timeout: Duration) -> Clie
 /// (Re)create database `name` with the extension installed and connect to it.
 /// Use a name unique to the test: tests run in parallel.
 pub fn fresh_db(env: &TestEnv, name: &str) -> Client {
+    fresh_db_with(env, name, "")
+}
+
+/// [`fresh_db`] created with `options` (CREATE DATABASE's, e.g. a locale).
+pub fn fresh_db_with(env: &TestEnv, name: &str, options: &str) -> Client {
     let mut admin = connect(env, "postgres");
     admin
         .batch_execute(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
         .unwrap_or_else(|e| panic!("DROP DATABASE {name}: {}", describe(&e)));
     admin
-        .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        .batch_execute(&format!("CREATE DATABASE \"{name}\" {options}"))
         .unwrap_or_else(|e| panic!("CREATE DATABASE {name}: {}", describe(&e)));
     let mut c = connect(env, name);
     c.batch_execute("CREATE EXTENSION IF NOT EXISTS orioledb_rs")

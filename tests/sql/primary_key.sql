@@ -219,9 +219,9 @@ SELECT f, g FROM fk4 WHERE f = 0 ORDER BY f, g LIMIT 5;
 SELECT f, count(*) FROM fk4 GROUP BY f ORDER BY f;
 SELECT f, g FROM fk4 WHERE f = 1.25::float4 AND g > 150 ORDER BY f, g;
 SELECT f, g FROM fk4 ORDER BY f DESC, g DESC LIMIT 4;
--- Text keys under a libc language collation: stored in byte order, found by
--- key equality through the table; ranges and ORDER BY follow the collation
--- (through the primary key's btree), never the stored byte order.
+-- Text keys under a libc language collation: the tree compares them with
+-- strcoll_l under the collation's locale, so equality, IN lists, ranges and
+-- ORDER BY in both directions all follow the collation.
 CREATE COLLATION en_libc (provider = libc, locale = 'en_US.UTF-8');
 CREATE TABLE lk (s text COLLATE en_libc, n int, PRIMARY KEY (s, n));
 INSERT INTO lk SELECT s, g FROM unnest(ARRAY['b', 'B', 'a', 'A', 'ä', 'co-op', 'coop', 'Zeta', 'zeta', 'élan', 'elan', '10', '9', '']) s,
@@ -242,3 +242,10 @@ INSERT INTO lkc VALUES ('ab', 1), ('Ab  ', 2), ('b', 3);
 INSERT INTO lkc VALUES ('ab  ', 4);
 SELECT c, v FROM lkc WHERE c = 'ab' ;
 SELECT c, v FROM lkc ORDER BY c;
+SELECT c, v FROM lkc WHERE c > 'a' ORDER BY c DESC;
+-- a composite key with an integer before the collated column
+CREATE TABLE lk2 (g int, s text COLLATE en_libc, PRIMARY KEY (g, s));
+INSERT INTO lk2 SELECT g % 3, s FROM unnest(ARRAY['b', 'B', 'a', 'A', 'ä', 'co-op', 'coop', 'élan', 'elan']) s, generate_series(1, 3) g;
+SELECT g, s FROM lk2 WHERE g = 1 ORDER BY g, s;
+SELECT g, s FROM lk2 WHERE g = 2 AND s >= 'b' ORDER BY g DESC, s DESC;
+SELECT g, s FROM lk2 WHERE g IN (0, 2) AND s < 'c' ORDER BY g, s;
