@@ -92,6 +92,26 @@ pub enum Kind {
     /// bpchar under a libc language collation: as `LibcText`, trailing
     /// spaces stripped first.
     LibcBpchar = 17,
+    /// pg_lsn: unsigned 64-bit, big-endian.
+    Lsn = 18,
+    /// "char": the byte (btree compares it unsigned).
+    Char = 19,
+    /// macaddr (6 bytes) and macaddr8 (8 bytes): the bytes, whose memcmp
+    /// order is `macaddr_cmp`'s.
+    Mac6 = 20,
+    Mac8 = 21,
+    /// timetz: UTC time (`time + zone` seconds) then the zone, as
+    /// `timetz_cmp` orders them.
+    TimeTz = 22,
+    /// interval: the 128-bit span `interval_cmp` compares (months as 30
+    /// days, days as 24 hours), so equal intervals ('1 mon', '30 days')
+    /// share a key as the btree takes them as equal.
+    Interval = 23,
+    /// name under the "C" collation: its bytes, as `Bytes`.
+    Name = 24,
+    /// inet and cidr: family, address masked to its prefix length, prefix
+    /// length, whole address (34 bytes): `network_cmp`'s order.
+    Inet = 25,
 }
 
 impl Kind {
@@ -115,6 +135,14 @@ impl Kind {
             15 => BpcharBytes,
             16 => LibcText,
             17 => LibcBpchar,
+            18 => Lsn,
+            19 => Char,
+            20 => Mac6,
+            21 => Mac8,
+            22 => TimeTz,
+            23 => Interval,
+            24 => Name,
+            25 => Inet,
             _ => return None,
         })
     }
@@ -137,12 +165,15 @@ impl Kind {
     fn column(self, collation: impl FnOnce() -> Option<Arc<dyn Collation>>) -> Option<Column> {
         use Kind::*;
         Some(match self {
-            Bool => Column::Fixed(1),
+            Bool | Char => Column::Fixed(1),
             Int2 => Column::Fixed(2),
             Int4 | Oid | Float4 => Column::Fixed(4),
-            Int8 | Float8 => Column::Fixed(8),
-            Uuid => Column::Fixed(16),
-            Bytes | Bpchar | TextBytes | BpcharBytes => Column::Escaped,
+            Mac6 => Column::Fixed(6),
+            Int8 | Float8 | Lsn | Mac8 => Column::Fixed(8),
+            TimeTz => Column::Fixed(12),
+            Uuid | Interval => Column::Fixed(16),
+            Inet => Column::Fixed(INET_KEY_LEN),
+            Bytes | Bpchar | TextBytes | BpcharBytes | Name => Column::Escaped,
             LibcText | LibcBpchar => Column::Collated(collation()?),
             Numeric | Collated | CollatedBpchar => return None,
         })
@@ -161,7 +192,15 @@ impl Kind {
             BOOLOID => Kind::Bool,
             INT2OID => Kind::Int2,
             INT4OID | DATEOID => Kind::Int4,
-            INT8OID | TIMESTAMPOID | TIMESTAMPTZOID | TIMEOID => Kind::Int8,
+            INT8OID | TIMESTAMPOID | TIMESTAMPTZOID | TIMEOID | MONEYOID => Kind::Int8,
+            PG_LSNOID => Kind::Lsn,
+            CHAROID => Kind::Char,
+            MACADDROID => Kind::Mac6,
+            MACADDR8OID => Kind::Mac8,
+            TIMETZOID => Kind::TimeTz,
+            INTERVALOID => Kind::Interval,
+            NAMEOID if c_order() => Kind::Name,
+            INETOID | CIDROID => Kind::Inet,
             OIDOID => Kind::Oid,
             NUMERICOID => Kind::Numeric,
             UUIDOID => Kind::Uuid,
@@ -210,6 +249,32 @@ const MAGIC2: &[u8; 3] = b"PK2";
 /// suffix) stays inside the engine's 1024-byte key limit, leaving at least
 /// 1593 bytes of the item for the row (the toaster moves values out to fit).
 pub const MAX_PREFIX: usize = 1000;
+
+/// Encoded length of an inet/cidr key value.
+const INET_KEY_LEN: usize = 34;
+
+/// Appends the key of an inet/cidr value given as its `inet_struct`
+/// (family, prefix length, address bytes). `network_cmp` orders by family,
+/// then the addresses' first min(prefix lengths) bits, then prefix length,
+/// then the whole address; the masked address (zero bits past the prefix)
+/// compared as bytes decides the first two exactly as that, since a
+/// shorter prefix's zeros sort at or before whatever a longer one has there.
+fn inet_key(v: &[u8], out: &mut Vec<u8>) {
+    let (family, bits) = (v.first().copied().unwrap_or(0), v.get(1).copied().unwrap_or(0));
+    let mut addr = [0u8; 16];
+    let a = v.get(2..).unwrap_or(&[]);
+    let n = a.len().min(16);
+    addr[..n].copy_from_slice(&a[..n]);
+    let mut masked = addr;
+    for (i, b) in masked.iter_mut().enumerate() {
+        let keep = (bits as usize).saturating_sub(i * 8).min(8);
+        *b &= (0xFF00u16 >> keep) as u8;
+    }
+    out.push(family);
+    out.extend_from_slice(&masked);
+    out.push(bits);
+    out.extend_from_slice(&addr);
+}
 
 /// Per-column tags: a NULL sorts after every value (btree's default
 /// NULLS LAST), which only matters once a key column lost NOT NULL.
@@ -350,6 +415,8 @@ impl KeyDesc {
                     || *(*index).rd_opcintype.add(i) != att.atttypid
                         && !(att.atttypid == pg_sys::VARCHAROID
                             && *(*index).rd_opcintype.add(i) == pg_sys::TEXTOID)
+                        && !(att.atttypid == pg_sys::CIDROID
+                            && *(*index).rd_opcintype.add(i) == pg_sys::INETOID)
                 {
                     return None;
                 }
@@ -445,6 +512,41 @@ impl KeyDesc {
                     }
                 }
                 Kind::Float4 => encode_part(&KeyPart::Float4(f32::from_bits(d.value() as u32)), out),
+                Kind::Lsn => out.extend_from_slice(&(d.value() as u64).to_be_bytes()),
+                Kind::Char => out.push(d.value() as u8),
+                Kind::Mac6 => out.extend_from_slice(&*d.cast_mut_ptr::<[u8; 6]>()),
+                Kind::Mac8 => out.extend_from_slice(&*d.cast_mut_ptr::<[u8; 8]>()),
+                Kind::TimeTz => {
+                    // TimeTzADT: int64 time (µs), int32 zone (seconds west).
+                    let p = d.cast_mut_ptr::<u8>();
+                    let time = std::ptr::read_unaligned(p.cast::<i64>());
+                    let zone = std::ptr::read_unaligned(p.add(8).cast::<i32>());
+                    let utc = time.wrapping_add(zone as i64 * 1_000_000);
+                    encode_part(&KeyPart::Int8(utc), out);
+                    encode_part(&KeyPart::Int4(zone), out);
+                }
+                Kind::Interval => {
+                    // Interval: int64 time (µs), int32 day, int32 month.
+                    let p = d.cast_mut_ptr::<u8>();
+                    let time = std::ptr::read_unaligned(p.cast::<i64>()) as i128;
+                    let day = std::ptr::read_unaligned(p.add(8).cast::<i32>()) as i128;
+                    let month = std::ptr::read_unaligned(p.add(12).cast::<i32>()) as i128;
+                    const DAY: i128 = 86_400_000_000;
+                    let span = time + (day + month * 30) * DAY;
+                    out.extend_from_slice(&((span as u128) ^ (1 << 127)).to_be_bytes());
+                }
+                Kind::Name => {
+                    let p = d.cast_mut_ptr::<u8>();
+                    let bytes = std::slice::from_raw_parts(p, pg_sys::NAMEDATALEN as usize);
+                    let len = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+                    encode_part(&KeyPart::Bytes(&bytes[..len]), out);
+                }
+                Kind::Inet => {
+                    let v = pg_sys::pg_detoast_datum_packed(d.cast_mut_ptr());
+                    let len = pgrx::varlena::varsize_any_exhdr(v);
+                    let p = pgrx::varlena::vardata_any(v).cast::<u8>();
+                    inet_key(std::slice::from_raw_parts(p, len), out);
+                }
                 Kind::Float8 => encode_part(&KeyPart::Float8(f64::from_bits(d.value() as u64)), out),
                 Kind::Bytes
                 | Kind::Bpchar

@@ -94,6 +94,48 @@ INSERT INTO k_interval VALUES ('24 hours');
 INSERT INTO k_interval VALUES ('1 mon');
 INSERT INTO k_interval VALUES ('360 days');
 SELECT string_agg(k::text, ', ' ORDER BY k) FROM k_interval;
+-- more key types stored in key order; ranges and ORDER BY through the key
+INSERT INTO k_interval SELECT make_interval(mins => g * 7, days => g % 3, months => g % 2) FROM generate_series(1, 60) g
+  ON CONFLICT DO NOTHING;
+CREATE TABLE k_money (k money PRIMARY KEY);
+INSERT INTO k_money VALUES ('-1.50'), ('0'), ('12.34'), ('-92233720368547758.08'), ('92233720368547758.07'), ('0.01');
+CREATE TABLE k_lsn (k pg_lsn PRIMARY KEY);
+INSERT INTO k_lsn VALUES ('0/0'), ('0/1'), ('1/0'), ('FFFFFFFF/FFFFFFFF'), ('7FFFFFFF/FFFFFFFF'), ('80000000/0');
+CREATE TABLE k_char (k "char" PRIMARY KEY);
+INSERT INTO k_char VALUES ('a'), ('A'), ('z'), (E'\x01'::text::"char"), ('~'), ('é'::text::"char");
+CREATE TABLE k_mac (k macaddr PRIMARY KEY, k8 macaddr8 UNIQUE);
+INSERT INTO k_mac VALUES ('08:00:2b:01:02:03', '08:00:2b:01:02:03:04:05'), ('ff:ff:ff:ff:ff:ff', 'ff:ff:ff:ff:ff:ff:ff:ff'),
+  ('00:00:00:00:00:00', '00:00:00:00:00:00:00:00'), ('08:00:2b:01:02:04', '08:00:2b:01:02:03:04:06'), ('80:00:00:00:00:01', '80:00:00:00:00:00:00:01');
+CREATE TABLE k_mac8 (k macaddr8 PRIMARY KEY);
+INSERT INTO k_mac8 SELECT k8 FROM k_mac;
+CREATE TABLE k_timetz (k timetz PRIMARY KEY);
+INSERT INTO k_timetz VALUES ('00:00+00'), ('01:00+01'), ('23:59:59.999999-12'), ('12:00+05:30'), ('12:00-05:30'), ('00:00:00.000001+14'), ('06:30+00');
+CREATE TABLE k_name (k name PRIMARY KEY);
+INSERT INTO k_name VALUES ('a'), ('A'), ('ab'), (''), ('zz'), ('a b'), (repeat('x', 63));
+CREATE TABLE k_inet (k inet PRIMARY KEY);
+INSERT INTO k_inet VALUES ('10.0.0.0/8'), ('10.0.0.1'), ('10.0.0.0'), ('10.0.0.0/16'), ('10.1.0.0/16'), ('9.255.255.255'), ('192.168.1.0/24'),
+  ('::1'), ('::/0'), ('2001:db8::/32'), ('2001:db8::1'), ('0.0.0.0/0'), ('10.0.0.1/31'), ('255.255.255.255');
+CREATE TABLE k_cidr (k cidr PRIMARY KEY);
+INSERT INTO k_cidr VALUES ('10.0.0.0/8'), ('10.0.0.0/16'), ('10.1.0.0/16'), ('0.0.0.0/0'), ('2001:db8::/32'), ('192.168.1.0/24'), ('10.0.0.1/32');
+SET enable_seqscan = off;
+SET enable_sort = off;
+SELECT k FROM k_interval WHERE k > '1 day' AND k <= '1 mon 2 days' ORDER BY k;
+SELECT k FROM k_interval WHERE k = '720 hours';
+SELECT k FROM k_money WHERE k >= '0' ORDER BY k DESC;
+SELECT k FROM k_lsn WHERE k > '0/1' ORDER BY k;
+SELECT k FROM k_lsn ORDER BY k DESC LIMIT 2;
+SELECT k::text, ascii(k::text) FROM k_char WHERE k > 'A' ORDER BY k;
+SELECT k FROM k_mac WHERE k < '80:00:00:00:00:01' ORDER BY k DESC;
+SELECT k FROM k_mac8 ORDER BY k;
+SELECT k FROM k_timetz WHERE k >= '06:30+00' ORDER BY k;
+SELECT k FROM k_timetz ORDER BY k DESC LIMIT 3;
+SELECT k FROM k_name WHERE k >= 'a' ORDER BY k;
+SELECT k FROM k_inet ORDER BY k;
+SELECT k FROM k_inet WHERE k > '10.0.0.0/8' AND k < '192.168.1.0/24' ORDER BY k DESC;
+SELECT k FROM k_cidr ORDER BY k;
+SELECT k FROM k_cidr WHERE k IN ('10.0.0.0/16', '2001:db8::/32', '1.0.0.0/8') ORDER BY k;
+RESET enable_sort;
+RESET enable_seqscan;
 CREATE TABLE k_comp (a int, b text, c bool, PRIMARY KEY (c, b, a));
 INSERT INTO k_comp VALUES (1, 'x', true), (1, 'x', false), (2, 'x', true), (1, 'y', true), (-1, '', false);
 SELECT * FROM k_comp ORDER BY c, b, a;
