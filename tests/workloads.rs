@@ -1,9 +1,11 @@
 //! Workload tests: pgbench on orioledb tables keeps its books balanced, a
-//! long stream of updates leaves the primary tree small without VACUUM, and
-//! a checkpoint of a large table stalls writers only briefly.
+//! long stream of updates leaves the primary tree small without VACUUM, a
+//! checkpoint of a large table stalls writers only briefly, and a value of
+//! about a gigabyte round-trips through the toast tree.
 //!
 //! Knobs: `ORIOLEDB_PGBENCH_SCALE` (10), `ORIOLEDB_PGBENCH_SECONDS` (60),
-//! `ORIOLEDB_UPDATES` (1000000), `ORIOLEDB_CKPT_PAUSE_MB` (100).
+//! `ORIOLEDB_UPDATES` (1000000), `ORIOLEDB_CKPT_PAUSE_MB` (100),
+//! `ORIOLEDB_BIG_VALUE_MB` (1000).
 
 #[macro_use]
 mod common;
@@ -133,6 +135,48 @@ fn updates_without_vacuum_stay_small() {
         after * 2 <= loaded * 3,
         "primary tree grew from {loaded} to {after} pages (limit 1.5x)"
     );
+}
+
+/// A value of `ORIOLEDB_BIG_VALUE_MB` (10^6 bytes; PostgreSQL's limit is
+/// 1 GB - 1) is stored in the toast tree and reads back whole; `substring`
+/// of it with `STORAGE EXTERNAL` reads only the chunks it needs, so it is
+/// orders of magnitude faster than reading the value.
+#[test]
+fn gigabyte_values_round_trip_and_slice() {
+    let (env, _g) = require_server_exclusive!();
+    let mut c = fresh_db(&env, "itest_big_value");
+    let mb = knob("ORIOLEDB_BIG_VALUE_MB", 1000) as i64;
+    let reps = mb * 1_000_000 / 16;
+    let value = format!("convert_to(repeat('0123456789abcdef', {reps}::int), 'SQL_ASCII')");
+    c.batch_execute(&format!(
+        "CREATE TABLE big (id int PRIMARY KEY, b bytea) USING orioledb;
+         ALTER TABLE big ALTER b SET STORAGE EXTERNAL;
+         INSERT INTO big SELECT 1, {value};"
+    ))
+    .unwrap();
+    let timed = |c: &mut Client, q: &str| {
+        let t = std::time::Instant::now();
+        let r = query_text(c, q);
+        (r, t.elapsed())
+    };
+    let (len, _) = timed(&mut c, "SELECT octet_length(b)::text FROM big");
+    assert_eq!(len, (reps * 16).to_string());
+    let (same, whole) = timed(&mut c, &format!("SELECT (md5(b) = md5({value}))::text FROM big"));
+    assert_eq!(same, "true", "the value reads back unchanged");
+    let last = reps * 16 - 9;
+    let (tail, slice) = timed(
+        &mut c,
+        &format!("SELECT encode(substring(b FROM {last} FOR 10), 'escape') FROM big"),
+    );
+    assert_eq!(tail, "6789abcdef");
+    let (mid, _) = timed(&mut c, "SELECT encode(substring(b FROM 40000001 FOR 16), 'escape') FROM big");
+    assert_eq!(mid, "0123456789abcdef");
+    eprintln!("{mb} MB value: whole read + md5 {whole:?}, 10-byte slice at its end {slice:?}");
+    assert!(
+        slice * 50 < whole,
+        "a slice reads only its chunks: {slice:?} for the slice, {whole:?} for the value"
+    );
+    c.batch_execute("DROP TABLE big").unwrap();
 }
 
 /// How long a writer stalls while a checkpoint writes a large table (design
