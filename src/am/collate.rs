@@ -228,34 +228,26 @@ pub fn libc_locale(coll: pg_sys::Oid) -> Option<String> {
         return (!p.is_null())
             .then(|| unsafe { std::ffi::CStr::from_ptr(p) }.to_string_lossy().into_owned());
     }
-    // SAFETY: a syscache lookup, released before returning; the text
-    // attribute is copied out first.
+    // SAFETY: a syscache lookup; the text attribute is copied out while
+    // the tuple is pinned.
     unsafe {
-        let tup = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::COLLOID as i32,
-            pg_sys::Datum::from(coll),
-        );
-        if tup.is_null() {
-            return None;
-        }
-        let data = (*tup).t_data;
-        let form = (data as *const u8).add((*data).t_hoff as usize)
-            as *const pg_sys::FormData_pg_collation;
-        let libc = (*form).collprovider as u8 == pg_sys::COLLPROVIDER_LIBC;
-        let mut null = true;
-        let d = pg_sys::SysCacheGetAttr(
-            pg_sys::SysCacheIdentifier::COLLOID as i32,
-            tup,
-            pg_sys::Anum_pg_collation_collcollate as _,
-            &mut null,
-        );
-        let locale = (!null).then(|| {
-            let t = pg_sys::text_to_cstring(d.cast_mut_ptr());
-            let s = std::ffi::CStr::from_ptr(t).to_string_lossy().into_owned();
-            pg_sys::pfree(t.cast());
-            s
-        });
-        pg_sys::ReleaseSysCache(tup);
-        locale.filter(|_| libc)
+        crate::pg::with_syscache(pg_sys::SysCacheIdentifier::COLLOID, coll.into(), |tup| {
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_collation>(tup);
+            let libc = (*form).collprovider as u8 == pg_sys::COLLPROVIDER_LIBC;
+            let mut null = true;
+            let d = pg_sys::SysCacheGetAttr(
+                pg_sys::SysCacheIdentifier::COLLOID as i32,
+                tup,
+                pg_sys::Anum_pg_collation_collcollate as _,
+                &mut null,
+            );
+            (libc && !null).then(|| {
+                let t = pg_sys::text_to_cstring(d.cast_mut_ptr());
+                let s = std::ffi::CStr::from_ptr(t).to_string_lossy().into_owned();
+                pg_sys::pfree(t.cast());
+                s
+            })
+        })
+        .flatten()
     }
 }

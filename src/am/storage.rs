@@ -136,15 +136,12 @@ pub fn orioledb_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid
     // SAFETY: syscache lookup; the tuple is released before returning and
     // its fixed-size pg_class fields are read while it is held.
     unsafe {
-        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as i32, reloid.into());
-        if tup.is_null() {
-            return None;
-        }
-        let form = pg_sys::GETSTRUCT(tup) as *mut pg_sys::FormData_pg_class;
-        let found = ((*form).relam == am && (*form).relfilenode != pg_sys::InvalidOid)
-            .then(|| (pg_sys::MyDatabaseId, (*form).relfilenode));
-        pg_sys::ReleaseSysCache(tup);
-        found
+        crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, reloid.into(), |tup| {
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup);
+            ((*form).relam == am && (*form).relfilenode != pg_sys::InvalidOid)
+                .then(|| (pg_sys::MyDatabaseId, (*form).relfilenode))
+        })
+        .flatten()
     }
 }
 
@@ -201,21 +198,13 @@ unsafe extern "C-unwind" fn object_access(
 fn primary_key_owner(index: pg_sys::Oid) -> Option<pg_sys::Oid> {
     // SAFETY: a syscache lookup of pg_index by index oid; the tuple is
     // released before returning and only its fixed-width part is read.
-    unsafe {
-        let tup = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::INDEXRELID as i32,
-            pg_sys::Datum::from(index),
-        );
-        if tup.is_null() {
-            return None;
-        }
-        let data = (*tup).t_data;
-        let form = (data as *const u8).add((*data).t_hoff as usize)
-            as *const pg_sys::FormData_pg_index;
-        let (primary, table) = ((*form).indisprimary, (*form).indrelid);
-        pg_sys::ReleaseSysCache(tup);
-        (primary && orioledb_relfile(table).is_some()).then_some(table)
-    }
+    let (primary, table) = unsafe {
+        crate::pg::with_syscache(pg_sys::SysCacheIdentifier::INDEXRELID, index.into(), |tup| {
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_index>(tup);
+            ((*form).indisprimary, (*form).indrelid)
+        })
+    }?;
+    (primary && orioledb_relfile(table).is_some()).then_some(table)
 }
 
 #[pg_guard]

@@ -11,3 +11,28 @@ pub mod shmem;
 pub mod wal;
 
 pub use init::require_preloaded;
+
+use pgrx::pg_sys;
+
+/// Runs `f` on the syscache tuple of `key` in `cache` while it is pinned,
+/// releasing it afterwards; None when there is no such tuple.
+///
+/// # Safety
+/// Inside a transaction; `f` copies out whatever it keeps (the tuple is
+/// released when it returns).
+pub unsafe fn with_syscache<T>(
+    cache: pg_sys::SysCacheIdentifier::Type,
+    key: pg_sys::Datum,
+    f: impl FnOnce(pg_sys::HeapTuple) -> T,
+) -> Option<T> {
+    // SAFETY: per the contract; the tuple is released exactly once.
+    unsafe {
+        let tup = pg_sys::SearchSysCache1(cache as i32, key);
+        if tup.is_null() {
+            return None;
+        }
+        let r = f(tup);
+        pg_sys::ReleaseSysCache(tup);
+        Some(r)
+    }
+}

@@ -219,28 +219,28 @@ fn read_reloptions(reloid: pg_sys::Oid) -> Vec<String> {
     // SAFETY: syscache lookups are valid inside a transaction (every caller
     // is SQL or utility processing); the tuple is released before returning
     // and the array is copied into Rust strings while it is pinned.
-    unsafe {
-        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as i32, reloid.into());
-        if tup.is_null() {
-            ErrorReport::new(
-                PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
-                format!("relation with OID {} does not exist", reloid.to_u32()),
-                "orioledb_rs",
-            )
-            .report(PgLogLevel::ERROR);
-            unreachable!("ERROR does not return");
-        }
-        let mut isnull = false;
-        let datum = pg_sys::SysCacheGetAttr(
-            pg_sys::SysCacheIdentifier::RELOID as i32,
-            tup,
-            pg_sys::Anum_pg_class_reloptions as pg_sys::AttrNumber,
-            &mut isnull,
-        );
-        let entries = Vec::<Option<String>>::from_datum(datum, isnull).unwrap_or_default();
-        pg_sys::ReleaseSysCache(tup);
-        entries.into_iter().flatten().collect()
-    }
+    let entries = unsafe {
+        crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, reloid.into(), |tup| {
+            let mut isnull = false;
+            let datum = pg_sys::SysCacheGetAttr(
+                pg_sys::SysCacheIdentifier::RELOID as i32,
+                tup,
+                pg_sys::Anum_pg_class_reloptions as pg_sys::AttrNumber,
+                &mut isnull,
+            );
+            Vec::<Option<String>>::from_datum(datum, isnull).unwrap_or_default()
+        })
+    };
+    let Some(entries) = entries else {
+        ErrorReport::new(
+            PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
+            format!("relation with OID {} does not exist", reloid.to_u32()),
+            "orioledb_rs",
+        )
+        .report(PgLogLevel::ERROR);
+        unreachable!("ERROR does not return");
+    };
+    entries.into_iter().flatten().collect()
 }
 
 /// Replaces our entries in `pg_class.reloptions` of `reloid` by `levels`
@@ -545,18 +545,17 @@ unsafe fn rel_kind(relid: pg_sys::Oid) -> RelKind {
     // SAFETY: syscache/lsyscache lookups in a transaction; the tuple is
     // released before returning and the strings are copied first.
     unsafe {
-        let tup = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::RELOID as i32, relid.into());
-        if tup.is_null() {
+        let Some((relkind, relam, name)) =
+            crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, relid.into(), |tup| {
+                let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup);
+                ((*form).relkind as u8, (*form).relam, text_of((*form).relname.data.as_ptr()))
+            })
+        else {
             pgrx::error!(
                 "orioledb_rs: cache lookup failed for relation {}",
                 relid.to_u32()
             );
-        }
-        let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup);
-        let relkind = (*form).relkind as u8;
-        let relam = (*form).relam;
-        let name = text_of((*form).relname.data.as_ptr());
-        pg_sys::ReleaseSysCache(tup);
+        };
         let am_name = if relam == pg_sys::InvalidOid {
             String::new()
         } else {
