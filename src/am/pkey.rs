@@ -156,7 +156,7 @@ impl Kind {
     /// Whether a tree can tell where this column's encoding ends without
     /// knowing its collation.
     fn delimited(self) -> bool {
-        !matches!(self, Kind::Numeric | Kind::Collated | Kind::CollatedBpchar)
+        matches!(self, Kind::LibcText | Kind::LibcBpchar) || self.column(|| None).is_some()
     }
 
     /// How a tree compares this column's encodings when it is keyed by
@@ -342,7 +342,8 @@ impl KeyDesc {
 
     /// The order of a tree keyed by this descriptor, when byte order is not
     /// it (libc-collated text columns): compares those columns with
-    /// `strcoll_l`. Err names a locale this machine does not have.
+    /// `strcoll_l`. Err says why the tree cannot be ordered here (a locale
+    /// this machine does not have), as a predicate on "tree N".
     pub fn key_order(&self) -> Result<Option<Arc<dyn KeyCmp>>, String> {
         let Some(last) = self
             .cols
@@ -362,8 +363,17 @@ impl KeyDesc {
             });
             match col {
                 Some(col) => cols.push(col),
-                None if missing => return Err(name.to_string()),
-                None => return Err(format!("(column {} has no known length)", c.attnum)),
+                None if missing => {
+                    return Err(format!(
+                        "is ordered by locale \"{name}\", which this machine does not have"
+                    ))
+                }
+                None => {
+                    return Err(format!(
+                        "has a collated key column after column {}, whose encoded length is unknown",
+                        c.attnum
+                    ))
+                }
             }
         }
         Ok(Some(Arc::new(ColumnOrder {

@@ -773,6 +773,12 @@ unsafe fn key_ranges(
     let desc = run.table.desc().expect("custom scan on a keyed table").clone();
     let order = run.table.tree.cmp();
     let keys_cmp = |a: &[u8], b: &[u8]| order.cmp(a, b);
+    // Encodings of one column compare in the tree's order behind the
+    // (complete) columns before it, `prefix`.
+    let column_cmp = |prefix: &[u8], a: &[u8], b: &[u8]| {
+        let base = Table::prefix_bound(prefix);
+        keys_cmp(&[base.as_slice(), a].concat(), &[base.as_slice(), b].concat())
+    };
     // SAFETY: per the contract; array datums are deconstructed in the
     // per-query memory context.
     unsafe {
@@ -809,11 +815,7 @@ unsafe fn key_ranges(
                         encoded.push(e);
                     }
                 }
-                // Column encodings compare in the tree's order after the
-                // (complete) columns before them.
-                let base = Table::prefix_bound(&prefixes[0]);
-                let within = |e: &[u8]| [base.as_slice(), e].concat();
-                encoded.sort_by(|a, b| keys_cmp(&within(a), &within(b)));
+                encoded.sort_by(|a, b| column_cmp(&prefixes[0], a, b));
                 encoded.dedup();
                 if encoded.is_empty() {
                     empty = true;
@@ -856,11 +858,8 @@ unsafe fn key_ranges(
                 };
                 let mut e = Vec::new();
                 KeyDesc::push_datum(col, Some(v), &mut e);
-                let base = Table::prefix_bound(&prefixes[0]);
-                let within = |e: &[u8]| [base.as_slice(), e].concat();
-                let less = |a: &Vec<u8>, b: &Vec<u8>| keys_cmp(&within(a), &within(b)).is_lt();
                 let tighter = |old: Option<Vec<u8>>, new: Vec<u8>, want_less: bool| match old {
-                    Some(o) if less(&o, &new) == want_less => Some(o),
+                    Some(o) if column_cmp(&prefixes[0], &o, &new).is_lt() == want_less => Some(o),
                     _ => Some(new),
                 };
                 match c.strategy {

@@ -130,12 +130,9 @@ pub fn ordered_by(tree: Tree, desc: &KeyDesc) -> Tree {
     match desc.key_order() {
         Ok(None) => tree,
         Ok(Some(cmp)) => tree.with_cmp(cmp),
-        Err(locale) => crate::am::rows::raise(
+        Err(why) => crate::am::rows::raise(
             pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
-            format!(
-                "orioledb: tree {} is ordered by locale \"{locale}\", which this machine does not have",
-                tree.id()
-            ),
+            format!("orioledb: tree {} {why}", tree.id()),
         ),
     }
 }

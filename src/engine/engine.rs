@@ -750,10 +750,25 @@ impl Engine {
         bytes: &[u8],
         cmp: &dyn Fn(TreeId) -> Arc<dyn KeyCmp>,
     ) -> Result<Replayed> {
-        let rec = Record::decode(bytes).map_err(|d| EngineError::Damaged {
+        self.replay_record(Self::decode_record(bytes)?, cmp)
+    }
+
+    /// A logged change as [`Engine::replay_record`] takes it; a record that
+    /// does not decode is damage.
+    pub fn decode_record(bytes: &[u8]) -> Result<Record> {
+        Record::decode(bytes).map_err(|d| EngineError::Damaged {
             tree: TreeId::new(0, 0),
             detail: d,
-        })?;
+        })
+    }
+
+    /// [`Engine::replay`] of a record the caller has decoded (to look at it
+    /// first).
+    pub fn replay_record(
+        &self,
+        rec: Record,
+        cmp: &dyn Fn(TreeId) -> Arc<dyn KeyCmp>,
+    ) -> Result<Replayed> {
         let id = rec.tree();
         let state = self.inner.lookup(id).map(|(_, st)| st);
         if state == Some(SLOT_DAMAGED) && !matches!(rec, Record::Drop { .. }) {

@@ -21,7 +21,7 @@
 
 use orioledb_engine::cmp::{Bytewise, KeyCmp};
 use orioledb_engine::wal::{Lsn, Record, WalSink};
-use orioledb_engine::{Replayed, TreeId};
+use orioledb_engine::{Engine, Replayed, TreeId};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_char, CStr, CString};
@@ -116,33 +116,27 @@ fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
     if let Some(c) = ORDERS.with(|o| o.borrow().get(&id).cloned()) {
         return c;
     }
-    let engine = crate::pg::engine::engine();
-    let desc = engine
+    let cmp = crate::pg::engine::engine()
         .tree(id)
-        .and_then(|t| t.get(crate::am::table::DESC_KEY))
         .ok()
-        .flatten()
-        .and_then(|b| crate::am::pkey::KeyDesc::decode(&b));
-    let bytewise = || -> Arc<dyn KeyCmp> { Arc::new(Bytewise) };
-    let cmp = match desc {
-        None => bytewise(),
-        Some(d) => match engine.tree(id) {
-            Ok(t) => crate::am::table::ordered_by(t, &d).cmp(),
-            Err(_) => bytewise(),
-        },
-    };
+        .and_then(|t| {
+            let b = t.get(crate::am::table::DESC_KEY).ok().flatten()?;
+            let d = crate::am::pkey::KeyDesc::decode(&b)?;
+            Some(crate::am::table::ordered_by(t, &d).cmp())
+        })
+        .unwrap_or_else(|| Arc::new(Bytewise));
     ORDERS.with(|o| o.borrow_mut().insert(id, cmp.clone()));
     cmp
 }
 
 fn replay_one(bytes: &[u8]) {
-    let engine = crate::pg::engine::engine();
-    let changes_order = match Record::decode(bytes) {
-        Ok(Record::Put { tree, key, .. } | Record::Delete { tree, key, .. }) => {
-            (key == crate::am::table::DESC_KEY).then_some(tree)
+    let rec = Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e));
+    let changes_order = match &rec {
+        Record::Put { tree, key, .. } | Record::Delete { tree, key, .. } => {
+            (key == crate::am::table::DESC_KEY).then_some(*tree)
         }
-        Ok(Record::IdLimit { .. }) | Err(_) => None,
-        Ok(r) => Some(r.tree()),
+        Record::IdLimit { .. } => None,
+        r => Some(r.tree()),
     };
     let forget = || {
         if let Some(t) = changes_order {
@@ -150,8 +144,8 @@ fn replay_one(bytes: &[u8]) {
         }
     };
     forget();
-    let done = engine
-        .replay(bytes, &replay_order)
+    let done = crate::pg::engine::engine()
+        .replay_record(rec, &replay_order)
         .unwrap_or_else(|e| crate::pg::engine::report(e));
     forget();
     if let Replayed::SkippedDamaged(id) = done {
