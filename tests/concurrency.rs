@@ -1525,6 +1525,79 @@ fn foreign_key_locks() {
     compare("itest_conc_fk", FK, &[IDX], fk_locks, &known);
 }
 
+/// KEY SHARE locks (foreign-key checks, `FOR KEY SHARE`) on a row that a
+/// running transaction updated several times: the lock must join the
+/// updaters of the newer versions, never replace them. Earlier builds
+/// overwrote the middle version's updater with the lock, so after both
+/// committed two versions of the row were visible (and a later UPDATE
+/// failed with 23505).
+fn fk_twice_updated(r: &mut Run) {
+    let mut a = r.session("a");
+    let mut b = r.session("b");
+    for (i, (lock, end_b)) in [
+        ("INSERT INTO c VALUES (10, 1)", "COMMIT"),
+        ("INSERT INTO c VALUES (11, 1)", "ROLLBACK"),
+        ("SELECT id FROM p WHERE id = 1 FOR KEY SHARE", "COMMIT"),
+        ("SELECT id FROM p WHERE id = 1 FOR KEY SHARE", "ROLLBACK"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let key = format!("twice updated {i}");
+        a.ok("BEGIN");
+        a.ok("UPDATE p SET v = v + 1 WHERE id = 1");
+        a.ok("UPDATE p SET v = v + 1 WHERE id = 1");
+        b.ok("BEGIN");
+        r.start_blocks(&mut b, &format!("{key}: b locks"), lock, false);
+        let _ = b.finish();
+        b.ok(end_b);
+        a.ok("COMMIT");
+        let want = format!("1|{}", 2 * (i + 1));
+        r.look(
+            &format!("{key}: rows"),
+            "SELECT id, v FROM p WHERE id = 1",
+            rows(&[&want]),
+        );
+        r.look(
+            &format!("{key}: seqscan rows"),
+            "SET enable_indexscan = off; SET enable_bitmapscan = off; \
+             SELECT id, v FROM p WHERE id = 1",
+            rows(&[&want]),
+        );
+        r.watch
+            .batch_execute("RESET enable_indexscan; RESET enable_bitmapscan")
+            .unwrap();
+    }
+    r.q(&mut a, "twice updated: later update", "UPDATE p SET v = 0 WHERE id = 1", Out::Count(1));
+    // A key change committed after the locker's snapshot: READ COMMITTED
+    // follows the chain to the new key, which no longer matches (heap's
+    // lock-update-delete spec).
+    a.ok("BEGIN");
+    a.ok("UPDATE p SET v = 5 WHERE id = 2");
+    a.ok("UPDATE p SET id = 20 WHERE id = 2");
+    b.ok("BEGIN");
+    r.start_blocks(
+        &mut b,
+        "key changed: b locks",
+        "SELECT id, v FROM p WHERE id = 2 FOR KEY SHARE",
+        true,
+    );
+    a.ok("COMMIT");
+    r.finish(&mut b, "key changed: b result", rows(&[]));
+    b.ok("COMMIT");
+    r.look(
+        "twice updated: tables",
+        "SELECT (SELECT string_agg(id || ':' || v, ',' ORDER BY id) FROM p), \
+         (SELECT string_agg(id || ':' || pid, ',' ORDER BY id) FROM c)",
+        rows(&["1:0,20:5|10:1"]),
+    );
+}
+
+#[test]
+fn foreign_key_locks_on_twice_updated_rows() {
+    compare("itest_conc_fk2", FK, &[IDX, SEQ], fk_twice_updated, &[]);
+}
+
 // ------------------------------------------------------------------ row locks and savepoints
 
 fn savepoint_locks(r: &mut Run) {

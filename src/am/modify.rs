@@ -205,6 +205,22 @@ fn decide_and_apply(
         let mut hints = Hints::default();
         let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
         let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
+        // A newer version of a row being KEY SHARE-locked is locked even
+        // while its inserter still runs; its xmax (that inserter updating
+        // it again, or other lockers) must then be kept like any holder's,
+        // never overwritten (heap_lock_updated_tuple_rec).
+        let chk = match chk {
+            UpdateCheck::Invisible
+                if newer && version::Xacts::in_progress(&PgXacts, h.xmin) && !mine(h.xmin) =>
+            {
+                if h.xmax_invalid() {
+                    UpdateCheck::Ok
+                } else {
+                    UpdateCheck::BeingModified(h.xmax)
+                }
+            }
+            other => other,
+        };
         let want = match action {
             Action::Lock(mode) => mode,
             Action::Update { keys: true, .. } | Action::Delete { .. } => LockMode::Exclusive,
@@ -219,8 +235,6 @@ fn decide_and_apply(
         let mut own_exclusive = false;
         match chk {
             UpdateCheck::Ok => {}
-            UpdateCheck::Invisible
-                if newer && version::Xacts::in_progress(&PgXacts, h.xmin) && !mine(h.xmin) => {}
             UpdateCheck::BeingModified(_) => {
                 // An updater that committed since check_update looked still
                 // counts: the row is no longer ours to change (waiting returns
@@ -566,13 +580,37 @@ pub unsafe fn lock(
         let Some(mut id) = from_item_pointer(&*tidp) else {
             return pg_sys::TM_Result::TM_Deleted;
         };
-        if mode == LockMode::KeyShare {
-            if let Err(r) = lock_successors(rel, &tree, id, cid, xid, wait_policy) {
-                return r;
-            }
-        }
         loop {
             pgrx::check_for_interrupts!();
+            if mode == LockMode::KeyShare {
+                // A newer version whose key changed under a committed
+                // updater stops the chain lock with Updated; heap's
+                // heapam_tuple_lock then follows the chain from this
+                // version, as for an Updated lock attempt.
+                match lock_successors(rel, &tree, id, cid, xid, wait_policy) {
+                    Ok(()) => {}
+                    Err(r) => {
+                        let h = get_version(&tree, id).map(|v| decode(rel, id, &v));
+                        let Some(h) = h else {
+                            return pg_sys::TM_Result::TM_Deleted;
+                        };
+                        if r == pg_sys::TM_Result::TM_Updated && find_last {
+                            (*tmfd).traversed = true;
+                            match follow_update(rel, &tree, h, cid, wait_policy, tmfd) {
+                                Ok(next) => id = next,
+                                Err(r) => return r,
+                            }
+                            continue;
+                        }
+                        if r != pg_sys::TM_Result::TM_WouldBlock {
+                            let traversed = (*tmfd).traversed;
+                            fill_tmfd(tmfd, &h, id, UpdateCheck::Updated);
+                            (*tmfd).traversed = traversed;
+                        }
+                        return r;
+                    }
+                }
+            }
             match decide_and_apply(
                 &tree,
                 id,
