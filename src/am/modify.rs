@@ -390,6 +390,97 @@ fn tm_result(chk: UpdateCheck) -> pg_sys::TM_Result::Type {
     }
 }
 
+/// The heavyweight tuple lock heap takes before it sleeps on a row's holder
+/// (`heap_acquire_tuplock`): waiters for one row queue on it in arrival
+/// order, so the first to wait is the next to change the row and later ones
+/// wait for that change (PostgreSQL's isolation spec
+/// tuplelock-upgrade-no-deadlock), and the deadlock detector sees the queue.
+/// Invariant: `held` is true exactly while this backend holds `LockTuple` on
+/// `tid` in `mode`'s heavyweight mode; the caller releases it with
+/// [`TupLock::release`] before returning normally (an ERROR releases it with
+/// the transaction's other locks).
+struct TupLock {
+    rel: pg_sys::Relation,
+    tid: pg_sys::ItemPointerData,
+    mode: pg_sys::LOCKMODE,
+    held: bool,
+}
+
+impl TupLock {
+    fn new(rel: pg_sys::Relation, id: u64, mode: LockMode) -> TupLock {
+        let mut tid = pg_sys::ItemPointerData::default();
+        to_item_pointer(id, &mut tid);
+        // tupleLockExtraInfo in heapam.c: the lock manager mode per row mode.
+        let mode = match mode {
+            LockMode::KeyShare => pg_sys::AccessShareLock,
+            LockMode::Share => pg_sys::RowShareLock,
+            LockMode::NoKeyExclusive => pg_sys::ExclusiveLock,
+            LockMode::Exclusive => pg_sys::AccessExclusiveLock,
+        } as pg_sys::LOCKMODE;
+        TupLock { rel, tid, mode, held: false }
+    }
+
+    /// Takes the lock before sleeping on a holder of version `id`, unless
+    /// held already or this transaction holds a row lock on the version
+    /// (an upgrade must not queue behind waiters that wait for us).
+    /// False: not available under `policy` (SKIP LOCKED).
+    unsafe fn before_wait(
+        &mut self,
+        tree: &Table,
+        id: u64,
+        policy: pg_sys::LockWaitPolicy::Type,
+    ) -> bool {
+        if self.held || holds_row_lock(tree, id) {
+            return true;
+        }
+        // SAFETY: an open relation; the lock manager may ERROR (deadlock,
+        // cancel), which releases the lock with the transaction.
+        unsafe {
+            match policy {
+                pg_sys::LockWaitPolicy::LockWaitBlock => {
+                    pg_sys::LockTuple(self.rel, &mut self.tid, self.mode)
+                }
+                _ => {
+                    if !pg_sys::ConditionalLockTuple(self.rel, &mut self.tid, self.mode) {
+                        if policy == pg_sys::LockWaitPolicy::LockWaitError {
+                            raise(
+                                PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
+                                format!(
+                                    "could not obtain lock on row in relation \"{}\"",
+                                    rows::rel_name(self.rel)
+                                ),
+                            );
+                        }
+                        return false;
+                    }
+                }
+            }
+        }
+        self.held = true;
+        true
+    }
+
+    fn release(&mut self) {
+        if self.held {
+            // SAFETY: we hold exactly this lock (invariant).
+            unsafe { pg_sys::UnlockTuple(self.rel, &mut self.tid, self.mode) };
+            self.held = false;
+        }
+    }
+}
+
+/// Whether this transaction (or a live subtransaction) is among the row
+/// holders recorded in version `id`'s xmax.
+fn holds_row_lock(tree: &Table, id: u64) -> bool {
+    let Some(h) = get_version(tree, id).and_then(|v| Header::decode(&v)) else {
+        return false;
+    };
+    !h.xmax_invalid()
+        && holders(&h)
+            .iter()
+            .any(|&(m, _, _)| version::Xacts::is_current(&PgXacts, m))
+}
+
 /// Shared loop of delete and update: decide, wait for the holder, repeat.
 unsafe fn change_with_wait(
     rel: pg_sys::Relation,
@@ -417,7 +508,12 @@ unsafe fn change_with_wait(
         } else {
             pg_sys::XLTW_Oper::XLTW_Update
         };
-        loop {
+        let mode = match action {
+            Action::Update { keys: false, .. } => LockMode::NoKeyExclusive,
+            _ => LockMode::Exclusive,
+        };
+        let mut tuplock = TupLock::new(rel, id, mode);
+        let r = loop {
             pgrx::check_for_interrupts!();
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
                 Decision::Done(locks) => {
@@ -431,7 +527,7 @@ unsafe fn change_with_wait(
                     }
                     *carried = locks;
                     rows::sweep_step(&tree.tree);
-                    return pg_sys::TM_Result::TM_Ok;
+                    break pg_sys::TM_Result::TM_Ok;
                 }
                 Decision::Missing => {
                     // Pruned: it was dead to every snapshot, so deleted.
@@ -439,7 +535,7 @@ unsafe fn change_with_wait(
                     (*tmfd).xmax = pg_sys::InvalidTransactionId;
                     (*tmfd).cmax = pg_sys::InvalidCommandId;
                     (*tmfd).traversed = false;
-                    return pg_sys::TM_Result::TM_Deleted;
+                    break pg_sys::TM_Result::TM_Deleted;
                 }
                 Decision::Wait(x) => {
                     if !wait {
@@ -447,8 +543,9 @@ unsafe fn change_with_wait(
                         if let Some(h) = Header::decode(&v) {
                             fill_tmfd(tmfd, &h, id, UpdateCheck::BeingModified(x));
                         }
-                        return pg_sys::TM_Result::TM_BeingModified;
+                        break pg_sys::TM_Result::TM_BeingModified;
                     }
+                    tuplock.before_wait(&tree, id, pg_sys::LockWaitPolicy::LockWaitBlock);
                     let mut t = *tidp;
                     pg_sys::XactLockTableWait(x.into(), rel, &mut t, oper);
                 }
@@ -458,10 +555,12 @@ unsafe fn change_with_wait(
                 ),
                 Decision::Fail(chk, h) => {
                     fill_tmfd(tmfd, &h, id, chk);
-                    return tm_result(chk);
+                    break tm_result(chk);
                 }
             }
-        }
+        };
+        tuplock.release();
+        r
     }
 }
 
@@ -577,8 +676,46 @@ pub unsafe fn lock(
         let mode = LockMode::from_u32(mode);
         let find_last = flags & pg_sys::TUPLE_LOCK_FLAG_FIND_LAST_VERSION as u8 != 0;
         (*tmfd).traversed = false;
-        let Some(mut id) = from_item_pointer(&*tidp) else {
+        let Some(id) = from_item_pointer(&*tidp) else {
             return pg_sys::TM_Result::TM_Deleted;
+        };
+        let mut tuplock = TupLock::new(rel, id, mode);
+        let r = lock_chain(
+            rel, &tree, tidp, slot, id, cid, xid, mode, wait_policy, find_last, tmfd, &mut tuplock,
+        );
+        tuplock.release();
+        r
+    }
+}
+
+/// The loop of [`lock`] from version `id`: lock it, or wait, or follow its
+/// updates to the newest version. `tuplock` is the heavyweight tuple lock
+/// of the version being locked; following an update moves it to the newer
+/// version as heap's retry does.
+#[allow(clippy::too_many_arguments)]
+unsafe fn lock_chain(
+    rel: pg_sys::Relation,
+    tree: &Table,
+    tidp: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    mut id: u64,
+    cid: u32,
+    xid: Xid,
+    mode: LockMode,
+    wait_policy: pg_sys::LockWaitPolicy::Type,
+    find_last: bool,
+    tmfd: *mut pg_sys::TM_FailureData,
+    tuplock: &mut TupLock,
+) -> pg_sys::TM_Result::Type {
+    // SAFETY: caller passes valid pointers.
+    unsafe {
+        let follow = |h: Header, id: &mut u64, tuplock: &mut TupLock| {
+            (*tmfd).traversed = true;
+            let next = follow_update(rel, tree, h, cid, wait_policy, tmfd)?;
+            tuplock.release();
+            *tuplock = TupLock::new(rel, next, mode);
+            *id = next;
+            Ok(())
         };
         loop {
             pgrx::check_for_interrupts!();
@@ -587,18 +724,16 @@ pub unsafe fn lock(
                 // updater stops the chain lock with Updated; heap's
                 // heapam_tuple_lock then follows the chain from this
                 // version, as for an Updated lock attempt.
-                match lock_successors(rel, &tree, id, cid, xid, wait_policy) {
+                match lock_successors(rel, tree, id, cid, xid, wait_policy) {
                     Ok(()) => {}
                     Err(r) => {
-                        let h = get_version(&tree, id).map(|v| decode(rel, id, &v));
+                        let h = get_version(tree, id).map(|v| decode(rel, id, &v));
                         let Some(h) = h else {
                             return pg_sys::TM_Result::TM_Deleted;
                         };
                         if r == pg_sys::TM_Result::TM_Updated && find_last {
-                            (*tmfd).traversed = true;
-                            match follow_update(rel, &tree, h, cid, wait_policy, tmfd) {
-                                Ok(next) => id = next,
-                                Err(r) => return r,
+                            if let Err(r) = follow(h, &mut id, tuplock) {
+                                return r;
                             }
                             continue;
                         }
@@ -612,7 +747,7 @@ pub unsafe fn lock(
                 }
             }
             match decide_and_apply(
-                &tree,
+                tree,
                 id,
                 cid,
                 xid,
@@ -621,15 +756,17 @@ pub unsafe fn lock(
                 false,
             ) {
                 Decision::Done(_) => {
-                    let v = get_version(&tree, id).expect("locked version exists");
+                    let v = get_version(tree, id).expect("locked version exists");
                     store_version(rel, slot, id, &v);
                     to_item_pointer(id, &mut *tidp);
                     return pg_sys::TM_Result::TM_Ok;
                 }
                 Decision::Missing => return pg_sys::TM_Result::TM_Deleted,
                 Decision::Wait(x) => {
-                    if !wait_for(rel, x, id, wait_policy) {
-                        let v = get_version(&tree, id).unwrap_or_default();
+                    if !tuplock.before_wait(tree, id, wait_policy)
+                        || !wait_for(rel, x, id, wait_policy)
+                    {
+                        let v = get_version(tree, id).unwrap_or_default();
                         if let Some(h) = Header::decode(&v) {
                             fill_tmfd(tmfd, &h, id, UpdateCheck::BeingModified(x));
                         }
@@ -640,17 +777,15 @@ pub unsafe fn lock(
                     // Only ON CONFLICT DO UPDATE locks a version it cannot
                     // see (one its own command inserted); it reads xmin from
                     // the slot to raise "cannot affect row a second time".
-                    if let Some(v) = get_version(&tree, id) {
+                    if let Some(v) = get_version(tree, id) {
                         store_version(rel, slot, id, &v);
                     }
                     fill_tmfd(tmfd, &h, id, UpdateCheck::Invisible);
                     return pg_sys::TM_Result::TM_Invisible;
                 }
                 Decision::Fail(UpdateCheck::Updated, h) if find_last => {
-                    (*tmfd).traversed = true;
-                    match follow_update(rel, &tree, h, cid, wait_policy, tmfd) {
-                        Ok(next) => id = next,
-                        Err(r) => return r,
+                    if let Err(r) = follow(h, &mut id, tuplock) {
+                        return r;
                     }
                 }
                 Decision::Fail(chk, h) => {
