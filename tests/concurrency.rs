@@ -1755,6 +1755,68 @@ fn deadlock_is_detected() {
     compare("itest_conc_deadlock", T3, &[IDX], deadlock, &[]);
 }
 
+/// Toast values stored for an UPDATE's new version that never reaches the
+/// tree — the row was deleted meanwhile, or the UPDATE died in a deadlock —
+/// are deleted, not left in the toast tree for ever.
+#[test]
+fn failed_updates_leave_no_toast_chunks() {
+    let (env, _g) = require_server!();
+    let mut w = fresh_db(&env, "itest_conc_toast_leak");
+    const BIG: &str = "(SELECT string_agg(md5(i::text), '') FROM generate_series(1, 300) i)";
+    w.batch_execute(&format!(
+        "CREATE TABLE tt (id int PRIMARY KEY, b text) USING orioledb;
+         CREATE TABLE tref (id int PRIMARY KEY, b text) USING orioledb;
+         INSERT INTO tt VALUES (1, 'a'), (2, 'b'), (3, 'c');
+         INSERT INTO tref VALUES (1, {BIG});"
+    ))
+    .unwrap();
+    let chunks = |c: &mut Client, t: &str| {
+        tree_keys(c, &format!("(SELECT reltoastrelid FROM pg_class WHERE relname = '{t}')"))
+    };
+    let one_value = chunks(&mut w, "tref");
+    assert!(one_value >= 2, "the value is stored out of line ({one_value} chunks)");
+
+    let mut a = connect(&env, "itest_conc_toast_leak");
+    let mut b = connect(&env, "itest_conc_toast_leak");
+    a.batch_execute("SET deadlock_timeout = '20s'").unwrap();
+    b.batch_execute("SET deadlock_timeout = '100ms'").unwrap();
+    // b's UPDATE waits for a's DELETE, which commits: b updates nothing.
+    a.batch_execute("BEGIN; DELETE FROM tt WHERE id = 3").unwrap();
+    let sql = format!("UPDATE tt SET b = {BIG} WHERE id = 3");
+    let waiter = std::thread::spawn(move || {
+        let o = run_simple(&mut b, &sql);
+        (b, o)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    a.batch_execute("COMMIT").unwrap();
+    let (mut b, o) = waiter.join().unwrap();
+    assert_eq!(o, Outcome::Count(0), "the row was deleted under the update");
+    assert_eq!(chunks(&mut w, "tt"), 0, "the deleted row's update stored nothing for good");
+
+    // A deadlock: b's UPDATE dies after storing its value; a's goes through.
+    a.batch_execute("BEGIN; UPDATE tt SET b = 'x' WHERE id = 1").unwrap();
+    b.batch_execute("BEGIN; UPDATE tt SET b = 'y' WHERE id = 2").unwrap();
+    let sql = format!("UPDATE tt SET b = {BIG} WHERE id = 2");
+    let first = std::thread::spawn(move || {
+        let o = run_simple(&mut a, &sql);
+        (a, o)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let o = run_simple(&mut b, &format!("UPDATE tt SET b = {BIG} WHERE id = 1"));
+    assert_eq!(o, Outcome::Err("40P01".into()), "b closes the cycle");
+    b.batch_execute("ROLLBACK").unwrap();
+    let (mut a, o) = first.join().unwrap();
+    assert_eq!(o, Outcome::Count(1));
+    a.batch_execute("COMMIT").unwrap();
+    // b's next change deletes what its failed statement left queued.
+    b.batch_execute("UPDATE tt SET b = 'z' WHERE id = 1").unwrap();
+    assert_eq!(
+        chunks(&mut w, "tt"),
+        one_value,
+        "only the committed update's value is in the toast tree"
+    );
+}
+
 // ------------------------------------------------------------------ unique keys
 
 const TU: &str = "DROP TABLE IF EXISTS t; \

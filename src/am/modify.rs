@@ -55,9 +55,11 @@ pub unsafe fn insert(
             h.spec = token;
         }
         let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
+        crate::am::toast::storing(owned_toast(&v));
         let id = place(rel, &tree, &mut v, None);
         h.ctid = id;
         let fresh = tree.insert(id, &prefix, &v);
+        crate::am::toast::placed();
         if !fresh {
             raise(
                 PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
@@ -119,6 +121,13 @@ unsafe fn check_id_limit(rel: pg_sys::Relation, id: u64) {
             }),
         );
     }
+}
+
+/// The toast values a version formed here owns.
+fn owned_toast(v: &[u8]) -> Vec<(u32, u32)> {
+    Header::decode(v)
+        .map(|h| version::tail_and_toast(&h, v).1)
+        .unwrap_or_default()
 }
 
 /// Confirms (`succeeded`) or withdraws a speculative insertion.
@@ -615,6 +624,7 @@ pub unsafe fn update(
         h.infomask |= bits::UPDATED;
         // Formed (and any ERROR raised) before the old version is touched.
         let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
+        crate::am::toast::storing(owned_toast(&v));
         let new_id = place(rel, &tree, &mut v, from_item_pointer(&*otid));
         h.ctid = new_id;
         let keys = keys_changed(rel, &tree, otid, slot);
@@ -640,10 +650,12 @@ pub unsafe fn update(
             &mut carried,
         );
         if r != pg_sys::TM_Result::TM_Ok {
+            crate::am::toast::unplaced();
             return r;
         }
         let v = carry_locks(v, cid, &carried);
         tree.insert(new_id, &prefix, &v);
+        crate::am::toast::placed();
         crate::am::vismap::clear(rel, new_id);
         // After both writes: a point lookup that found the new key empty
         // and locks the table afterwards reads it again and finds this

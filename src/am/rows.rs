@@ -201,17 +201,23 @@ thread_local! {
     static SWEEP: RefCell<HashMap<TreeId, SweepPosition>> = RefCell::new(HashMap::new());
 }
 
-/// Forgets cached tree handles (transaction end).
+/// Transaction end (commit, abort, prepare): forgets cached tree handles
+/// and keys, and settles the queues of work done outside latches (see
+/// `toast::at_transaction_end`, `table::forget_doomed_map_entries`).
 pub fn forget_trees() {
     TREES.with(|t| t.borrow_mut().clear());
     crate::am::table::forget_keys();
+    crate::am::table::forget_doomed_map_entries(None);
+    crate::am::toast::at_transaction_end();
 }
 
 /// Forgets what is cached about tree `id` (its layout changed, or it was
-/// emptied in place).
+/// emptied in place: its row ids start over, so map entries queued for
+/// deletion must not be deleted from it any more).
 pub fn forget_tree(id: TreeId) {
     TREES.with(|t| t.borrow_mut().remove(&id));
     crate::am::table::forget_keys();
+    crate::am::table::forget_doomed_map_entries(Some(id));
 }
 
 /// The primary tree of `rel`.

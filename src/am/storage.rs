@@ -259,6 +259,7 @@ unsafe extern "C-unwind" fn subxact_callback(
             }
         }),
         SUBXACT_EVENT_ABORT_SUB => {
+            crate::am::toast::at_transaction_end();
             let mine: Vec<Pending> = PENDING.with(|p| {
                 let mut all = p.borrow_mut();
                 let (mine, rest) = all.drain(..).partition(|e| e.subid == my_subid);

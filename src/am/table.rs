@@ -108,6 +108,19 @@ pub fn version_pruned(tree: TreeId, key: &[u8]) {
     }
 }
 
+/// Drops queued map-entry deletions (of `tree`, or all), without doing
+/// them: at transaction end (normally the queue is empty then; after an
+/// ERROR between queueing and deleting, the entries of already-pruned
+/// versions stay behind, harmless: their row ids are never handed out
+/// again) and when a tree is emptied in place (its row ids start over, so
+/// a queued deletion could hit a new row's entry).
+pub fn forget_doomed_map_entries(tree: Option<TreeId>) {
+    DOOMED.with(|d| match tree {
+        None => d.borrow_mut().clear(),
+        Some(t) => d.borrow_mut().retain(|e| e.0 != t),
+    });
+}
+
 /// Deletes queued map entries. Runs outside every latch; the tree is the
 /// one being modified, so its table is locked and the tree exists.
 pub fn delete_doomed_map_entries() {

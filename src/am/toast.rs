@@ -305,8 +305,14 @@ pub unsafe fn fetch_slice(
 }
 
 thread_local! {
-    /// Toast values of versions pruned under a latch, deleted right after.
+    /// Toast values nothing refers to any more, to delete outside latches:
+    /// those of versions pruned under a latch, and those stored for a new
+    /// version that was never put in its tree (its UPDATE failed or its
+    /// transaction aborted first).
     static DOOMED: RefCell<Vec<(u32, u32)>> = const { RefCell::new(Vec::new()) };
+    /// Toast values stored for the new version this backend is about to
+    /// put in a tree; moved to DOOMED when that does not happen.
+    static UNPLACED: RefCell<Vec<(u32, u32)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Queues toast values of a pruned version (called under a leaf latch).
@@ -314,15 +320,50 @@ pub fn doom(values: Vec<(u32, u32)>) {
     DOOMED.with(|d| d.borrow_mut().extend(values));
 }
 
-/// Deletes queued toast values. Runs outside every latch. The owning table
-/// is the one being modified (its pruner queued them), so it is locked and
-/// its toast relation cannot go away meanwhile.
+/// Records the toast values of a new version before it is put in its
+/// tree; [`placed`] confirms it, and until then an abort or [`unplaced`]
+/// dooms them. Heap leaves such chunks to VACUUM as dead tuples; ours are
+/// unversioned, so nothing else would ever find them.
+pub fn storing(values: Vec<(u32, u32)>) {
+    UNPLACED.with(|u| *u.borrow_mut() = values);
+}
+
+/// The new version recorded by [`storing`] is in its tree.
+pub fn placed() {
+    UNPLACED.with(|u| u.borrow_mut().clear());
+}
+
+/// The new version recorded by [`storing`] will never be stored: its
+/// values are deleted now.
+pub fn unplaced() {
+    let work = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
+    doom(work);
+    delete_doomed();
+}
+
+/// Transaction end. At abort, values of a version that was never placed
+/// join the doomed ones; doomed values stay queued for this backend's next
+/// change, which deletes them with the toast relation locked (by OID: a
+/// value id is not reused while any chunk of it exists).
+pub fn at_transaction_end() {
+    let work = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
+    doom(work);
+}
+
+/// Deletes queued toast values. Runs outside every latch, in any
+/// transaction: each toast relation is opened with a lock (and skipped if
+/// it was dropped meanwhile), so its tree cannot go away under us.
 pub fn delete_doomed() {
     let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
     for (toastrelid, valueid) in work {
-        // SAFETY: opening an existing relation by OID without a new lock.
+        // SAFETY: try_relation_open returns NULL for a dropped relation and
+        // otherwise an open, locked one, closed below (the lock is kept to
+        // transaction end, as for every relation a change touches).
         unsafe {
-            let r = pg_sys::RelationIdGetRelation(pg_sys::Oid::from(toastrelid));
+            let r = pg_sys::try_relation_open(
+                pg_sys::Oid::from(toastrelid),
+                pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
+            );
             if r.is_null() {
                 continue;
             }
@@ -339,7 +380,7 @@ pub fn delete_doomed() {
                 tree.modify(&k, |_| (Change::Delete, ()))
                     .unwrap_or_else(|e| crate::pg::engine::report(e));
             }
-            pg_sys::RelationClose(r);
+            pg_sys::relation_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
         }
     }
 }
