@@ -9,6 +9,8 @@ use orioledb_engine::{Engine, EngineError, SharedMeta, TreeId};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// The engine directory, relative to the data directory (PostgreSQL runs
@@ -27,9 +29,51 @@ fn io() -> &'static Arc<CrashAfter<StdIo>> {
     IO.get_or_init(|| Arc::new(CrashAfter::new(StdIo::new(), u64::MAX)))
 }
 
-/// The engine, attached on first use. Raises an ERROR if the library was
-/// not preloaded or the engine directory cannot be opened.
+/// Invariant: true in this process only once the engine's records since
+/// its last checkpoint have been replayed for the whole server (by this
+/// process or another); until then [`engine`] hands the engine to nobody
+/// but that replay.
+static READY: AtomicBool = AtomicBool::new(false);
+
+thread_local! {
+    /// This process is replaying the gap (the replay reads and writes trees
+    /// through [`engine`]).
+    static REPLAYING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The engine, attached on first use, with its log replayed: a process
+/// whose replay fails (an ERROR, e.g. a missing locale) does not use the
+/// engine unreplayed — every later use retries the replay, and no other
+/// process gets past it either (its rows would be overwritten by the older
+/// records a later replay applies). Raises an ERROR if the library was not
+/// preloaded or the engine directory cannot be opened.
 pub fn engine() -> &'static Engine {
+    if READY.load(Ordering::Acquire) {
+        return ENGINE.get().expect("set before READY");
+    }
+    let e = attach();
+    if REPLAYING.with(Cell::get) {
+        return e;
+    }
+    /// Clears REPLAYING however the replay ends (an ERROR unwinds here).
+    struct Replaying;
+    impl Drop for Replaying {
+        fn drop(&mut self) {
+            REPLAYING.with(|r| r.set(false));
+        }
+    }
+    // The engine's records since its last checkpoint, once per start.
+    if let Some(state) = crate::pg::shmem::replay_state() {
+        REPLAYING.with(|r| r.set(true));
+        let _replaying = Replaying;
+        crate::pg::wal::replay_gap_once(state);
+    }
+    READY.store(true, Ordering::Release);
+    e
+}
+
+/// Attaches this process to the engine (once) without replaying.
+fn attach() -> &'static Engine {
     if let Some(e) = ENGINE.get() {
         return e;
     }
@@ -77,10 +121,6 @@ pub fn engine() -> &'static Engine {
             )
             .set_detail("The tree is quarantined: queries on its table fail until its files are repaired and the server restarted; other tables are unaffected.")
             .report(PgLogLevel::WARNING);
-        }
-        // The engine's records since its last checkpoint, once per start.
-        if let Some(state) = crate::pg::shmem::replay_state() {
-            crate::pg::wal::replay_gap_once(state);
         }
     }
     ENGINE.get().expect("just set")
