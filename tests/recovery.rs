@@ -785,7 +785,10 @@ fn crash_at_every_checkpoint_step_keeps_committed_rows() {
 /// the engine checkpoint (and those after it) fail as on a full disk: the
 /// CHECKPOINT is an ERROR (53100) naming a file, the server keeps running,
 /// the previous checkpoint stays usable (an immediate stop loses no
-/// committed row) and a CHECKPOINT without the fault succeeds.
+/// committed row) and a CHECKPOINT without the fault succeeds. When the
+/// N-th operation is an fsync the backend PANICs instead (a failed fsync
+/// may have lost data, and a retry would "succeed" without it): the server
+/// restarts and crash recovery has every committed row.
 #[test]
 fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
     let (env, _g) = require_server!();
@@ -802,6 +805,7 @@ fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
     let mut started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
     let mut next = 1001;
     let mut step = 1;
+    let mut sync_panics = 0;
     loop {
         c.batch_execute(&format!(
             "INSERT INTO t SELECT g, 'step {step}' FROM generate_series({next}, {}) g;
@@ -812,14 +816,46 @@ fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
         .unwrap();
         next += 20;
         let want = snapshot(&mut c);
+        let mut watch = cluster.connect("postgres");
+        let from = log_len(cenv);
         c.batch_execute(&format!("SET orioledb.debug_checkpoint_fail_at = {step}"))
             .unwrap();
         let failed = c.batch_execute("CHECKPOINT");
-        c.batch_execute("RESET orioledb.debug_checkpoint_fail_at")
-            .unwrap();
         let Err(e) = failed else {
+            c.batch_execute("RESET orioledb.debug_checkpoint_fail_at")
+                .unwrap();
             break;
         };
+        let panicked = match e.as_db_error() {
+            None => true,
+            Some(db) => db.severity() == "PANIC",
+        };
+        if panicked {
+            // The step was an fsync: the server restarts (crash recovery).
+            wait_for_crash_noticed(&mut watch);
+            c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
+            let log = log_since(cenv, from);
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("PANIC") && l.contains("could not fsync")),
+                "step {step}: no PANIC for a failed fsync in the log:\n{log}"
+            );
+            assert_eq!(
+                snapshot(&mut c),
+                want,
+                "step {step}: rows after the fsync PANIC and recovery\n{}",
+                cluster.log_tail()
+            );
+            check_tree(&mut c, "t");
+            started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
+            sync_panics += 1;
+            step += 1;
+            assert!(step < 1000, "the checkpoint never completed");
+            continue;
+        }
+        drop(watch);
+        c.batch_execute("RESET orioledb.debug_checkpoint_fail_at")
+            .unwrap();
         let db = e
             .as_db_error()
             .unwrap_or_else(|| panic!("step {step}: CHECKPOINT lost the connection: {e}"));
@@ -861,6 +897,7 @@ fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
         "the checkpoint took only {} I/O steps?",
         step - 1
     );
+    assert!(sync_panics > 0, "no step of the checkpoint was an fsync?");
     // Completed above; one more works too, and it is what a restart loads.
     c.batch_execute("INSERT INTO t VALUES (0, 'last'); CHECKPOINT")
         .unwrap();

@@ -331,6 +331,28 @@ impl Inner {
         move |e| EngineError::io(op, path, e)
     }
 
+    /// The error for a failed fsync of `path`, poisoning the engine first.
+    /// Linux reports a writeback error to one fsync and then forgets it
+    /// (the dirty pages may be dropped), so a retry that succeeds would
+    /// let a checkpoint name extents that never reached disk: after this,
+    /// nothing the engine writes can be trusted to be durable, in any
+    /// process, until the server restarts.
+    fn sync_failed(&self, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+        let path = path.to_path_buf();
+        move |source| {
+            self.meta.sync_failed().store(1, Ordering::SeqCst);
+            EngineError::SyncFailed { path, source }
+        }
+    }
+
+    /// Refuses once an fsync failed (see `sync_failed`).
+    fn check_poison(&self) -> Result<()> {
+        if self.meta.sync_failed().load(Ordering::SeqCst) != 0 {
+            return Err(EngineError::SyncPoisoned);
+        }
+        Ok(())
+    }
+
     /// The checkpoint pre-image hook: before a page is modified, content
     /// that belongs to the running checkpoint is written out first.
     pub fn before_modify(&self, g: &mut PageGuard) -> Result<()> {
@@ -387,6 +409,10 @@ impl Inner {
         if self.meta.slot(slot).num.load(Ordering::Acquire) != num {
             return Ok(());
         }
+        // Under the file latch: a checkpoint whose commit fsync failed sets
+        // the poison before it releases the previous checkpoint's extents
+        // (under this latch), so no write can reuse one of them.
+        self.check_poison()?;
         let e = f.space_alloc((img.len() / UNIT) as u16)?;
         let path = self.data_path(id);
         if let Err(err) = self.io.write_at(&path, e.off as u64 * UNIT as u64, &img) {
@@ -1035,7 +1061,11 @@ impl Engine {
 
     /// Runs a checkpoint; returns its number once it is durable. `redo` is
     /// stored in the control file for the caller (the server's WAL position).
-    /// On error the previous checkpoint stays the durable one.
+    /// On error the previous checkpoint stays the durable one (unless the
+    /// error came after the control file's rename, the commit point). A
+    /// failed fsync (`SyncFailed`) poisons the engine: this checkpoint and
+    /// every later one fail, and data files are no longer written
+    /// (`SyncPoisoned`), until the server restarts; the host must stop.
     pub fn checkpoint(&self, redo: u64) -> Result<u64> {
         self.checkpoint_hooked(redo, || {})
     }
@@ -1046,6 +1076,9 @@ impl Engine {
         let inner = &*self.inner;
         let meta = &inner.meta;
         let _one = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
+        // After a failed fsync no checkpoint may be reported durable: the
+        // retry's fsync would "succeed" over pages the kernel dropped.
+        inner.check_poison()?;
         let latches = inner.pool.latches();
         let barrier = inner.pool.barrier_latch();
         latches.acquire(barrier, LatchMode::Exclusive);
@@ -1077,6 +1110,15 @@ impl Engine {
         meta.running().store(0, Ordering::Release);
         match result {
             Ok(()) => {
+                // The rename is durable once the directory is synced. If
+                // that fails the engine is poisoned (no more writes) before
+                // the bookkeeping below releases the previous checkpoint's
+                // extents, and nothing is truncated or removed: on disk the
+                // previous control file may still be the one that counts.
+                let synced = inner
+                    .io
+                    .sync_dir(&inner.dir)
+                    .map_err(inner.sync_failed(&inner.dir));
                 // The control file's rename was the commit point: from here on
                 // checkpoint N is the durable one whatever fails, so every tree
                 // takes it over before any error is reported.
@@ -1085,11 +1127,8 @@ impl Engine {
                 for &(slot, _, _) in &trees {
                     meta.file(slot).checkpoint_done();
                 }
-                let mut first_err = inner
-                    .io
-                    .sync_dir(&inner.dir)
-                    .map_err(inner.ioerr("sync", &inner.dir))
-                    .err();
+                synced?;
+                let mut first_err = None;
                 for &(slot, _, id) in &trees {
                     // Truncate under the file latch, so no write lands beyond
                     // the new end meanwhile.
@@ -1167,14 +1206,14 @@ impl Engine {
                 }
             };
             let path = inner.data_path(id);
-            inner.io.sync(&path).map_err(inner.ioerr("sync", &path))?;
+            inner.io.sync(&path).map_err(inner.sync_failed(&path))?;
             let map_path = inner.map_path(id, n);
             let tmp = map_path.with_extension("map.tmp");
             inner
                 .io
                 .write_file(&tmp, &map.encode())
                 .map_err(inner.ioerr("write", &tmp))?;
-            inner.io.sync(&tmp).map_err(inner.ioerr("sync", &tmp))?;
+            inner.io.sync(&tmp).map_err(inner.sync_failed(&tmp))?;
             inner
                 .io
                 .rename(&tmp, &map_path)
@@ -1206,7 +1245,7 @@ impl Engine {
                 .io
                 .write_file(&tmp, &bytes)
                 .map_err(inner.ioerr("write", &tmp))?;
-            inner.io.sync(&tmp).map_err(inner.ioerr("sync", &tmp))?;
+            inner.io.sync(&tmp).map_err(inner.sync_failed(&tmp))?;
             inner
                 .io
                 .rename(&tmp, &to)
@@ -1230,7 +1269,7 @@ impl Engine {
         dbs.dedup();
         for db in dbs {
             let d = inner.db_dir(db);
-            inner.io.sync_dir(&d).map_err(inner.ioerr("sync", &d))?;
+            inner.io.sync_dir(&d).map_err(inner.sync_failed(&d))?;
         }
         // The images may embody decisions (pruning, hint bits) taken from
         // commits logged before the redo point: make that log durable before
@@ -1251,7 +1290,7 @@ impl Engine {
                 .encode(),
             )
             .map_err(inner.ioerr("write", &tmp))?;
-        inner.io.sync(&tmp).map_err(inner.ioerr("sync", &tmp))?;
+        inner.io.sync(&tmp).map_err(inner.sync_failed(&tmp))?;
         inner
             .io
             .rename(&tmp, &control)
