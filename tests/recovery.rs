@@ -685,6 +685,104 @@ fn damaged_table_files_are_errors_naming_the_file() {
     }
 }
 
+/// A table's map file lost while the server is down (deleted, or missing
+/// from a file-level copy taken mid-checkpoint): the table is quarantined,
+/// not emptied. Its data file stays byte for byte, its queries fail with
+/// XX001 naming the missing map and the data file, the log has one WARNING
+/// for it, another table reads, writes and checkpoints; restoring the map
+/// under the durable checkpoint's name repairs the table.
+#[test]
+fn missing_map_file_quarantines_the_table_and_keeps_its_data() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "nomap", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE lost (id int, v text) USING orioledb;
+         CREATE TABLE kept (id int, v text) USING orioledb;
+         INSERT INTO lost SELECT g, md5(g::text) FROM generate_series(1, 20000) g;
+         INSERT INTO kept SELECT g, md5(g::text) FROM generate_series(1, 2000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let file_of = |c: &mut Client, t: &str| {
+        query_text(
+            c,
+            &format!("SELECT file FROM orioledb_trees WHERE reloid = '{t}'::regclass"),
+        )
+    };
+    let lost_file = file_of(&mut c, "lost");
+    let kept_file = file_of(&mut c, "kept");
+    let sum =
+        |t: &str| format!("SELECT count(*) || ' ' || md5(string_agg(v, ',' ORDER BY id)) FROM {t}");
+    let want_lost = query_text(&mut c, &sum("lost"));
+    drop(c);
+    stop_server(cenv);
+    let data = cluster_path(cenv, &lost_file);
+    let data_bytes = std::fs::read(&data).unwrap();
+    let map = map_of(&data);
+    let saved = std::fs::read(&map).unwrap();
+    std::fs::remove_file(&map).unwrap();
+    let from = log_len(cenv);
+    start_server(cenv);
+    let mut c = cluster.connect("postgres");
+    for sql in [
+        sum("lost"),
+        "SELECT v FROM lost WHERE id = 777".to_string(),
+        "SELECT orioledb_check('lost'::regclass)".to_string(),
+    ] {
+        let e = c
+            .simple_query(&sql)
+            .expect_err("a table without its map was read");
+        let db = e
+            .as_db_error()
+            .unwrap_or_else(|| panic!("`{sql}` lost the connection: {e}"));
+        assert_eq!(db.code().code(), "XX001", "`{sql}`: {}", describe(&e));
+        assert!(
+            db.message().contains("map file is missing") && db.message().contains(&lost_file),
+            "`{sql}`: {}",
+            db.message()
+        );
+    }
+    c.batch_execute("INSERT INTO kept VALUES (0, 'more'); CHECKPOINT")
+        .unwrap();
+    check_tree(&mut c, "kept");
+    let want_kept = query_text(&mut c, &sum("kept"));
+    assert!(want_kept.starts_with("2001 "), "{want_kept}");
+    let log = log_since(cenv, from);
+    let warnings = log
+        .lines()
+        .filter(|l| l.contains("WARNING") && l.contains("map file is missing"))
+        .count();
+    assert_eq!(warnings, 1, "one WARNING for the lost map:\n{log}");
+    drop(c);
+    stop_server(cenv);
+    assert_eq!(
+        std::fs::read(&data).unwrap(),
+        data_bytes,
+        "the quarantined data file changed"
+    );
+    // The durable checkpoint's number is in the other table's map name.
+    let kept_map = map_of(&cluster_path(cenv, &kept_file));
+    let suffix = kept_map
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .split_once('-')
+        .unwrap()
+        .1
+        .to_string();
+    let lost_rel = data.file_name().unwrap().to_string_lossy().into_owned();
+    let restored = data.parent().unwrap().join(format!("{lost_rel}-{suffix}"));
+    write_cluster_file(cenv, &restored, &saved);
+    start_server(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(query_text(&mut c, &sum("lost")), want_lost, "after repair");
+    assert_eq!(query_text(&mut c, &sum("kept")), want_kept);
+    check_tree(&mut c, "lost");
+}
+
 /// Blocks until the server has noticed a crash: the postmaster ends every
 /// other session (`watch`) before it restarts.
 fn wait_for_crash_noticed(watch: &mut Client) {

@@ -189,3 +189,224 @@ fn failed_fsync_poisons_every_later_checkpoint() {
         "a checkpoint of two trees made only {which} syncs?"
     );
 }
+/// Trees 5 (4000 rows) and 6 (100 rows), both changed after checkpoint 1
+/// and in durable checkpoint 2; returns tree 5's contents.
+fn two_checkpoints(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let e = open(dir, 16);
+    let t = tree(&e, 5, 1);
+    let other = tree(&e, 6, -1);
+    for i in 0..4000 {
+        t.insert(&key(i), &value(i, 0, 90)).unwrap();
+    }
+    for i in 0..100 {
+        other.insert(&key(i), &value(i, 6, 40)).unwrap();
+    }
+    assert_eq!(e.checkpoint(0).unwrap(), 1);
+    for i in 0..4000 {
+        t.replace(&key(i), &value(i, 1, 70)).unwrap();
+    }
+    assert_eq!(e.checkpoint(0).unwrap(), 2);
+    contents(&t)
+}
+
+/// Opening tree 5 fails with `Corrupt` naming `map` as missing and naming
+/// the kept data file, however it is asked for; tree 6 works.
+fn expect_missing_map(e: &Engine, map: &Path, data: &Path) {
+    let opened = [
+        e.tree(5).map(|_| ()),
+        e.open_tree(5, TreeOptions::default()).map(|_| ()),
+    ];
+    for r in opened {
+        match r {
+            Err(EngineError::Corrupt { path, detail, .. }) => {
+                assert_eq!(path, map, "{detail}");
+                assert!(detail.contains("missing"), "{detail}");
+                assert!(detail.contains(&data.display().to_string()), "{detail}");
+            }
+            Err(other) => panic!("unexpected error {other}"),
+            Ok(()) => panic!("a tree without its map was opened"),
+        }
+    }
+    let t = e.tree(6).unwrap();
+    assert_valid(&t);
+    assert!(contents(&t).len() >= 100);
+}
+
+/// A live tree's map file lost between checkpoints (deleted, or absent
+/// from a file-level copy taken mid-checkpoint): its data file is kept
+/// untouched, the tree is quarantined with an error naming the map, the
+/// load reports it once, other trees work and checkpoint; restoring the
+/// map under the durable checkpoint's name repairs the tree.
+#[test]
+fn missing_map_quarantines_the_tree_and_keeps_its_data_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = two_checkpoints(dir.path());
+    let db = dir.path().join("0");
+    let data = db.join("5");
+    let map = db.join("5-2.map");
+    let saved = std::fs::read(&map).unwrap();
+    let data_bytes = std::fs::read(&data).unwrap();
+    std::fs::remove_file(&map).unwrap();
+    {
+        let e = open(dir.path(), 16);
+        assert_eq!(
+            std::fs::read(&data).unwrap(),
+            data_bytes,
+            "data file changed"
+        );
+        let damage = e.take_load_damage();
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        assert!(damage[0].to_string().contains("missing"), "{}", damage[0]);
+        assert!(e.take_load_damage().is_empty(), "reported once");
+        assert!(e.has_tree(5));
+        expect_missing_map(&e, &map, &data);
+        // Other trees checkpoint as usual; the data file stays as it is.
+        e.tree(6).unwrap().insert(b"new", b"row").unwrap();
+        assert_eq!(e.checkpoint(0).unwrap(), 3);
+        assert_eq!(e.checkpoint(0).unwrap(), 4);
+        expect_missing_map(&e, &db.join("5-4.map"), &data);
+    }
+    assert_eq!(
+        std::fs::read(&data).unwrap(),
+        data_bytes,
+        "data file changed"
+    );
+    assert_eq!(StdIo::new().list(&db).unwrap(), vec!["5", "6", "6-4.map"]);
+    {
+        // Still quarantined after a restart: the durable checkpoint still
+        // names the tree.
+        let e = open(dir.path(), 16);
+        assert_eq!(e.take_load_damage().len(), 1);
+        expect_missing_map(&e, &db.join("5-4.map"), &data);
+    }
+    assert_eq!(
+        std::fs::read(&data).unwrap(),
+        data_bytes,
+        "data file changed"
+    );
+    // Restored under the durable checkpoint's name, the tree loads.
+    std::fs::write(db.join("5-4.map"), &saved).unwrap();
+    let e = open(dir.path(), 16);
+    assert!(e.take_load_damage().is_empty());
+    let t = e.tree(5).unwrap();
+    assert_valid(&t);
+    assert!(contents(&t) == good);
+    t.upsert(b"after", b"repair").unwrap();
+    e.checkpoint(0).unwrap();
+    drop(t);
+    drop(e);
+    let e = open(dir.path(), 16);
+    assert_eq!(contents(&e.tree(5).unwrap()).len(), good.len() + 1);
+}
+
+/// A checkpoint in progress when a copy of the directory was taken: the
+/// copy has the old control file and only the new checkpoint's maps. The
+/// trees are quarantined, not emptied, and the new maps are kept aside
+/// under a name no later checkpoint can mistake for its own.
+#[test]
+fn maps_only_of_an_unfinished_checkpoint_are_kept_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    two_checkpoints(dir.path());
+    let db = dir.path().join("0");
+    // The copy: control of checkpoint 2, maps named for checkpoint 3.
+    for t in ["5", "6"] {
+        std::fs::rename(db.join(format!("{t}-2.map")), db.join(format!("{t}-3.map"))).unwrap();
+    }
+    let data: Vec<Vec<u8>> = ["5", "6"]
+        .iter()
+        .map(|t| std::fs::read(db.join(t)).unwrap())
+        .collect();
+    let e = open(dir.path(), 16);
+    assert_eq!(e.take_load_damage().len(), 2);
+    assert!(matches!(e.tree(5), Err(EngineError::Corrupt { .. })));
+    assert!(matches!(e.tree(6), Err(EngineError::Corrupt { .. })));
+    assert_eq!(e.checkpoint(0).unwrap(), 3);
+    drop(e);
+    assert_eq!(
+        StdIo::new().list(&db).unwrap(),
+        vec!["5", "5-3.map.quarantined", "6", "6-3.map.quarantined"]
+    );
+    for (t, bytes) in ["5", "6"].iter().zip(&data) {
+        assert_eq!(&std::fs::read(db.join(t)).unwrap(), bytes);
+    }
+    // Dropping a quarantined tree removes all its files, the aside ones too.
+    let e = open(dir.path(), 16);
+    e.drop_tree(5).unwrap();
+    assert_eq!(e.checkpoint(0).unwrap(), 4);
+    assert_eq!(
+        StdIo::new().list(&db).unwrap(),
+        vec!["6", "6-3.map.quarantined"]
+    );
+}
+
+/// A control file of the first format (no tree list) still loads: its
+/// trees are those with a map of its checkpoint, and the next checkpoint
+/// writes the list.
+#[test]
+fn control_file_without_tree_list_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = two_checkpoints(dir.path());
+    let control = dir.path().join("control");
+    let c = crate::store::control::Control::decode(&std::fs::read(&control).unwrap()).unwrap();
+    assert_eq!(
+        c.trees,
+        Some(vec![crate::TreeId::new(0, 5), crate::TreeId::new(0, 6)])
+    );
+    let mut v1 = Vec::new();
+    v1.extend_from_slice(b"ORDC");
+    v1.extend_from_slice(&1u32.to_le_bytes());
+    v1.extend_from_slice(&c.checkpoint.to_le_bytes());
+    v1.extend_from_slice(&c.redo.to_le_bytes());
+    let crc = crc32c::crc32c(&v1);
+    v1.extend_from_slice(&crc.to_le_bytes());
+    std::fs::write(&control, &v1).unwrap();
+    let e = open(dir.path(), 16);
+    assert!(e.take_load_damage().is_empty());
+    assert!(contents(&e.tree(5).unwrap()) == good);
+    assert_eq!(e.checkpoint(0).unwrap(), 3);
+    let c = crate::store::control::Control::decode(&std::fs::read(&control).unwrap()).unwrap();
+    assert_eq!(c.trees.map(|t| t.len()), Some(2));
+}
+
+/// What no durable checkpoint names is still garbage and goes at load: the
+/// files of a tree created after the durable checkpoint (a crash before the
+/// next one; WAL replay recreates it), and those of a tree dropped before
+/// it whose removal a crash interrupted.
+#[test]
+fn leftovers_of_trees_outside_the_durable_checkpoint_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("0");
+    {
+        let e = open(dir.path(), 16);
+        let a = tree(&e, 1, -1);
+        let b = tree(&e, 2, -1);
+        for i in 0..500 {
+            a.insert(&key(i), &value(i, 0, 50)).unwrap();
+            b.insert(&key(i), &value(i, 0, 50)).unwrap();
+        }
+        assert_eq!(e.checkpoint(0).unwrap(), 1);
+        let saved: Vec<(PathBuf, Vec<u8>)> = ["2", "2-1.map"]
+            .iter()
+            .map(|n| (db.join(n), std::fs::read(db.join(n)).unwrap()))
+            .collect();
+        drop(b);
+        e.drop_tree(2).unwrap();
+        assert_eq!(e.checkpoint(0).unwrap(), 2);
+        // As if the process died before removing tree 2's files.
+        for (p, bytes) in &saved {
+            std::fs::write(p, bytes).unwrap();
+        }
+        // Created after checkpoint 2, never in a checkpoint.
+        let c = tree(&e, 3, -1);
+        for i in 0..500 {
+            c.insert(&key(i), &value(i, 3, 50)).unwrap();
+        }
+        c.check().unwrap();
+        assert!(db.join("3").exists());
+    }
+    let e = open(dir.path(), 16);
+    assert!(e.take_load_damage().is_empty());
+    assert_eq!(e.tree_ids(), vec![crate::TreeId::new(0, 1)]);
+    assert_eq!(StdIo::new().list(&db).unwrap(), vec!["1", "1-2.map"]);
+    assert_eq!(contents(&e.tree(1).unwrap()).len(), 500);
+}
