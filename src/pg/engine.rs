@@ -115,6 +115,8 @@ pub(crate) fn check_control_at_start() {
 /// point. A failed fsync does not return: it PANICs (see [`sync_panic`]).
 pub fn checkpoint() -> Result<u64, EngineError> {
     let engine = engine();
+    // Before the redo point is chosen, so the WAL after it is kept from then on.
+    crate::pg::wal::reserve_slot();
     let done = {
         let _armed = arm_checkpoint_faults();
         engine.checkpoint(0)

@@ -392,21 +392,28 @@ unsafe fn replay_range(from: Lsn) {
     }
 }
 
-/// Moves the slot's restart point to the engine's durable redo point
-/// (creating the slot on first use), so PostgreSQL keeps that WAL.
-pub fn advance_slot() {
-    let redo = crate::pg::engine::engine().redo_position();
-    // SAFETY: slot functions run in a process with a PGPROC; the slot is
-    // acquired for the update and released at once. restart_lsn is an
-    // aligned 64-bit field written only by the slot's holder.
+/// Whether this server can keep WAL through a slot at all (`wal_level =
+/// minimal` or `max_replication_slots = 0` cannot; a WARNING at startup
+/// says that changes since the last engine checkpoint may then be lost).
+fn slot_possible() -> bool {
+    // SAFETY: reads of settings fixed at server start.
     unsafe {
-        if redo == 0
-            || pg_sys::RecoveryInProgress()
-            || pg_sys::max_replication_slots == 0
-            || pg_sys::wal_level < pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
-        {
-            return;
-        }
+        !pg_sys::RecoveryInProgress()
+            && pg_sys::max_replication_slots > 0
+            && pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
+    }
+}
+
+/// Acquires the slot, creating it first if it does not exist.
+///
+/// # Safety
+/// Called in a process with a PGPROC that holds no slot; the caller
+/// releases it (`ReplicationSlotRelease`).
+unsafe fn acquire_slot() {
+    // SAFETY: per the contract. Two processes creating it at once is an
+    // ERROR in the second ("already exists"); only the first checkpoint
+    // of a cluster creates it.
+    unsafe {
         if pg_sys::SearchNamedReplicationSlot(SLOT_NAME.as_ptr(), true).is_null() {
             pg_sys::ReplicationSlotCreate(
                 SLOT_NAME.as_ptr(),
@@ -417,10 +424,72 @@ pub fn advance_slot() {
         } else {
             pg_sys::ReplicationSlotAcquire(SLOT_NAME.as_ptr(), false);
         }
+    }
+}
+
+/// Before an engine checkpoint: makes sure the slot exists and holds WAL,
+/// so the WAL from the redo point the checkpoint is about to choose is kept
+/// from the moment it is chosen. A new slot (or one invalidated by
+/// `max_slot_wal_keep_size`) reserves WAL with PostgreSQL's own
+/// `ReplicationSlotReserveWal`: it starts at PostgreSQL's last redo point
+/// (never after any position the engine can choose later) and holds
+/// `ReplicationSlotAllocationLock` so that a concurrent checkpoint cannot
+/// remove that WAL before the slot counts (it ERRORs if it was removed
+/// anyway, before anything of the engine checkpoint happened).
+pub fn reserve_slot() {
+    if !slot_possible() {
+        return;
+    }
+    // SAFETY: slot functions in a process with a PGPROC; the slot is
+    // acquired here and released before returning. While this process
+    // holds the slot nobody else changes its restart_lsn, so reading it
+    // without the slot's spinlock is safe (PostgreSQL's own code reads
+    // MyReplicationSlot->data.restart_lsn the same way).
+    unsafe {
+        acquire_slot();
         let slot = pg_sys::MyReplicationSlot;
-        std::ptr::write_volatile(&raw mut (*slot).data.restart_lsn, redo);
-        pg_sys::ReplicationSlotMarkDirty();
-        pg_sys::ReplicationSlotSave();
+        if (*slot).data.restart_lsn == 0 {
+            pg_sys::ReplicationSlotReserveWal();
+            pg_sys::ReplicationSlotMarkDirty();
+            pg_sys::ReplicationSlotSave();
+        }
+        pg_sys::ReplicationSlotRelease();
+    }
+}
+
+/// After an engine checkpoint: moves the slot's restart point forward to
+/// the engine's durable redo point, so PostgreSQL keeps exactly the WAL the
+/// engine may replay. As `pg_physical_replication_slot_advance` does, the
+/// new restart_lsn is stored under the slot's spinlock (other processes —
+/// the checkpointer computing the oldest WAL to keep, `pg_replication_slots`
+/// — read it under that lock), the slot is saved, and the required LSN is
+/// recomputed so WAL before it can be recycled.
+pub fn advance_slot() {
+    let redo = crate::pg::engine::engine().redo_position();
+    if redo == 0 || !slot_possible() {
+        return;
+    }
+    // SAFETY: as in `reserve_slot`; `mutex` is the slot's spinlock in shared
+    // memory, held only for the store (nothing in between can fail).
+    unsafe {
+        acquire_slot();
+        let slot = pg_sys::MyReplicationSlot;
+        let cur = (*slot).data.restart_lsn;
+        if cur == 0 {
+            // Invalidated since `reserve_slot`: setting it here would skip
+            // the reservation protocol; the next checkpoint reserves anew.
+            pgrx::warning!(
+                "orioledb: replication slot \"{}\" lost its WAL reservation; WAL since the engine's redo point may be removed before the next engine checkpoint",
+                SLOT_NAME.to_string_lossy()
+            );
+        } else if cur < redo {
+            let mutex = &raw mut (*slot).mutex;
+            pg_sys::SpinLockAcquire(mutex);
+            (*slot).data.restart_lsn = redo;
+            pg_sys::SpinLockRelease(mutex);
+            pg_sys::ReplicationSlotMarkDirty();
+            pg_sys::ReplicationSlotSave();
+        }
         pg_sys::ReplicationSlotRelease();
         pg_sys::ReplicationSlotsComputeRequiredLSN();
     }
