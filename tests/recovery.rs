@@ -783,6 +783,91 @@ fn missing_map_file_quarantines_the_table_and_keeps_its_data() {
     check_tree(&mut c, "lost");
 }
 
+/// The engine's durable redo point, from `orioledb_data/control` (bytes
+/// 16..24, little-endian).
+fn engine_redo(c: &mut Client) -> u64 {
+    let hex = query_text(
+        c,
+        "SELECT encode(pg_read_binary_file('orioledb_data/control'), 'hex')",
+    );
+    let byte = |i: usize| u64::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    (16..24).rev().fold(0, |acc, i| acc << 8 | byte(i))
+}
+
+/// An engine checkpoint whose redo point falls where WAL insertion stands
+/// just past a page header with nothing on the page yet (always so right
+/// after `pg_switch_wal()`) succeeds, and recovery replays from it. Taking
+/// the WAL insert position as the redo point made `XLogFlush` refuse it
+/// ("xlog flush request 0/3000028 is not satisfied --- flushed only to
+/// 0/3000000"). VACUUM (FREEZE) of an empty table runs an engine checkpoint
+/// with no WAL written before it, so right after a switch the redo point
+/// (the start of the checkpoint's marker record) is the new segment's first
+/// record, 40 bytes in (the long page header).
+#[test]
+fn engine_checkpoint_right_after_a_wal_segment_switch() {
+    let (env, _g) = require_server!();
+    let mut conf = OWN_CLUSTER.to_vec();
+    conf.push("autovacuum = off");
+    let cluster = ScratchCluster::new(&env, "walswitch", &conf);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int) USING orioledb;
+         CREATE TABLE r (id int, v text) USING orioledb;",
+    )
+    .unwrap();
+    let segment: u64 = query_text(
+        &mut c,
+        "SELECT setting FROM pg_settings WHERE name = 'wal_segment_size'",
+    )
+    .parse()
+    .unwrap();
+    let mut at_segment_start = 0;
+    for round in 0..10 {
+        c.batch_execute(&format!("INSERT INTO r VALUES ({round}, 'before {round}')"))
+            .unwrap();
+        c.batch_execute("SELECT pg_switch_wal()").unwrap();
+        c.batch_execute("VACUUM (FREEZE) t").unwrap_or_else(|e| {
+            panic!(
+                "round {round}: VACUUM's engine checkpoint failed: {}\n{}",
+                describe(&e),
+                cluster.log_tail()
+            )
+        });
+        if engine_redo(&mut c) % segment == 40 {
+            at_segment_start += 1;
+        }
+    }
+    assert!(
+        at_segment_start > 0,
+        "other WAL came between pg_switch_wal() and the engine checkpoint in every round"
+    );
+    // Recovery reads the log from that redo point: the marker is skipped,
+    // what follows is applied.
+    c.batch_execute("INSERT INTO r SELECT g, 'after ' || g FROM generate_series(100, 199) g")
+        .unwrap();
+    c.batch_execute("SELECT pg_switch_wal()").unwrap();
+    c.batch_execute("VACUUM (FREEZE) t").unwrap();
+    c.batch_execute("INSERT INTO t SELECT generate_series(1, 50); DELETE FROM r WHERE id = 3")
+        .unwrap();
+    let sum = "SELECT (SELECT count(*) || ' ' || sum(id) FROM t) || ' / ' || \
+               (SELECT count(*) || ' ' || md5(string_agg(v, ',' ORDER BY id)) FROM r)";
+    let want = query_text(&mut c, sum);
+    assert!(want.starts_with("50 1275 / 109 "), "{want}");
+    drop(c);
+    immediate_restart(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(
+        query_text(&mut c, sum),
+        want,
+        "after crash recovery\n{}",
+        cluster.log_tail()
+    );
+    check_tree(&mut c, "r");
+    check_tree(&mut c, "t");
+}
+
 /// Blocks until the server has noticed a crash: the postmaster ends every
 /// other session (`watch`) before it restarts.
 fn wait_for_crash_noticed(watch: &mut Client) {

@@ -1135,7 +1135,7 @@ impl Engine {
         let n = meta.next_epoch().load(Ordering::Acquire);
         // With a log, the redo point is its position now: every change before
         // it is in this image, none after it (changes log under the barrier).
-        let redo = inner.wal.as_ref().map_or(redo, |w| w.insert_position());
+        let redo = inner.wal.as_ref().map_or(redo, |w| w.redo_point(n));
         meta.running().store(n, Ordering::Release);
         meta.next_epoch().store(n + 1, Ordering::Release);
         let trees = self.slots_in(SLOT_LIVE);

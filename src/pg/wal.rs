@@ -15,9 +15,10 @@
 //!   during PostgreSQL's redo `rm_redo` applies the rest.
 //! * WAL from L on is kept by the physical replication slot
 //!   [`SLOT_NAME`], advanced after every engine checkpoint.
-//! * An engine checkpoint flushes WAL up to L before its control file
-//!   names the new images (they may embody pruning decided from commits
-//!   logged before L).
+//! * An engine checkpoint's redo point L is the start of a marker record
+//!   of ours (`REDO_POINT`, see [`PgWal::redo_point`]), and it flushes WAL
+//!   up to L before its control file names the new images (they may embody
+//!   pruning decided from commits logged before L). Replay skips markers.
 
 use orioledb_engine::cmp::{Bytewise, KeyCmp};
 use orioledb_engine::wal::{Lsn, Record, WalSink};
@@ -32,6 +33,10 @@ use std::sync::Arc;
 /// PostgreSQL wiki's list of ids taken by known extensions
 /// (wiki.postgresql.org/wiki/CustomWALResourceManagers; OrioleDB has 129).
 pub const RM_ID: u8 = 201;
+
+/// `info >> 4` of the redo-point marker an engine checkpoint logs. Not an
+/// engine record (the engine's kinds are 1..6): replay skips it.
+const KIND_REDO_POINT: u8 = 15;
 
 /// The replication slot that keeps WAL from the engine's redo point.
 pub const SLOT_NAME: &CStr = c"orioledb_rs";
@@ -58,7 +63,8 @@ pub(crate) fn register() {
     }
 }
 
-/// The engine's sink: one WAL record per engine record.
+/// The engine's sink: one WAL record per engine record, and a redo-point
+/// marker per engine checkpoint.
 pub struct PgWal;
 
 impl WalSink for PgWal {
@@ -73,20 +79,54 @@ impl WalSink for PgWal {
         }
     }
 
-    fn insert_position(&self) -> Lsn {
-        // SAFETY: reads the shared insert position. During recovery nothing
-        // is logged; the replay position stands in.
+    /// Logs a marker and returns its start as the redo point.
+    ///
+    /// Why not `GetXLogInsertRecPtr()`: it is where the next record will
+    /// start, which just after a WAL page boundary lies past the page header
+    /// (e.g. 0/1982018) while nothing is on that page yet. `XLogFlush` only
+    /// flushes up to the end of reserved WAL, computed so that such a
+    /// position maps to the page's start (0/1982000, `XLogBytePosToEndRecPtr`
+    /// in xlog.c), and then refuses: "xlog flush request 0/1982018 is not
+    /// satisfied --- flushed only to 0/1982000", failing the checkpoint at
+    /// random (always right after `pg_switch_wal()`). The start of a record
+    /// we insert ourselves is a position WAL is reserved beyond (the
+    /// record's own bytes), so `XLogFlush` of it always succeeds.
+    ///
+    /// It is a correct redo point: the checkpoint holds the barrier
+    /// exclusively, and every engine record is inserted under the barrier
+    /// held shared, so each one has either been inserted completely before
+    /// the marker (it precedes the marker's start: its change is in the
+    /// image) or is inserted after it (it starts after the marker: replay
+    /// from the marker applies it). Flushing to the marker's start makes
+    /// every record that precedes it durable — the engine records whose
+    /// changes are in the image and the commit records pruning there was
+    /// decided from — before the control file names the image.
+    ///
+    /// The marker is marked unimportant (like the running-xacts record),
+    /// so an idle server's engine checkpoints do not count as activity for
+    /// PostgreSQL's checkpoint skipping or `archive_timeout`.
+    fn redo_point(&self, checkpoint: u64) -> Lsn {
+        let data = checkpoint.to_le_bytes();
+        // SAFETY: XLogRegisterData only keeps the pointer until XLogInsert,
+        // which copies the data; ProcLastRecPtr is this process's start of
+        // the record it inserted last, i.e. the marker. During recovery
+        // nothing is logged and the replay position stands in (replay runs
+        // records under the barrier too).
         unsafe {
             if pg_sys::RecoveryInProgress() {
-                pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut())
-            } else {
-                pg_sys::GetXLogInsertRecPtr()
+                return pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut());
             }
+            pg_sys::XLogBeginInsert();
+            pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
+            pg_sys::XLogRegisterData(data.as_ptr() as *mut c_char, data.len() as i32);
+            pg_sys::XLogInsert(RM_ID, KIND_REDO_POINT << 4);
+            pg_sys::ProcLastRecPtr
         }
     }
 
     fn flush(&self, upto: Lsn) {
-        // SAFETY: flushing WAL written so far; no-op during recovery.
+        // SAFETY: flushing WAL written so far (`upto` is the start of the
+        // marker `redo_point` inserted); no-op during recovery.
         unsafe {
             if !pg_sys::RecoveryInProgress() {
                 pg_sys::XLogFlush(upto);
@@ -127,6 +167,17 @@ fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
         .unwrap_or_else(|| Arc::new(Bytewise));
     ORDERS.with(|o| o.borrow_mut().insert(id, cmp.clone()));
     cmp
+}
+
+/// Replays one WAL record of our resource manager (`info` as logged): an
+/// engine record, or an engine checkpoint's redo-point marker, which
+/// changes nothing and is skipped — so replaying it twice, or on a
+/// standby, is harmless.
+fn replay_wal_record(info: u8, bytes: &[u8]) {
+    if info >> 4 == KIND_REDO_POINT {
+        return;
+    }
+    replay_one(bytes);
 }
 
 fn replay_one(bytes: &[u8]) {
@@ -191,7 +242,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     unsafe {
         let rec = (*record).record;
         let data = main_data(rec);
-        replay_one(data);
+        replay_wal_record((*rec).header.xl_info, data);
     }
 }
 
@@ -214,6 +265,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         4 => c"DELETE",
         5 => c"ROW_ID_LIMIT",
         6 => c"TRUNCATE",
+        KIND_REDO_POINT => c"REDO_POINT",
         _ => c"UNKNOWN",
     };
     name.as_ptr()
@@ -225,9 +277,16 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     unsafe {
         let rec = (*record).record;
         let data = main_data(rec);
-        let text = match Record::decode(data) {
-            Ok(r) => describe(&r),
-            Err(e) => format!("undecodable: {e}"),
+        let text = if (*rec).header.xl_info >> 4 == KIND_REDO_POINT {
+            match <[u8; 8]>::try_from(data) {
+                Ok(n) => format!("engine checkpoint {}", u64::from_le_bytes(n)),
+                Err(_) => format!("undecodable: {} bytes", data.len()),
+            }
+        } else {
+            match Record::decode(data) {
+                Ok(r) => describe(&r),
+                Err(e) => format!("undecodable: {e}"),
+            }
         };
         let c = CString::new(text).unwrap_or_default();
         pg_sys::appendStringInfoString(buf, c.as_ptr());
@@ -376,9 +435,11 @@ unsafe fn replay_range(from: Lsn) {
             }
             let d = (*reader).record;
             if (*d).header.xl_rmid == RM_ID {
-                let data = main_data(d);
-                replay_one(data);
-                n += 1;
+                let info = (*d).header.xl_info;
+                replay_wal_record(info, main_data(d));
+                if info >> 4 != KIND_REDO_POINT {
+                    n += 1;
+                }
             }
         }
         pg_sys::XLogReaderFree(reader);
