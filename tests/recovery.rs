@@ -685,6 +685,189 @@ fn damaged_table_files_are_errors_naming_the_file() {
     }
 }
 
+/// A table's map file lost while the server is down (deleted, or missing
+/// from a file-level copy taken mid-checkpoint): the table is quarantined,
+/// not emptied. Its data file stays byte for byte, its queries fail with
+/// XX001 naming the missing map and the data file, the log has one WARNING
+/// for it, another table reads, writes and checkpoints; restoring the map
+/// under the durable checkpoint's name repairs the table.
+#[test]
+fn missing_map_file_quarantines_the_table_and_keeps_its_data() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "nomap", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE lost (id int, v text) USING orioledb;
+         CREATE TABLE kept (id int, v text) USING orioledb;
+         INSERT INTO lost SELECT g, md5(g::text) FROM generate_series(1, 20000) g;
+         INSERT INTO kept SELECT g, md5(g::text) FROM generate_series(1, 2000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let file_of = |c: &mut Client, t: &str| {
+        query_text(
+            c,
+            &format!("SELECT file FROM orioledb_trees WHERE reloid = '{t}'::regclass"),
+        )
+    };
+    let lost_file = file_of(&mut c, "lost");
+    let kept_file = file_of(&mut c, "kept");
+    let sum =
+        |t: &str| format!("SELECT count(*) || ' ' || md5(string_agg(v, ',' ORDER BY id)) FROM {t}");
+    let want_lost = query_text(&mut c, &sum("lost"));
+    drop(c);
+    stop_server(cenv);
+    let data = cluster_path(cenv, &lost_file);
+    let data_bytes = std::fs::read(&data).unwrap();
+    let map = map_of(&data);
+    let saved = std::fs::read(&map).unwrap();
+    std::fs::remove_file(&map).unwrap();
+    let from = log_len(cenv);
+    start_server(cenv);
+    let mut c = cluster.connect("postgres");
+    for sql in [
+        sum("lost"),
+        "SELECT v FROM lost WHERE id = 777".to_string(),
+        "SELECT orioledb_check('lost'::regclass)".to_string(),
+    ] {
+        let e = c
+            .simple_query(&sql)
+            .expect_err("a table without its map was read");
+        let db = e
+            .as_db_error()
+            .unwrap_or_else(|| panic!("`{sql}` lost the connection: {e}"));
+        assert_eq!(db.code().code(), "XX001", "`{sql}`: {}", describe(&e));
+        assert!(
+            db.message().contains("map file is missing") && db.message().contains(&lost_file),
+            "`{sql}`: {}",
+            db.message()
+        );
+    }
+    c.batch_execute("INSERT INTO kept VALUES (0, 'more'); CHECKPOINT")
+        .unwrap();
+    check_tree(&mut c, "kept");
+    let want_kept = query_text(&mut c, &sum("kept"));
+    assert!(want_kept.starts_with("2001 "), "{want_kept}");
+    let log = log_since(cenv, from);
+    let warnings = log
+        .lines()
+        .filter(|l| l.contains("WARNING") && l.contains("map file is missing"))
+        .count();
+    assert_eq!(warnings, 1, "one WARNING for the lost map:\n{log}");
+    drop(c);
+    stop_server(cenv);
+    assert_eq!(
+        std::fs::read(&data).unwrap(),
+        data_bytes,
+        "the quarantined data file changed"
+    );
+    // The durable checkpoint's number is in the other table's map name.
+    let kept_map = map_of(&cluster_path(cenv, &kept_file));
+    let suffix = kept_map
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .split_once('-')
+        .unwrap()
+        .1
+        .to_string();
+    let lost_rel = data.file_name().unwrap().to_string_lossy().into_owned();
+    let restored = data.parent().unwrap().join(format!("{lost_rel}-{suffix}"));
+    write_cluster_file(cenv, &restored, &saved);
+    start_server(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(query_text(&mut c, &sum("lost")), want_lost, "after repair");
+    assert_eq!(query_text(&mut c, &sum("kept")), want_kept);
+    check_tree(&mut c, "lost");
+}
+
+/// The engine's durable redo point, from `orioledb_data/control` (bytes
+/// 16..24, little-endian).
+fn engine_redo(c: &mut Client) -> u64 {
+    let hex = query_text(
+        c,
+        "SELECT encode(pg_read_binary_file('orioledb_data/control'), 'hex')",
+    );
+    let byte = |i: usize| u64::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    (16..24).rev().fold(0, |acc, i| acc << 8 | byte(i))
+}
+
+/// An engine checkpoint whose redo point falls where WAL insertion stands
+/// just past a page header with nothing on the page yet (always so right
+/// after `pg_switch_wal()`) succeeds, and recovery replays from it. Taking
+/// the WAL insert position as the redo point made `XLogFlush` refuse it
+/// ("xlog flush request 0/3000028 is not satisfied --- flushed only to
+/// 0/3000000"). VACUUM (FREEZE) of an empty table runs an engine checkpoint
+/// with no WAL written before it, so right after a switch the redo point
+/// (the start of the checkpoint's marker record) is the new segment's first
+/// record, 40 bytes in (the long page header).
+#[test]
+fn engine_checkpoint_right_after_a_wal_segment_switch() {
+    let (env, _g) = require_server!();
+    let mut conf = OWN_CLUSTER.to_vec();
+    conf.push("autovacuum = off");
+    let cluster = ScratchCluster::new(&env, "walswitch", &conf);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int) USING orioledb;
+         CREATE TABLE r (id int, v text) USING orioledb;",
+    )
+    .unwrap();
+    let segment: u64 = query_text(
+        &mut c,
+        "SELECT setting FROM pg_settings WHERE name = 'wal_segment_size'",
+    )
+    .parse()
+    .unwrap();
+    let mut at_segment_start = 0;
+    for round in 0..10 {
+        c.batch_execute(&format!("INSERT INTO r VALUES ({round}, 'before {round}')"))
+            .unwrap();
+        c.batch_execute("SELECT pg_switch_wal()").unwrap();
+        c.batch_execute("VACUUM (FREEZE) t").unwrap_or_else(|e| {
+            panic!(
+                "round {round}: VACUUM's engine checkpoint failed: {}\n{}",
+                describe(&e),
+                cluster.log_tail()
+            )
+        });
+        if engine_redo(&mut c) % segment == 40 {
+            at_segment_start += 1;
+        }
+    }
+    assert!(
+        at_segment_start > 0,
+        "other WAL came between pg_switch_wal() and the engine checkpoint in every round"
+    );
+    // Recovery reads the log from that redo point: the marker is skipped,
+    // what follows is applied.
+    c.batch_execute("INSERT INTO r SELECT g, 'after ' || g FROM generate_series(100, 199) g")
+        .unwrap();
+    c.batch_execute("SELECT pg_switch_wal()").unwrap();
+    c.batch_execute("VACUUM (FREEZE) t").unwrap();
+    c.batch_execute("INSERT INTO t SELECT generate_series(1, 50); DELETE FROM r WHERE id = 3")
+        .unwrap();
+    let sum = "SELECT (SELECT count(*) || ' ' || sum(id) FROM t) || ' / ' || \
+               (SELECT count(*) || ' ' || md5(string_agg(v, ',' ORDER BY id)) FROM r)";
+    let want = query_text(&mut c, sum);
+    assert!(want.starts_with("50 1275 / 109 "), "{want}");
+    drop(c);
+    immediate_restart(cenv);
+    let mut c = cluster.connect("postgres");
+    assert_eq!(
+        query_text(&mut c, sum),
+        want,
+        "after crash recovery\n{}",
+        cluster.log_tail()
+    );
+    check_tree(&mut c, "r");
+    check_tree(&mut c, "t");
+}
+
 /// Blocks until the server has noticed a crash: the postmaster ends every
 /// other session (`watch`) before it restarts.
 fn wait_for_crash_noticed(watch: &mut Client) {
@@ -785,7 +968,10 @@ fn crash_at_every_checkpoint_step_keeps_committed_rows() {
 /// the engine checkpoint (and those after it) fail as on a full disk: the
 /// CHECKPOINT is an ERROR (53100) naming a file, the server keeps running,
 /// the previous checkpoint stays usable (an immediate stop loses no
-/// committed row) and a CHECKPOINT without the fault succeeds.
+/// committed row) and a CHECKPOINT without the fault succeeds. When the
+/// N-th operation is an fsync the backend PANICs instead (a failed fsync
+/// may have lost data, and a retry would "succeed" without it): the server
+/// restarts and crash recovery has every committed row.
 #[test]
 fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
     let (env, _g) = require_server!();
@@ -802,6 +988,7 @@ fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
     let mut started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
     let mut next = 1001;
     let mut step = 1;
+    let mut sync_panics = 0;
     loop {
         c.batch_execute(&format!(
             "INSERT INTO t SELECT g, 'step {step}' FROM generate_series({next}, {}) g;
@@ -812,14 +999,46 @@ fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
         .unwrap();
         next += 20;
         let want = snapshot(&mut c);
+        let mut watch = cluster.connect("postgres");
+        let from = log_len(cenv);
         c.batch_execute(&format!("SET orioledb.debug_checkpoint_fail_at = {step}"))
             .unwrap();
         let failed = c.batch_execute("CHECKPOINT");
-        c.batch_execute("RESET orioledb.debug_checkpoint_fail_at")
-            .unwrap();
         let Err(e) = failed else {
+            c.batch_execute("RESET orioledb.debug_checkpoint_fail_at")
+                .unwrap();
             break;
         };
+        let panicked = match e.as_db_error() {
+            None => true,
+            Some(db) => db.severity() == "PANIC",
+        };
+        if panicked {
+            // The step was an fsync: the server restarts (crash recovery).
+            wait_for_crash_noticed(&mut watch);
+            c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
+            let log = log_since(cenv, from);
+            assert!(
+                log.lines()
+                    .any(|l| l.contains("PANIC") && l.contains("could not fsync")),
+                "step {step}: no PANIC for a failed fsync in the log:\n{log}"
+            );
+            assert_eq!(
+                snapshot(&mut c),
+                want,
+                "step {step}: rows after the fsync PANIC and recovery\n{}",
+                cluster.log_tail()
+            );
+            check_tree(&mut c, "t");
+            started = query_text(&mut c, "SELECT pg_postmaster_start_time()::text");
+            sync_panics += 1;
+            step += 1;
+            assert!(step < 1000, "the checkpoint never completed");
+            continue;
+        }
+        drop(watch);
+        c.batch_execute("RESET orioledb.debug_checkpoint_fail_at")
+            .unwrap();
         let db = e
             .as_db_error()
             .unwrap_or_else(|| panic!("step {step}: CHECKPOINT lost the connection: {e}"));
@@ -861,6 +1080,7 @@ fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
         "the checkpoint took only {} I/O steps?",
         step - 1
     );
+    assert!(sync_panics > 0, "no step of the checkpoint was an fsync?");
     // Completed above; one more works too, and it is what a restart loads.
     c.batch_execute("INSERT INTO t VALUES (0, 'last'); CHECKPOINT")
         .unwrap();

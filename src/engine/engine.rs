@@ -4,7 +4,9 @@
 //!
 //! Files in the directory: `<tree>` (data file, 512-byte units of page
 //! images), `<tree>-<checkpoint>.map` (one per tree per durable checkpoint),
-//! `control` (the durable checkpoint number), and `*.tmp` while writing.
+//! `control` (the durable checkpoint number and its trees), `*.tmp` while
+//! writing, and `<tree>-<checkpoint>.map.quarantined` (maps of another
+//! checkpoint than the durable one, kept aside for a quarantined tree).
 
 use crate::buffer::{PageGuard, PageIo, Pool};
 use crate::cmp::{Bytewise, KeyCmp};
@@ -171,6 +173,16 @@ fn parse_map_name(name: &str) -> Option<(u32, u64)> {
     Some((t.parse().ok()?, c.parse().ok()?))
 }
 
+/// Suffix of a map set aside for a quarantined tree: no name parses as a
+/// map any more, so no later checkpoint takes it for its own, and nothing
+/// removes it while the tree exists.
+const ASIDE: &str = ".quarantined";
+
+/// Parses `<tree>-<checkpoint>.map.quarantined`.
+fn parse_aside_name(name: &str) -> Option<(u32, u64)> {
+    parse_map_name(name.strip_suffix(ASIDE)?)
+}
+
 impl Inner {
     /// The slot of tree number `num` and whether the tree is live (else
     /// dropped); None once its slot was freed.
@@ -234,10 +246,23 @@ impl Inner {
     /// itself and the data file: everything loading relies on.
     fn check_tree_files(&self, id: TreeId, ckpt: u64) -> Result<TreeMap> {
         let path = self.map_path(id, ckpt);
-        let b = self
-            .io
-            .read_file(&path)
-            .map_err(|e| EngineError::io("read", &path, e))?;
+        let b = self.io.read_file(&path).map_err(|e| {
+            if e.kind() == std::io::ErrorKind::NotFound {
+                // The control file names the tree, so this is a lost map
+                // (deleted, or a copy taken mid-checkpoint), not a leftover.
+                EngineError::corrupt(
+                    &path,
+                    0,
+                    format!(
+                        "map file is missing; the tree's data file \"{}\" is kept as it is \
+                         (quarantined) until the map is restored under this name",
+                        self.data_path(id).display()
+                    ),
+                )
+            } else {
+                EngineError::io("read", &path, e)
+            }
+        })?;
         let map = TreeMap::decode(&b).map_err(|d| EngineError::corrupt(&path, 0, d))?;
         // Not `!=`: a damaged tree's map is carried forward unchanged, and
         // once repaired it describes the older checkpoint it was written at.
@@ -331,6 +356,28 @@ impl Inner {
         move |e| EngineError::io(op, path, e)
     }
 
+    /// The error for a failed fsync of `path`, poisoning the engine first.
+    /// Linux reports a writeback error to one fsync and then forgets it
+    /// (the dirty pages may be dropped), so a retry that succeeds would
+    /// let a checkpoint name extents that never reached disk: after this,
+    /// nothing the engine writes can be trusted to be durable, in any
+    /// process, until the server restarts.
+    fn sync_failed(&self, path: &Path) -> impl FnOnce(std::io::Error) -> EngineError + '_ {
+        let path = path.to_path_buf();
+        move |source| {
+            self.meta.sync_failed().store(1, Ordering::SeqCst);
+            EngineError::SyncFailed { path, source }
+        }
+    }
+
+    /// Refuses once an fsync failed (see `sync_failed`).
+    fn check_poison(&self) -> Result<()> {
+        if self.meta.sync_failed().load(Ordering::SeqCst) != 0 {
+            return Err(EngineError::SyncPoisoned);
+        }
+        Ok(())
+    }
+
     /// The checkpoint pre-image hook: before a page is modified, content
     /// that belongs to the running checkpoint is written out first.
     pub fn before_modify(&self, g: &mut PageGuard) -> Result<()> {
@@ -387,6 +434,10 @@ impl Inner {
         if self.meta.slot(slot).num.load(Ordering::Acquire) != num {
             return Ok(());
         }
+        // Under the file latch: a checkpoint whose commit fsync failed sets
+        // the poison before it releases the previous checkpoint's extents
+        // (under this latch), so no write can reuse one of them.
+        self.check_poison()?;
         let e = f.space_alloc((img.len() / UNIT) as u16)?;
         let path = self.data_path(id);
         if let Err(err) = self.io.write_at(&path, e.off as u64 * UNIT as u64, &img) {
@@ -584,14 +635,16 @@ impl Engine {
         Ok(None)
     }
 
+    /// Loads the durable checkpoint: every tree the control file lists (or,
+    /// for a version 1 control file, every tree with a map of it) is loaded
+    /// or quarantined; files that checkpoint does not name are removed,
+    /// except those of quarantined trees, which are kept (maps of other
+    /// checkpoints renamed aside).
     fn load(&self) -> Result<()> {
         let inner = &*self.inner;
         let (dir, io, meta) = (&inner.dir, &inner.io, &inner.meta);
         let control_path = dir.join("control");
-        let control = read_control(&**io, &control_path)?.unwrap_or(Control {
-            checkpoint: 0,
-            redo: 0,
-        });
+        let control = read_control(&**io, &control_path)?.unwrap_or_else(Control::empty);
         let durable = control.checkpoint;
         let mut files: Vec<(u32, String)> = Vec::new();
         for name in io.list(dir).map_err(|e| EngineError::io("list", dir, e))? {
@@ -610,20 +663,28 @@ impl Engine {
                 Err(_) => {}
             }
         }
+        // The checkpoint's trees: those the control file lists, and any
+        // with a map of it (all of them for a version 1 control file, which
+        // has no list). A listed tree whose map is missing is damage, not
+        // a leftover: only the control file can tell the two apart.
+        let mut members: std::collections::BTreeSet<TreeId> =
+            control.trees.iter().flatten().copied().collect();
+        for (db, name) in &files {
+            if let Some((rel, c)) = parse_map_name(name) {
+                if c == durable {
+                    members.insert(TreeId::new(*db, rel));
+                }
+            }
+        }
         // A tree whose files fail validation is quarantined, not fatal:
         // the other trees load, and only its own table reports the damage.
         let mut maps = Vec::new();
         let mut damaged = Vec::new();
-        for (db, name) in &files {
-            if let Some((rel, c)) = parse_map_name(name) {
-                if c == durable {
-                    let id = TreeId::new(*db, rel);
-                    match inner.check_tree_files(id, durable) {
-                        Ok(map) => maps.push((id, map)),
-                        Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, e)),
-                        Err(e) => return Err(e),
-                    }
-                }
+        for &id in &members {
+            match inner.check_tree_files(id, durable) {
+                Ok(map) => maps.push((id, map)),
+                Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, e)),
+                Err(e) => return Err(e),
             }
         }
         let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
@@ -667,22 +728,37 @@ impl Engine {
             return Err(e);
         }
         drop(dir);
+        let quarantined = |id: TreeId| damaged.iter().any(|(d, _)| *d == id);
         for (db, name) in &files {
-            let stale = match parse_map_name(name) {
-                Some((_, c)) => c != durable,
-                None => match name.parse::<u32>() {
-                    Ok(rel) => {
-                        let id = TreeId::new(*db, rel);
-                        !maps.iter().any(|(m, _)| *m == id)
-                            && !damaged.iter().any(|(d, _)| *d == id)
+            let p = inner.db_dir(*db).join(name);
+            match parse_map_name(name) {
+                Some((rel, c)) if c != durable => {
+                    if quarantined(TreeId::new(*db, rel)) {
+                        // Possibly the very map that is missing (a copy
+                        // taken mid-checkpoint): kept for whoever repairs
+                        // the tree, under a name no checkpoint will use.
+                        let aside = inner.db_dir(*db).join(format!("{name}{ASIDE}"));
+                        io.rename(&p, &aside)
+                            .map_err(|e| EngineError::io("rename", &p, e))?;
+                    } else {
+                        io.remove(&p)
+                            .map_err(|e| EngineError::io("remove", &p, e))?;
                     }
-                    Err(_) => name.ends_with(".tmp"),
-                },
-            };
-            if stale {
-                let p = inner.db_dir(*db).join(name);
-                io.remove(&p)
-                    .map_err(|e| EngineError::io("remove", &p, e))?;
+                }
+                Some(_) => {}
+                None => {
+                    // A data file the durable checkpoint does not hold was
+                    // created after it (replay recreates the tree) or
+                    // dropped before it: garbage.
+                    let stale = match name.parse::<u32>() {
+                        Ok(rel) => !members.contains(&TreeId::new(*db, rel)),
+                        Err(_) => name.ends_with(".tmp"),
+                    };
+                    if stale {
+                        io.remove(&p)
+                            .map_err(|e| EngineError::io("remove", &p, e))?;
+                    }
+                }
             }
         }
         meta.durable().store(durable, Ordering::Release);
@@ -1035,7 +1111,11 @@ impl Engine {
 
     /// Runs a checkpoint; returns its number once it is durable. `redo` is
     /// stored in the control file for the caller (the server's WAL position).
-    /// On error the previous checkpoint stays the durable one.
+    /// On error the previous checkpoint stays the durable one (unless the
+    /// error came after the control file's rename, the commit point). A
+    /// failed fsync (`SyncFailed`) poisons the engine: this checkpoint and
+    /// every later one fail, and data files are no longer written
+    /// (`SyncPoisoned`), until the server restarts; the host must stop.
     pub fn checkpoint(&self, redo: u64) -> Result<u64> {
         self.checkpoint_hooked(redo, || {})
     }
@@ -1046,13 +1126,16 @@ impl Engine {
         let inner = &*self.inner;
         let meta = &inner.meta;
         let _one = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
+        // After a failed fsync no checkpoint may be reported durable: the
+        // retry's fsync would "succeed" over pages the kernel dropped.
+        inner.check_poison()?;
         let latches = inner.pool.latches();
         let barrier = inner.pool.barrier_latch();
         latches.acquire(barrier, LatchMode::Exclusive);
         let n = meta.next_epoch().load(Ordering::Acquire);
         // With a log, the redo point is its position now: every change before
         // it is in this image, none after it (changes log under the barrier).
-        let redo = inner.wal.as_ref().map_or(redo, |w| w.insert_position());
+        let redo = inner.wal.as_ref().map_or(redo, |w| w.redo_point(n));
         meta.running().store(n, Ordering::Release);
         meta.next_epoch().store(n + 1, Ordering::Release);
         let trees = self.slots_in(SLOT_LIVE);
@@ -1077,6 +1160,15 @@ impl Engine {
         meta.running().store(0, Ordering::Release);
         match result {
             Ok(()) => {
+                // The rename is durable once the directory is synced. If
+                // that fails the engine is poisoned (no more writes) before
+                // the bookkeeping below releases the previous checkpoint's
+                // extents, and nothing is truncated or removed: on disk the
+                // previous control file may still be the one that counts.
+                let synced = inner
+                    .io
+                    .sync_dir(&inner.dir)
+                    .map_err(inner.sync_failed(&inner.dir));
                 // The control file's rename was the commit point: from here on
                 // checkpoint N is the durable one whatever fails, so every tree
                 // takes it over before any error is reported.
@@ -1085,11 +1177,8 @@ impl Engine {
                 for &(slot, _, _) in &trees {
                     meta.file(slot).checkpoint_done();
                 }
-                let mut first_err = inner
-                    .io
-                    .sync_dir(&inner.dir)
-                    .map_err(inner.ioerr("sync", &inner.dir))
-                    .err();
+                synced?;
+                let mut first_err = None;
                 for &(slot, _, id) in &trees {
                     // Truncate under the file latch, so no write lands beyond
                     // the new end meanwhile.
@@ -1167,14 +1256,14 @@ impl Engine {
                 }
             };
             let path = inner.data_path(id);
-            inner.io.sync(&path).map_err(inner.ioerr("sync", &path))?;
+            inner.io.sync(&path).map_err(inner.sync_failed(&path))?;
             let map_path = inner.map_path(id, n);
             let tmp = map_path.with_extension("map.tmp");
             inner
                 .io
                 .write_file(&tmp, &map.encode())
                 .map_err(inner.ioerr("write", &tmp))?;
-            inner.io.sync(&tmp).map_err(inner.ioerr("sync", &tmp))?;
+            inner.io.sync(&tmp).map_err(inner.sync_failed(&tmp))?;
             inner
                 .io
                 .rename(&tmp, &map_path)
@@ -1196,6 +1285,11 @@ impl Engine {
         let inner = &*self.inner;
         for &(_, _, id) in damaged {
             let from = inner.map_path(id, prev);
+            if !inner.io.exists(&from) {
+                // Its map is what is missing: nothing to carry. The control
+                // file still lists the tree, so it stays quarantined.
+                continue;
+            }
             let bytes = inner
                 .io
                 .read_file(&from)
@@ -1206,7 +1300,7 @@ impl Engine {
                 .io
                 .write_file(&tmp, &bytes)
                 .map_err(inner.ioerr("write", &tmp))?;
-            inner.io.sync(&tmp).map_err(inner.ioerr("sync", &tmp))?;
+            inner.io.sync(&tmp).map_err(inner.sync_failed(&tmp))?;
             inner
                 .io
                 .rename(&tmp, &to)
@@ -1230,7 +1324,7 @@ impl Engine {
         dbs.dedup();
         for db in dbs {
             let d = inner.db_dir(db);
-            inner.io.sync_dir(&d).map_err(inner.ioerr("sync", &d))?;
+            inner.io.sync_dir(&d).map_err(inner.sync_failed(&d))?;
         }
         // The images may embody decisions (pruning, hint bits) taken from
         // commits logged before the redo point: make that log durable before
@@ -1240,6 +1334,8 @@ impl Engine {
         }
         let control = inner.path("control");
         let tmp = inner.path("control.tmp");
+        let mut ids: Vec<TreeId> = trees.iter().chain(damaged).map(|t| t.2).collect();
+        ids.sort();
         inner
             .io
             .write_file(
@@ -1247,11 +1343,12 @@ impl Engine {
                 &Control {
                     checkpoint: n,
                     redo,
+                    trees: Some(ids),
                 }
                 .encode(),
             )
             .map_err(inner.ioerr("write", &tmp))?;
-        inner.io.sync(&tmp).map_err(inner.ioerr("sync", &tmp))?;
+        inner.io.sync(&tmp).map_err(inner.sync_failed(&tmp))?;
         inner
             .io
             .rename(&tmp, &control)
@@ -1278,9 +1375,13 @@ impl Engine {
             for name in inner.io.list(&d).map_err(inner.ioerr("list", &d))? {
                 let remove = match parse_map_name(&name) {
                     Some((rel, c)) => c < n || gone(TreeId::new(db, rel)),
-                    None => name
-                        .parse::<u32>()
-                        .is_ok_and(|rel| gone(TreeId::new(db, rel))),
+                    // Maps set aside for a quarantined tree go with its drop.
+                    None => match parse_aside_name(&name) {
+                        Some((rel, _)) => gone(TreeId::new(db, rel)),
+                        None => name
+                            .parse::<u32>()
+                            .is_ok_and(|rel| gone(TreeId::new(db, rel))),
+                    },
                 };
                 if remove {
                     inner.meta.unlinks().fetch_add(1, Ordering::AcqRel);

@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 /// An engine failure. Invariant: `Corrupt` is only produced by validation of
 /// bytes read from disk (or handed in by a test), never by a logic error in
-/// the engine itself, which is `Internal`.
+/// the engine itself, which is `Internal`; `SyncFailed` and `SyncPoisoned`
+/// only by a failed fsync of an engine file and are fatal to the host
+/// process (see [`EngineError::is_sync_failure`]).
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
     #[error("could not {op} file \"{path}\": {source}")]
@@ -39,6 +41,24 @@ pub enum EngineError {
     TooManyTrees(usize),
     #[error("tree {tree} is damaged: {detail}")]
     Damaged { tree: TreeId, detail: String },
+    /// An fsync of a data file, map, control file or engine directory
+    /// failed. The kernel may have dropped the dirty pages it could not
+    /// write and will report success for the next fsync, so nothing that
+    /// fsync was to make durable can be trusted: the engine is poisoned
+    /// from here on (every later checkpoint and data-file write fails with
+    /// `SyncPoisoned`), and the server PANICs, as PostgreSQL does for its
+    /// own data files, so that crash recovery rebuilds from the last
+    /// durable checkpoint and WAL.
+    #[error("could not fsync \"{path}\": {source}")]
+    SyncFailed {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// Refused because an fsync of an engine file failed earlier in this
+    /// server's life (`SyncFailed`): until a restart nothing the engine
+    /// writes can be made durable.
+    #[error("an earlier fsync of an engine file failed; the engine writes and checkpoints nothing until the server restarts")]
+    SyncPoisoned,
 }
 
 pub type Result<T> = std::result::Result<T, EngineError>;
@@ -50,6 +70,15 @@ impl EngineError {
             path: path.into(),
             source,
         }
+    }
+
+    /// A failed fsync, or a refusal after one: the host must not carry on
+    /// (the server PANICs).
+    pub fn is_sync_failure(&self) -> bool {
+        matches!(
+            self,
+            EngineError::SyncFailed { .. } | EngineError::SyncPoisoned
+        )
     }
 
     pub fn corrupt(path: impl Into<PathBuf>, offset: u64, detail: impl Into<String>) -> Self {

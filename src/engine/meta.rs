@@ -79,6 +79,10 @@ struct Header {
     /// Bumped before any data file is removed, so processes drop cached
     /// handles that might name a deleted file.
     pub unlinks: AtomicU64,
+    /// Nonzero once an fsync of an engine file failed: from then on no
+    /// checkpoint and no data-file write succeeds (`EngineError::SyncPoisoned`)
+    /// until the region is formatted again (a server restart).
+    pub sync_failed: AtomicU64,
 }
 
 /// One tree. Invariants: `id`/`state` change only under the directory
@@ -262,6 +266,9 @@ impl Meta {
     }
     pub fn loaded(&self) -> &AtomicU32 {
         &self.header().loaded
+    }
+    pub fn sync_failed(&self) -> &AtomicU64 {
+        &self.header().sync_failed
     }
     pub fn max_trees(&self) -> usize {
         self.max_trees

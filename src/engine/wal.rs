@@ -9,11 +9,11 @@
 //!
 //! Ordering: a tree modification logs its record while holding the leaf's
 //! exclusive latch and the checkpoint barrier. So records of one key are in
-//! the order their changes reached the page, and a checkpoint that notes the
-//! insert position while holding the barrier exclusively (its redo point)
-//! splits the log exactly: every change before it is in the image, none after
-//! it is. Replaying from the redo point therefore yields the state at the end
-//! of the log. Each record sets a final state, so replaying one twice is
+//! the order their changes reached the page, and a checkpoint that asks the
+//! sink for a redo point while holding the barrier exclusively splits the
+//! log exactly: every change before it is in the image, none after it is.
+//! Replaying from the redo point therefore yields the state at the end of
+//! the log. Each record sets a final state, so replaying one twice is
 //! harmless.
 //!
 //! ```text
@@ -32,8 +32,15 @@ pub type Lsn = u64;
 pub trait WalSink: Send + Sync {
     /// Appends an encoded record; returns its position.
     fn log(&self, record: &[u8]) -> Lsn;
-    /// The position the next record will get.
-    fn insert_position(&self) -> Lsn;
+    /// The redo point of checkpoint `checkpoint`, asked for while the
+    /// checkpoint holds the barrier exclusively (no record is being
+    /// logged). Every record logged before the call must precede the
+    /// returned position and none logged after it may, and `flush` of it
+    /// must succeed. A sink may log a record of its own to get such a
+    /// position (the server logs a marker: an insert position can lie
+    /// where its log refuses to flush to, `src/pg/wal.rs`); its replay
+    /// must then ignore that record.
+    fn redo_point(&self, checkpoint: u64) -> Lsn;
     /// Makes everything logged before `upto` durable.
     fn flush(&self, _upto: Lsn) {}
 }
@@ -171,6 +178,11 @@ pub struct MemWal {
 }
 
 impl MemWal {
+    /// The position the next record will get.
+    pub fn insert_position(&self) -> Lsn {
+        self.records.lock().unwrap().len() as Lsn + 1
+    }
+
     /// Records at or after `from`, in order.
     pub fn since(&self, from: Lsn) -> Vec<Vec<u8>> {
         let r = self.records.lock().unwrap();
@@ -184,8 +196,8 @@ impl WalSink for MemWal {
         r.push(record.to_vec());
         r.len() as Lsn
     }
-    fn insert_position(&self) -> Lsn {
-        self.records.lock().unwrap().len() as Lsn + 1
+    fn redo_point(&self, _checkpoint: u64) -> Lsn {
+        self.insert_position()
     }
 }
 

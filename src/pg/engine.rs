@@ -152,15 +152,48 @@ pub(crate) fn check_control_at_start() {
 }
 
 /// Runs an engine checkpoint and moves the WAL-retaining slot to its redo
-/// point.
+/// point. A failed fsync does not return: it PANICs (see [`sync_panic`]).
 pub fn checkpoint() -> Result<u64, EngineError> {
     let engine = engine();
-    let n = {
+    // Before the redo point is chosen, so the WAL after it is kept from then on.
+    crate::pg::wal::reserve_slot();
+    let done = {
         let _armed = arm_checkpoint_faults();
-        engine.checkpoint(0)?
+        engine.checkpoint(0)
+    };
+    let n = match done {
+        Err(e) if e.is_sync_failure() => sync_panic(e),
+        r => r?,
     };
     crate::pg::wal::advance_slot();
     Ok(n)
+}
+
+/// Ends the server for a failed fsync of an engine file, as PostgreSQL
+/// does for its own data files (`data_sync_elevel`): the kernel may have
+/// dropped the pages it could not write and will let the next fsync
+/// succeed without them, so no later checkpoint could be trusted. The
+/// engine has already poisoned itself (no further checkpoint or data-file
+/// write succeeds in any process); PANIC makes the postmaster restart the
+/// server, and crash recovery rebuilds from the last durable engine
+/// checkpoint and WAL, which the slot has kept. `data_sync_retry` is not
+/// consulted: the engine never retries.
+fn sync_panic(e: EngineError) -> ! {
+    let code = match &e {
+        EngineError::SyncFailed { source, .. }
+            if source.kind() == std::io::ErrorKind::StorageFull =>
+        {
+            PgSqlErrorCode::ERRCODE_DISK_FULL
+        }
+        _ => PgSqlErrorCode::ERRCODE_IO_ERROR,
+    };
+    ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs")
+        .set_detail(
+            "A failed fsync may have lost data the engine wrote; the server restarts and \
+             recovers from the last durable engine checkpoint and WAL.",
+        )
+        .report(PgLogLevel::PANIC);
+    unreachable!("PANIC does not return")
 }
 
 /// Disarms the fault injector when dropped, however the checkpoint ends.
@@ -240,8 +273,12 @@ pub fn tree_id(db: pg_sys::Oid, relnode: pg_sys::Oid) -> TreeId {
     TreeId::new(db.to_u32(), relnode.to_u32())
 }
 
-/// Raises an engine failure as an ERROR with a fitting SQLSTATE.
+/// Raises an engine failure as an ERROR with a fitting SQLSTATE (a failed
+/// fsync, or a write refused after one, as PANIC).
 pub fn report(e: EngineError) -> ! {
+    if e.is_sync_failure() {
+        sync_panic(e);
+    }
     let code = match &e {
         EngineError::Corrupt { .. } | EngineError::Damaged { .. } => {
             PgSqlErrorCode::ERRCODE_DATA_CORRUPTED

@@ -15,9 +15,10 @@
 //!   during PostgreSQL's redo `rm_redo` applies the rest.
 //! * WAL from L on is kept by the physical replication slot
 //!   [`SLOT_NAME`], advanced after every engine checkpoint.
-//! * An engine checkpoint flushes WAL up to L before its control file
-//!   names the new images (they may embody pruning decided from commits
-//!   logged before L).
+//! * An engine checkpoint's redo point L is the start of a marker record
+//!   of ours (`REDO_POINT`, see [`PgWal::redo_point`]), and it flushes WAL
+//!   up to L before its control file names the new images (they may embody
+//!   pruning decided from commits logged before L). Replay skips markers.
 
 use orioledb_engine::cmp::{Bytewise, KeyCmp};
 use orioledb_engine::wal::{Lsn, Record, WalSink};
@@ -32,6 +33,10 @@ use std::sync::Arc;
 /// PostgreSQL wiki's list of ids taken by known extensions
 /// (wiki.postgresql.org/wiki/CustomWALResourceManagers; OrioleDB has 129).
 pub const RM_ID: u8 = 201;
+
+/// `info >> 4` of the redo-point marker an engine checkpoint logs. Not an
+/// engine record (the engine's kinds are 1..6): replay skips it.
+const KIND_REDO_POINT: u8 = 15;
 
 /// The replication slot that keeps WAL from the engine's redo point.
 pub const SLOT_NAME: &CStr = c"orioledb_rs";
@@ -58,7 +63,8 @@ pub(crate) fn register() {
     }
 }
 
-/// The engine's sink: one WAL record per engine record.
+/// The engine's sink: one WAL record per engine record, and a redo-point
+/// marker per engine checkpoint.
 pub struct PgWal;
 
 impl WalSink for PgWal {
@@ -73,20 +79,54 @@ impl WalSink for PgWal {
         }
     }
 
-    fn insert_position(&self) -> Lsn {
-        // SAFETY: reads the shared insert position. During recovery nothing
-        // is logged; the replay position stands in.
+    /// Logs a marker and returns its start as the redo point.
+    ///
+    /// Why not `GetXLogInsertRecPtr()`: it is where the next record will
+    /// start, which just after a WAL page boundary lies past the page header
+    /// (e.g. 0/1982018) while nothing is on that page yet. `XLogFlush` only
+    /// flushes up to the end of reserved WAL, computed so that such a
+    /// position maps to the page's start (0/1982000, `XLogBytePosToEndRecPtr`
+    /// in xlog.c), and then refuses: "xlog flush request 0/1982018 is not
+    /// satisfied --- flushed only to 0/1982000", failing the checkpoint at
+    /// random (always right after `pg_switch_wal()`). The start of a record
+    /// we insert ourselves is a position WAL is reserved beyond (the
+    /// record's own bytes), so `XLogFlush` of it always succeeds.
+    ///
+    /// It is a correct redo point: the checkpoint holds the barrier
+    /// exclusively, and every engine record is inserted under the barrier
+    /// held shared, so each one has either been inserted completely before
+    /// the marker (it precedes the marker's start: its change is in the
+    /// image) or is inserted after it (it starts after the marker: replay
+    /// from the marker applies it). Flushing to the marker's start makes
+    /// every record that precedes it durable — the engine records whose
+    /// changes are in the image and the commit records pruning there was
+    /// decided from — before the control file names the image.
+    ///
+    /// The marker is marked unimportant (like the running-xacts record),
+    /// so an idle server's engine checkpoints do not count as activity for
+    /// PostgreSQL's checkpoint skipping or `archive_timeout`.
+    fn redo_point(&self, checkpoint: u64) -> Lsn {
+        let data = checkpoint.to_le_bytes();
+        // SAFETY: XLogRegisterData only keeps the pointer until XLogInsert,
+        // which copies the data; ProcLastRecPtr is this process's start of
+        // the record it inserted last, i.e. the marker. During recovery
+        // nothing is logged and the replay position stands in (replay runs
+        // records under the barrier too).
         unsafe {
             if pg_sys::RecoveryInProgress() {
-                pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut())
-            } else {
-                pg_sys::GetXLogInsertRecPtr()
+                return pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut());
             }
+            pg_sys::XLogBeginInsert();
+            pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
+            pg_sys::XLogRegisterData(data.as_ptr() as *mut c_char, data.len() as i32);
+            pg_sys::XLogInsert(RM_ID, KIND_REDO_POINT << 4);
+            pg_sys::ProcLastRecPtr
         }
     }
 
     fn flush(&self, upto: Lsn) {
-        // SAFETY: flushing WAL written so far; no-op during recovery.
+        // SAFETY: flushing WAL written so far (`upto` is the start of the
+        // marker `redo_point` inserted); no-op during recovery.
         unsafe {
             if !pg_sys::RecoveryInProgress() {
                 pg_sys::XLogFlush(upto);
@@ -127,6 +167,17 @@ fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
         .unwrap_or_else(|| Arc::new(Bytewise));
     ORDERS.with(|o| o.borrow_mut().insert(id, cmp.clone()));
     cmp
+}
+
+/// Replays one WAL record of our resource manager (`info` as logged): an
+/// engine record, or an engine checkpoint's redo-point marker, which
+/// changes nothing and is skipped — so replaying it twice, or on a
+/// standby, is harmless.
+fn replay_wal_record(info: u8, bytes: &[u8]) {
+    if info >> 4 == KIND_REDO_POINT {
+        return;
+    }
+    replay_one(bytes);
 }
 
 fn replay_one(bytes: &[u8]) {
@@ -191,7 +242,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     unsafe {
         let rec = (*record).record;
         let data = main_data(rec);
-        replay_one(data);
+        replay_wal_record((*rec).header.xl_info, data);
     }
 }
 
@@ -214,6 +265,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         4 => c"DELETE",
         5 => c"ROW_ID_LIMIT",
         6 => c"TRUNCATE",
+        KIND_REDO_POINT => c"REDO_POINT",
         _ => c"UNKNOWN",
     };
     name.as_ptr()
@@ -225,9 +277,16 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     unsafe {
         let rec = (*record).record;
         let data = main_data(rec);
-        let text = match Record::decode(data) {
-            Ok(r) => describe(&r),
-            Err(e) => format!("undecodable: {e}"),
+        let text = if (*rec).header.xl_info >> 4 == KIND_REDO_POINT {
+            match <[u8; 8]>::try_from(data) {
+                Ok(n) => format!("engine checkpoint {}", u64::from_le_bytes(n)),
+                Err(_) => format!("undecodable: {} bytes", data.len()),
+            }
+        } else {
+            match Record::decode(data) {
+                Ok(r) => describe(&r),
+                Err(e) => format!("undecodable: {e}"),
+            }
         };
         let c = CString::new(text).unwrap_or_default();
         pg_sys::appendStringInfoString(buf, c.as_ptr());
@@ -376,9 +435,11 @@ unsafe fn replay_range(from: Lsn) {
             }
             let d = (*reader).record;
             if (*d).header.xl_rmid == RM_ID {
-                let data = main_data(d);
-                replay_one(data);
-                n += 1;
+                let info = (*d).header.xl_info;
+                replay_wal_record(info, main_data(d));
+                if info >> 4 != KIND_REDO_POINT {
+                    n += 1;
+                }
             }
         }
         pg_sys::XLogReaderFree(reader);
@@ -392,21 +453,28 @@ unsafe fn replay_range(from: Lsn) {
     }
 }
 
-/// Moves the slot's restart point to the engine's durable redo point
-/// (creating the slot on first use), so PostgreSQL keeps that WAL.
-pub fn advance_slot() {
-    let redo = crate::pg::engine::engine().redo_position();
-    // SAFETY: slot functions run in a process with a PGPROC; the slot is
-    // acquired for the update and released at once. restart_lsn is an
-    // aligned 64-bit field written only by the slot's holder.
+/// Whether this server can keep WAL through a slot at all (`wal_level =
+/// minimal` or `max_replication_slots = 0` cannot; a WARNING at startup
+/// says that changes since the last engine checkpoint may then be lost).
+fn slot_possible() -> bool {
+    // SAFETY: reads of settings fixed at server start.
     unsafe {
-        if redo == 0
-            || pg_sys::RecoveryInProgress()
-            || pg_sys::max_replication_slots == 0
-            || pg_sys::wal_level < pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
-        {
-            return;
-        }
+        !pg_sys::RecoveryInProgress()
+            && pg_sys::max_replication_slots > 0
+            && pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
+    }
+}
+
+/// Acquires the slot, creating it first if it does not exist.
+///
+/// # Safety
+/// Called in a process with a PGPROC that holds no slot; the caller
+/// releases it (`ReplicationSlotRelease`).
+unsafe fn acquire_slot() {
+    // SAFETY: per the contract. Two processes creating it at once is an
+    // ERROR in the second ("already exists"); only the first checkpoint
+    // of a cluster creates it.
+    unsafe {
         if pg_sys::SearchNamedReplicationSlot(SLOT_NAME.as_ptr(), true).is_null() {
             pg_sys::ReplicationSlotCreate(
                 SLOT_NAME.as_ptr(),
@@ -417,10 +485,72 @@ pub fn advance_slot() {
         } else {
             pg_sys::ReplicationSlotAcquire(SLOT_NAME.as_ptr(), false);
         }
+    }
+}
+
+/// Before an engine checkpoint: makes sure the slot exists and holds WAL,
+/// so the WAL from the redo point the checkpoint is about to choose is kept
+/// from the moment it is chosen. A new slot (or one invalidated by
+/// `max_slot_wal_keep_size`) reserves WAL with PostgreSQL's own
+/// `ReplicationSlotReserveWal`: it starts at PostgreSQL's last redo point
+/// (never after any position the engine can choose later) and holds
+/// `ReplicationSlotAllocationLock` so that a concurrent checkpoint cannot
+/// remove that WAL before the slot counts (it ERRORs if it was removed
+/// anyway, before anything of the engine checkpoint happened).
+pub fn reserve_slot() {
+    if !slot_possible() {
+        return;
+    }
+    // SAFETY: slot functions in a process with a PGPROC; the slot is
+    // acquired here and released before returning. While this process
+    // holds the slot nobody else changes its restart_lsn, so reading it
+    // without the slot's spinlock is safe (PostgreSQL's own code reads
+    // MyReplicationSlot->data.restart_lsn the same way).
+    unsafe {
+        acquire_slot();
         let slot = pg_sys::MyReplicationSlot;
-        std::ptr::write_volatile(&raw mut (*slot).data.restart_lsn, redo);
-        pg_sys::ReplicationSlotMarkDirty();
-        pg_sys::ReplicationSlotSave();
+        if (*slot).data.restart_lsn == 0 {
+            pg_sys::ReplicationSlotReserveWal();
+            pg_sys::ReplicationSlotMarkDirty();
+            pg_sys::ReplicationSlotSave();
+        }
+        pg_sys::ReplicationSlotRelease();
+    }
+}
+
+/// After an engine checkpoint: moves the slot's restart point forward to
+/// the engine's durable redo point, so PostgreSQL keeps exactly the WAL the
+/// engine may replay. As `pg_physical_replication_slot_advance` does, the
+/// new restart_lsn is stored under the slot's spinlock (other processes —
+/// the checkpointer computing the oldest WAL to keep, `pg_replication_slots`
+/// — read it under that lock), the slot is saved, and the required LSN is
+/// recomputed so WAL before it can be recycled.
+pub fn advance_slot() {
+    let redo = crate::pg::engine::engine().redo_position();
+    if redo == 0 || !slot_possible() {
+        return;
+    }
+    // SAFETY: as in `reserve_slot`; `mutex` is the slot's spinlock in shared
+    // memory, held only for the store (nothing in between can fail).
+    unsafe {
+        acquire_slot();
+        let slot = pg_sys::MyReplicationSlot;
+        let cur = (*slot).data.restart_lsn;
+        if cur == 0 {
+            // Invalidated since `reserve_slot`: setting it here would skip
+            // the reservation protocol; the next checkpoint reserves anew.
+            pgrx::warning!(
+                "orioledb: replication slot \"{}\" lost its WAL reservation; WAL since the engine's redo point may be removed before the next engine checkpoint",
+                SLOT_NAME.to_string_lossy()
+            );
+        } else if cur < redo {
+            let mutex = &raw mut (*slot).mutex;
+            pg_sys::SpinLockAcquire(mutex);
+            (*slot).data.restart_lsn = redo;
+            pg_sys::SpinLockRelease(mutex);
+            pg_sys::ReplicationSlotMarkDirty();
+            pg_sys::ReplicationSlotSave();
+        }
         pg_sys::ReplicationSlotRelease();
         pg_sys::ReplicationSlotsComputeRequiredLSN();
     }

@@ -1,56 +1,116 @@
-//! The control file `control`: which checkpoint is durable.
+//! The control file `control`: which checkpoint is durable, and which trees
+//! it holds.
 //!
 //! ```text
-//! 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 | crc32c u32
+//! version 2: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
+//!            24 ntrees u32 | ntrees x (db u32, rel u32) | crc32c u32
+//! version 1: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
+//!            24 crc32c u32                         (written by earlier builds; read only)
 //! ```
 //! It is replaced atomically (write a temporary file, sync, rename, sync the
 //! directory): the rename is the moment a checkpoint becomes durable.
+//!
+//! The tree list is what lets loading tell a lost map file from a leftover:
+//! a data file of a listed tree is never removed (without its map the tree
+//! is quarantined), one of an unlisted tree is garbage (created after the
+//! checkpoint, so WAL replay recreates it, or dropped before it).
+
+use crate::id::TreeId;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"ORDC");
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
+/// Length of a version 1 file, and the smallest length of any version.
 pub const CONTROL_LEN: usize = 28;
 
 /// Contents of the control file. Invariant: `checkpoint` names a checkpoint
-/// whose map files were all durable before this was written.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// whose map files were all durable before this was written, and `trees`
+/// (when known) lists every tree that checkpoint holds: each one with a
+/// map of it, and each quarantined one (whose map may be missing).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Control {
     pub checkpoint: u64,
     /// Opaque to the engine: the server stores the WAL position to replay from.
     pub redo: u64,
+    /// The trees of the checkpoint, sorted; None for a version 1 file,
+    /// which did not record them.
+    pub trees: Option<Vec<TreeId>>,
 }
 
 impl Control {
+    /// What a directory without a control file has: no checkpoint, no trees.
+    pub fn empty() -> Control {
+        Control {
+            checkpoint: 0,
+            redo: 0,
+            trees: Some(Vec::new()),
+        }
+    }
+
+    /// The version 2 encoding (a missing tree list is written empty).
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = Vec::with_capacity(CONTROL_LEN);
+        let trees = self.trees.as_deref().unwrap_or(&[]);
+        let mut b = Vec::with_capacity(CONTROL_LEN + 4 + trees.len() * 8);
         b.extend_from_slice(&MAGIC.to_le_bytes());
         b.extend_from_slice(&VERSION.to_le_bytes());
         b.extend_from_slice(&self.checkpoint.to_le_bytes());
         b.extend_from_slice(&self.redo.to_le_bytes());
+        b.extend_from_slice(&(trees.len() as u32).to_le_bytes());
+        for t in trees {
+            b.extend_from_slice(&t.db.to_le_bytes());
+            b.extend_from_slice(&t.rel.to_le_bytes());
+        }
         let c = crc32c::crc32c(&b);
         b.extend_from_slice(&c.to_le_bytes());
         b
     }
 
     pub fn decode(b: &[u8]) -> Result<Control, String> {
-        if b.len() != CONTROL_LEN {
+        let u32_at = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+        if b.len() < CONTROL_LEN {
             return Err(format!(
-                "control file has {} bytes, expected {CONTROL_LEN}",
+                "control file has {} bytes, expected at least {CONTROL_LEN}",
                 b.len()
             ));
         }
-        if crc32c::crc32c(&b[..24]) != u32::from_le_bytes(b[24..28].try_into().unwrap()) {
+        // The version decides where the checksum is; it is checked before
+        // anything read here is trusted.
+        let want = match u32_at(4) {
+            1 => CONTROL_LEN,
+            2 if b.len() >= CONTROL_LEN + 4 => (u32_at(24) as usize)
+                .checked_mul(8)
+                .and_then(|n| n.checked_add(CONTROL_LEN + 4))
+                .unwrap_or(usize::MAX),
+            2 => CONTROL_LEN + 4,
+            // A damaged version field: the checksum (at either place) says so.
+            _ => b.len(),
+        };
+        if b.len() != want {
+            return Err(format!(
+                "control file has {} bytes, expected {want}",
+                b.len()
+            ));
+        }
+        let end = b.len() - 4;
+        if crc32c::crc32c(&b[..end]) != u32_at(end) {
             return Err("control file checksum mismatch".into());
         }
-        if u32::from_le_bytes(b[0..4].try_into().unwrap()) != MAGIC {
+        if u32_at(0) != MAGIC {
             return Err("bad control file magic".into());
         }
-        let v = u32::from_le_bytes(b[4..8].try_into().unwrap());
-        if v != VERSION {
+        let v = u32_at(4);
+        if v != 1 && v != VERSION {
             return Err(format!("unsupported control file version {v}"));
         }
+        let trees = (v == VERSION).then(|| {
+            (0..u32_at(24) as usize)
+                .map(|i| TreeId::new(u32_at(28 + i * 8), u32_at(32 + i * 8)))
+                .collect()
+        });
         Ok(Control {
-            checkpoint: u64::from_le_bytes(b[8..16].try_into().unwrap()),
-            redo: u64::from_le_bytes(b[16..24].try_into().unwrap()),
+            checkpoint: u64_at(8),
+            redo: u64_at(16),
+            trees,
         })
     }
 }
@@ -61,17 +121,46 @@ mod tests {
 
     #[test]
     fn roundtrip_and_damage() {
-        let c = Control {
-            checkpoint: 42,
-            redo: 0x1234_5678,
-        };
-        let b = c.encode();
-        assert_eq!(Control::decode(&b), Ok(c));
-        for at in 0..b.len() {
-            let mut bad = b.clone();
-            bad[at] ^= 0x80;
-            assert!(Control::decode(&bad).is_err());
+        for trees in [vec![], vec![TreeId::new(5, 16384), TreeId::new(7, 1)]] {
+            let c = Control {
+                checkpoint: 42,
+                redo: 0x1234_5678,
+                trees: Some(trees),
+            };
+            let b = c.encode();
+            assert_eq!(Control::decode(&b), Ok(c));
+            for at in 0..b.len() {
+                let mut bad = b.clone();
+                bad[at] ^= 0x80;
+                assert!(Control::decode(&bad).is_err(), "flip at {at}");
+            }
+            for cut in 0..b.len() {
+                assert!(Control::decode(&b[..cut]).is_err(), "cut at {cut}");
+            }
         }
-        assert!(Control::decode(&b[..20]).is_err());
+    }
+
+    /// A control file written before trees were listed still loads; its
+    /// tree list is unknown.
+    #[test]
+    fn version_1_is_read() {
+        let mut b = Vec::new();
+        b.extend_from_slice(b"ORDC");
+        b.extend_from_slice(&1u32.to_le_bytes());
+        b.extend_from_slice(&9u64.to_le_bytes());
+        b.extend_from_slice(&77u64.to_le_bytes());
+        let c = crc32c::crc32c(&b);
+        b.extend_from_slice(&c.to_le_bytes());
+        assert_eq!(
+            Control::decode(&b),
+            Ok(Control {
+                checkpoint: 9,
+                redo: 77,
+                trees: None
+            })
+        );
+        let mut bad = b.clone();
+        bad[12] ^= 1;
+        assert!(Control::decode(&bad).is_err());
     }
 }

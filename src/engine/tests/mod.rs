@@ -3,6 +3,7 @@
 mod checkpoint;
 mod concurrency;
 mod corruption;
+mod durability;
 mod meta;
 mod model;
 mod recovery;

@@ -5,7 +5,7 @@
 use super::*;
 use crate::cmp::{Bytewise, KeyCmp};
 use crate::io::{CrashAfter, FileIo};
-use crate::wal::{MemWal, WalSink};
+use crate::wal::MemWal;
 use crate::TreeId;
 
 type Model = BTreeMap<TreeId, BTreeMap<Vec<u8>, Vec<u8>>>;
