@@ -656,6 +656,8 @@ pub unsafe fn update(
         let v = carry_locks(v, cid, &carried);
         tree.insert(new_id, &prefix, &v);
         crate::am::toast::placed();
+        // The insert may have pruned its leaf.
+        rows::after_change();
         crate::am::vismap::clear(rel, new_id);
         // After both writes: a point lookup that found the new key empty
         // and locks the table afterwards reads it again and finds this

@@ -202,12 +202,17 @@ thread_local! {
 }
 
 /// Transaction end (commit, abort, prepare): forgets cached tree handles
-/// and keys, and settles the queues of work done outside latches (see
-/// `toast::at_transaction_end`, `table::forget_doomed_map_entries`).
-pub fn forget_trees() {
+/// and keys, and settles the queues of work done outside latches: work left
+/// by a transaction that commits was done at its pre-commit
+/// ([`after_change`]); an abort drops the queued map-entry deletions
+/// (`table::forget_doomed_map_entries`) and dooms the toast values of a
+/// version never placed (`toast::at_transaction_end`).
+pub fn forget_trees(abort: bool) {
     TREES.with(|t| t.borrow_mut().clear());
     crate::am::table::forget_keys();
-    crate::am::table::forget_doomed_map_entries(None);
+    if abort {
+        crate::am::table::forget_doomed_map_entries(None);
+    }
     crate::am::toast::at_transaction_end();
 }
 

@@ -218,8 +218,14 @@ unsafe extern "C-unwind" fn xact_callback(
         // creates or unlinks the relation files at COMMIT/ROLLBACK PREPARED
         // (in whichever session, also after a restart), and the checkpointer's
         // sweep then drops every tree whose file is gone.
+        // Deletions queued by the last change of the transaction (pruning
+        // inside an UPDATE's insert of its new version, say) are done while
+        // it is still running.
+        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT | XACT_EVENT_PRE_PREPARE => {
+            crate::am::rows::after_change();
+        }
         XACT_EVENT_PREPARE => {
-            crate::am::rows::forget_trees();
+            crate::am::rows::forget_trees(false);
             crate::am::rekey::forget_pending();
             PENDING.with(|p| p.borrow_mut().clear());
         }
@@ -227,9 +233,9 @@ unsafe extern "C-unwind" fn xact_callback(
         | XACT_EVENT_PARALLEL_COMMIT
         | XACT_EVENT_ABORT
         | XACT_EVENT_PARALLEL_ABORT => {
-            crate::am::rows::forget_trees();
-            crate::am::rekey::forget_pending();
             let commit = matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT);
+            crate::am::rows::forget_trees(!commit);
+            crate::am::rekey::forget_pending();
             let want = if commit {
                 When::DropAtCommit
             } else {

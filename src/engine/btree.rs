@@ -375,23 +375,26 @@ impl Tree {
             Change::Keep => return Ok(out),
             Change::Delete => {
                 let Ok(i) = pos else { return Ok(out) };
+                // What can fail without changing anything comes first.
+                self.inner.before_modify(&mut g)?;
                 if log {
                     self.inner.log(&Record::Delete {
                         tree: self.id,
                         key: key.to_vec(),
                     });
                 }
-                self.inner.before_modify(&mut g)?;
-                g.page_mut().remove_at(i);
-                g.mark_dirty(epoch);
-                let underfull =
-                    g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
-                let leaf = g.page;
-                drop(g);
-                if let (true, Some(&parent)) = (underfull, path.last()) {
-                    self.try_merge(parent, leaf, epoch)?;
-                }
-                return Ok(out);
+                return self.inner.logged(log, || {
+                    g.page_mut().remove_at(i);
+                    g.mark_dirty(epoch);
+                    let underfull =
+                        g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
+                    let leaf = g.page;
+                    drop(g);
+                    if let (true, Some(&parent)) = (underfull, path.last()) {
+                        self.try_merge(parent, leaf, epoch)?;
+                    }
+                    Ok(out)
+                });
             }
             Change::Put(v) => v,
         };
@@ -401,6 +404,7 @@ impl Tree {
                 max: MAX_ITEM,
             });
         }
+        self.inner.before_modify(&mut g)?;
         if log {
             self.inner.log(&Record::Put {
                 tree: self.id,
@@ -408,7 +412,22 @@ impl Tree {
                 value: val.clone(),
             });
         }
-        self.inner.before_modify(&mut g)?;
+        self.inner
+            .logged(log, || self.put_logged(g, path, key, val, pos, epoch))
+            .map(|()| out)
+    }
+
+    /// The page change of a logged (or replayed) put: in place, after
+    /// pruning the leaf, or by a split.
+    fn put_logged(
+        &self,
+        mut g: PageGuard<'_>,
+        path: Vec<u32>,
+        key: &[u8],
+        val: Vec<u8>,
+        pos: std::result::Result<usize, usize>,
+        epoch: u64,
+    ) -> Result<()> {
         let mut pos = pos;
         let mut fits = match pos {
             Ok(i) => g.page_mut().replace_value(i, &val),
@@ -423,7 +442,7 @@ impl Tree {
         }
         if fits {
             g.mark_dirty(epoch);
-            return Ok(out);
+            return Ok(());
         }
         let mut items = owned_items(g.page());
         let at = match pos {
@@ -439,8 +458,7 @@ impl Tree {
         let (sep, right) = self.split(&mut g, items, at, epoch)?;
         let left = g.page;
         drop(g);
-        self.insert_into_parent(path, 1, sep, right, left, epoch)?;
-        Ok(out)
+        self.insert_into_parent(path, 1, sep, right, left, epoch)
     }
 
     /// Runs the tree's pruner over the whole leaf that covers `key` (or the

@@ -401,6 +401,21 @@ impl Inner {
         }
     }
 
+    /// Runs `apply`, the change of a record just logged (`logged`), as
+    /// one step with the log: an error from it is fatal, as in PostgreSQL,
+    /// where a failure after `XLogInsert` and before the page change is
+    /// complete is a PANIC — else the log would hold a change the tree
+    /// lacks (or, for a truncation, a root pointing at freed pages).
+    pub fn logged<T>(&self, logged: bool, apply: impl FnOnce() -> Result<T>) -> Result<T> {
+        let Some(w) = self.wal.as_ref().filter(|_| logged) else {
+            return apply();
+        };
+        w.enter_critical();
+        let r = apply();
+        w.leave_critical();
+        r.or_else(|e| w.fatal(&format!("a logged change could not be applied: {e}")))
+    }
+
     /// Puts a page (latched exclusively, already pre-imaged) on the free list.
     pub fn free_page(&self, slot: usize, g: &mut PageGuard) {
         g.page_mut().set_flag(F_DELETED, true);
@@ -1065,18 +1080,20 @@ impl Engine {
         if log {
             inner.log(&Record::Truncate { tree: id });
         }
-        let root = t.root();
-        let npages = t.file().npages();
-        for p in (0..npages).filter(|&p| p != root && !t.is_free(p)) {
-            // A resident copy would otherwise be written back later.
-            let mut g = inner.pool.fetch_new(inner, t.num, p)?;
-            inner.free_page(slot, &mut g);
-        }
-        let mut g = t.fetch(root, LatchMode::Exclusive)?;
-        inner.before_modify(&mut g)?;
-        g.page_mut().init(0, None, None, NO_PAGE);
-        g.mark_dirty(inner.epoch());
-        Ok(())
+        inner.logged(log, || {
+            let root = t.root();
+            let npages = t.file().npages();
+            for p in (0..npages).filter(|&p| p != root && !t.is_free(p)) {
+                // A resident copy would otherwise be written back later.
+                let mut g = inner.pool.fetch_new(inner, t.num, p)?;
+                inner.free_page(slot, &mut g);
+            }
+            let mut g = t.fetch(root, LatchMode::Exclusive)?;
+            inner.before_modify(&mut g)?;
+            g.page_mut().init(0, None, None, NO_PAGE);
+            g.mark_dirty(inner.epoch());
+            Ok(())
+        })
     }
 
     /// Drops a tree. Its files disappear when the next checkpoint is durable

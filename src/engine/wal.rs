@@ -43,6 +43,18 @@ pub trait WalSink: Send + Sync {
     fn redo_point(&self, checkpoint: u64) -> Lsn;
     /// Makes everything logged before `upto` durable.
     fn flush(&self, _upto: Lsn) {}
+    /// Entered right after a record is logged, left once its change is in
+    /// the tree: in between, a failure would leave the log with a change
+    /// the tree never got, so the engine reports any as [`Self::fatal`]
+    /// (and a server makes every error in between fatal: PostgreSQL's
+    /// critical section).
+    fn enter_critical(&self) {}
+    fn leave_critical(&self) {}
+    /// A logged change could not be applied: this process must not go on
+    /// (the server PANICs, and recovery applies the change from the log).
+    fn fatal(&self, what: &str) -> ! {
+        panic!("{what}")
+    }
 }
 
 /// One logged change.

@@ -124,6 +124,26 @@ impl WalSink for PgWal {
         }
     }
 
+    fn enter_critical(&self) {
+        // SAFETY: PostgreSQL's START_CRIT_SECTION: a process-local counter;
+        // while it is non-zero every ERROR is promoted to PANIC.
+        unsafe { pg_sys::CritSectionCount += 1 };
+    }
+
+    fn leave_critical(&self) {
+        // SAFETY: END_CRIT_SECTION of the enter above.
+        unsafe { pg_sys::CritSectionCount -= 1 };
+    }
+
+    fn fatal(&self, what: &str) -> ! {
+        pgrx::ereport!(
+            PgLogLevel::PANIC,
+            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+            format!("orioledb: {what}")
+        );
+        unreachable!("PANIC does not return")
+    }
+
     fn flush(&self, upto: Lsn) {
         // SAFETY: flushing WAL written so far (`upto` is the start of the
         // marker `redo_point` inserted); no-op during recovery.

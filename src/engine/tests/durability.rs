@@ -410,3 +410,49 @@ fn leftovers_of_trees_outside_the_durable_checkpoint_are_removed() {
     assert_eq!(StdIo::new().list(&db).unwrap(), vec!["1", "1-2.map"]);
     assert_eq!(contents(&e.tree(1).unwrap()).len(), 500);
 }
+
+/// A change whose record is logged but whose page change then fails (here:
+/// a split needs a buffer and writing out the victim fails) must not return
+/// an ordinary error: the log would hold a change the tree never got, and
+/// recovery would bring back what the caller was told failed. It is fatal,
+/// as a failure inside PostgreSQL's critical section is a PANIC; failures
+/// before logging stay ordinary errors with nothing logged.
+#[test]
+fn a_logged_change_that_cannot_be_applied_is_fatal() {
+    use crate::io::CrashAfter;
+    use crate::wal::MemWal;
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let dir = tempfile::tempdir().unwrap();
+    let io = Arc::new(CrashAfter::new(StdIo::new(), u64::MAX));
+    let wal = Arc::new(MemWal::default());
+    let e = Engine::open_logged(dir.path(), 16, io.clone(), Some(wal.clone())).unwrap();
+    let t = tree(&e, 1, -1);
+    // Larger than the pool: buffers are reused by writing dirty pages out.
+    for i in 0..2000 {
+        t.insert(&key(i), &value(i, 0, 300)).unwrap();
+    }
+    io.arm(0);
+    let mut fatal = false;
+    for i in 2000..6000 {
+        let before = wal.insert_position();
+        match catch_unwind(AssertUnwindSafe(|| t.insert(&key(i), &value(i, 0, 300)))) {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) => assert_eq!(
+                wal.insert_position(),
+                before,
+                "insert {i} failed with an error after its record was logged"
+            ),
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                assert!(msg.contains("could not be applied"), "unexpected panic: {msg}");
+                fatal = true;
+                break;
+            }
+        }
+    }
+    assert!(fatal, "no failure after logging was provoked");
+}
