@@ -37,6 +37,29 @@ suite_find_library() {
     [ -e "$SO" ] || die "orioledb_rs is not installed (run scripts/run.sh)"
 }
 
+# suite_take_library DIR: copies the installed library to DIR/orioledb_rs.so
+# (SO_COPY) once, for every cluster of the run, so that all runs load the same
+# build even when it is reinstalled meanwhile; SO_STAMP says which (checksum,
+# install time). Retries for a minute while a reinstall is under way.
+suite_take_library() {
+    SO_COPY="$1/orioledb_rs.so"
+    local _ before after
+    for _ in $(seq 30); do
+        before="$(stat -c '%Y %s' "$SO" 2>/dev/null || true)"
+        if [ -n "$before" ] && [ $(( $(date +%s) - ${before%% *} )) -ge 5 ] \
+            && cp "$SO" "$SO_COPY.tmp" 2>/dev/null \
+            && after="$(stat -c '%Y %s' "$SO" 2>/dev/null)" && [ "$before" = "$after" ]; then
+            mv -f "$SO_COPY.tmp" "$SO_COPY"
+            chmod 644 "$SO_COPY"
+            SO_STAMP="orioledb_rs.so md5 $(md5sum <"$SO_COPY" | cut -c1-12) $(date -u -d "@${before%% *}" '+%Y-%m-%d %H:%M:%S UTC')"
+            return 0
+        fi
+        sleep 2
+    done
+    rm -f "$SO_COPY.tmp"
+    die "cannot copy $SO (being reinstalled?)"
+}
+
 # ---------------------------------------------------------------- the source
 # suite_obtain_source FILE: sets SRC to an unpacked PostgreSQL 15 source tree
 # that has FILE (e.g. src/test/regress/parallel_schedule): $PG_SRC, or the
@@ -90,8 +113,8 @@ trap suite_cleanup EXIT
 # A fresh cluster in DIR/pgdata (DIR is emptied first) on PORT, its Unix socket
 # in DIR, server log DIR/postmaster.log, default_table_access_method TABLE_AM,
 # EXTRA_CONF (lines) appended to postgresql.conf last. With PRELOAD=yes it
-# preloads its own copy of the installed library (DIR/lib/orioledb_rs.so; its
-# checksum in DIR/library.txt).
+# preloads its own copy (DIR/lib/orioledb_rs.so) of the library
+# suite_take_library took (which one: DIR/library.txt).
 suite_start_cluster() {
     local am="$1" port="$2" dir="$3" preload="$4" tam="$5" extra="$6"
     local pgdata="$dir/pgdata" log="$dir/postmaster.log"
@@ -109,9 +132,9 @@ suite_start_cluster() {
         # dynamic_library_path first (preload, background worker), and the
         # extension's functions are pointed at that name (suite_create_extension).
         mkdir -p "$dir/lib"
-        cp "$SO" "$dir/lib/orioledb_rs.so" || die "cannot copy $SO"
+        cp "$SO_COPY" "$dir/lib/orioledb_rs.so" || die "cannot copy $SO_COPY"
         chmod -R a+rX "$dir/lib"
-        echo "orioledb_rs.so md5 $(md5sum <"$dir/lib/orioledb_rs.so" | cut -c1-12) $(date -u -r "$SO" '+%Y-%m-%d %H:%M:%S UTC')" >"$dir/library.txt"
+        echo "$SO_STAMP" >"$dir/library.txt"
     fi
     {
         if [ "$preload" = yes ]; then

@@ -26,7 +26,8 @@
 #
 # Each run gets a fresh cluster (port 54330 heap, 54331 orioledb, 54332 vanilla;
 # Unix socket in its result directory) that preloads its own copy of the installed
-# orioledb_rs.so (so a reinstall during the run changes nothing), with
+# orioledb_rs.so (taken once at the start, the same for every run: a reinstall
+# during the run changes nothing), with
 # default_table_access_method set to the access method under test. For heap and
 # orioledb (not vanilla), `CREATE EXTENSION orioledb_rs` is run in template1 (for the databases the tests
 # create), and the database "regression" is created from it with the settings
@@ -143,6 +144,7 @@ OUT="$RUN_DIR/regress"
 [ "$TEMP_HEAP" = yes ] && OUT="$OUT/temp-as-heap"
 mkdir -p "$OUT"
 chmod 755 "$RUN_DIR/regress" "$OUT"
+suite_take_library "$OUT"
 
 # --------------------------------------- regress.so, refint.so, autoinc.so (PGXS)
 build_modules() {
