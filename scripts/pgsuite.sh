@@ -4,9 +4,10 @@
 # fresh cluster per access method and compare heap with orioledb. Sourced after
 # lib.sh, not executed.
 #
-# The caller sets KEEP (yes|no) before it starts a cluster; this file sets SO,
-# SO_CHANGED, SRC and STARTED, and installs an EXIT trap that stops the
-# clusters it started (unless KEEP=yes).
+# The caller sets KEEP=yes to leave its clusters running and OUT (its result
+# directory, <OUT>/<am>/results.txt ...) for the summary; the functions set
+# PGXS_DIR, SO, SO_COPY, SO_STAMP, SO_CHANGED, SRC and STARTED. An EXIT trap
+# stops the clusters started here (unless KEEP=yes).
 #
 # Environment overrides (both scripts):
 #   PG_SRC            an unpacked PostgreSQL 15 source tree to use instead
@@ -16,12 +17,13 @@
 PG_SRC_VERSION="${PG_SRC_VERSION:-15.18-0+deb12u1}"
 SO_CHANGED=no
 STARTED=()
-KEEP="${KEEP:-no}"
+KEEP=no
 
 # The tools of the server-dev package: sets PGXS_DIR (<pgxs>, the parent of
 # src/test/regress/pg_regress and src/test/isolation/pg_isolation_regress).
 suite_find_pgxs() {
     [ -x "$PG_BINDIR/postgres" ] || die "no PostgreSQL 15 server at $PG_BINDIR (run scripts/setup.sh)"
+    # shellcheck disable=SC2034  # used by the scripts that source this file
     PGXS_DIR="$(dirname "$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")")"   # <pgxs>/src/makefiles/pgxs.mk
 }
 
@@ -308,6 +310,7 @@ suite_summary_body() {
 # passed in every run and no server crashed.
 suite_subset_verdict() {
     local list="$1" noun="$2" am failed=0 n
+    # shellcheck disable=SC2086  # a word count of the list
     n=$(echo $list | wc -w)
     for am in $AMS; do
         if grep -qv ' ok$' "$OUT/$am/results.txt" || [ -s "$OUT/$am/crashes.txt" ] \
