@@ -20,14 +20,14 @@
 # Each run gets a fresh cluster (port 54340 heap, 54341 orioledb; Unix socket in
 # its result directory) that preloads its own copy of the installed
 # orioledb_rs.so (taken once at the start, the same for every run: a reinstall
-# during the run changes nothing), with
-# default_table_access_method set to the access method under test,
-# `CREATE EXTENSION orioledb_rs` in template1, and the database
+# during the run changes nothing), with default_table_access_method set to the
+# access method under test, `CREATE EXTENSION orioledb_rs` in template1, and the database
 # "isolation_regression" created from it with the settings pg_regress gives it
 # (pg_isolation_regress --use-existing) — all as scripts/regress.sh does (the
 # shared parts are in scripts/pgsuite.sh). Unlike regress.sh's, the orioledb
 # cluster runs with the extension's default settings (ISOLATION_ORIOLEDB_CONF
-# is empty): the suite creates far fewer tables than the regression suite. The
+# is empty): the suite creates far fewer tables than the regression suite, and
+# no spec needs more engine metadata or checkpoints (docs/isolation.md). The
 # run is `make installcheck` in src/test/isolation (pg_isolation_regress
 # --schedule=isolation_schedule: every spec runs alone) against that server.
 #
