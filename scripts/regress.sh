@@ -26,7 +26,8 @@
 #
 # Each run gets a fresh cluster (port 54330 heap, 54331 orioledb, 54332 vanilla;
 # Unix socket in its result directory) that preloads its own copy of the installed
-# orioledb_rs.so (so a reinstall during the run changes nothing), with
+# orioledb_rs.so (taken once at the start, the same for every run: a reinstall
+# during the run changes nothing), with
 # default_table_access_method set to the access method under test. For heap and
 # orioledb (not vanilla), `CREATE EXTENSION orioledb_rs` is run in template1 (for the databases the tests
 # create), and the database "regression" is created from it with the settings
@@ -59,6 +60,8 @@
 set -euo pipefail
 # shellcheck source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=pgsuite.sh
+. "$(dirname "${BASH_SOURCE[0]}")/pgsuite.sh"
 require_root
 
 # Tests run by --subset, in this order (pg_regress runs them one at a time):
@@ -95,7 +98,6 @@ REGRESS_SUBSET="${REGRESS_TESTS:-$REGRESS_SUBSET}"
 REGRESS_ORIOLEDB_CONF="${REGRESS_ORIOLEDB_CONF-orioledb.main_buffers = 512MB
 orioledb.checkpoint_timeout = 1s}"
 
-PG_SRC_VERSION="${PG_SRC_VERSION:-15.18-0+deb12u1}"
 MAX_CONN="${REGRESS_MAX_CONNECTIONS:-4}"
 HEAP_PORT="${REGRESS_HEAP_PORT:-54330}"
 ORIOLEDB_PORT_R="${REGRESS_ORIOLEDB_PORT:-54331}"
@@ -131,18 +133,10 @@ if [ "$SUBSET" = yes ] && [ -z "$(echo $REGRESS_SUBSET)" ]; then
     die "REGRESS_SUBSET is empty: set it at the top of $0"
 fi
 
-[ -x "$PG_BINDIR/postgres" ] || die "no PostgreSQL 15 server at $PG_BINDIR (run scripts/setup.sh)"
-PGXS_DIR="$(dirname "$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")")"   # <pgxs>/src/makefiles/pgxs.mk
+suite_find_pgxs
 PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress"
 [ -x "$PG_REGRESS" ] || die "no pg_regress at $PG_REGRESS (package postgresql-server-dev-15)"
-SO="$("$PG_CONFIG" --pkglibdir)/orioledb_rs.so"
-# (a reinstall may be under way: give it a minute)
-for _ in $(seq 30); do
-    [ -e "$SO" ] && [ $(( $(date +%s) - $(stat -c %Y "$SO") )) -ge 5 ] && break
-    sleep 2
-done
-[ -e "$SO" ] || die "orioledb_rs is not installed (run scripts/run.sh)"
-SO_CHANGED=no
+suite_find_library
 
 choose_run_dir
 OUT="$RUN_DIR/regress"
@@ -150,39 +144,7 @@ OUT="$RUN_DIR/regress"
 [ "$TEMP_HEAP" = yes ] && OUT="$OUT/temp-as-heap"
 mkdir -p "$OUT"
 chmod 755 "$RUN_DIR/regress" "$OUT"
-
-# ---------------------------------------------------------------- the source
-obtain_source() {
-    if [ -n "${PG_SRC:-}" ]; then
-        SRC="$(cd "$PG_SRC" && pwd -P)"
-        [ -f "$SRC/src/test/regress/parallel_schedule" ] || die "PG_SRC=$PG_SRC has no src/test/regress"
-        return
-    fi
-    local dl="$RUN_DIR/pgsrc"
-    local upstream="${PG_SRC_VERSION%%-*}"
-    SRC="$dl/postgresql-15-$upstream"
-    if [ -f "$SRC/src/test/regress/parallel_schedule" ]; then
-        return
-    fi
-    say "fetch the PostgreSQL source (Debian source package postgresql-15=$PG_SRC_VERSION)"
-    command -v dpkg-source >/dev/null || run apt-get install -y -q dpkg-dev
-    if ! apt-cache showsrc postgresql-15 2>/dev/null | grep -q "^Version: $PG_SRC_VERSION\$"; then
-        local sources=/etc/apt/sources.list.d/debian.sources
-        if [ -f "$sources" ] && grep -q '^Types: deb$' "$sources"; then
-            note "enable deb-src in $sources"
-            sed -i 's/^Types: deb$/Types: deb deb-src/' "$sources"
-        fi
-        run apt-get update -q >/dev/null
-    fi
-    mkdir -p "$dl"
-    rm -rf "$SRC"
-    (cd "$dl" && run apt-get source -q --download-only "postgresql-15=$PG_SRC_VERSION") \
-        || die "could not download the source of postgresql-15=$PG_SRC_VERSION (set PG_SRC_VERSION, or PG_SRC to an unpacked tree)"
-    # (the signature cannot be checked without the uploader's key: gpgv says so)
-    (cd "$dl" && run dpkg-source -q -x "postgresql-15_$PG_SRC_VERSION.dsc" "$SRC" >/dev/null) \
-        || die "dpkg-source -x failed"
-    chmod -R a+rX "$SRC"
-}
+suite_take_library "$OUT"
 
 # --------------------------------------- regress.so, refint.so, autoinc.so (PGXS)
 build_modules() {
@@ -277,81 +239,28 @@ EOF
 
 # ------------------------------------------------------------------ one run
 # run_suite AM PORT: fresh cluster, the suite, results in $OUT/<am>
-STARTED=()
-cleanup() {
-    if [ "$KEEP" = no ]; then
-        local d
-        for d in "${STARTED[@]}"; do stop_cluster "$d" >/dev/null 2>&1 || true; done
-    fi
-}
-trap cleanup EXIT
-
 run_suite() {
     local am="$1" port="$2"
     local dir="$OUT/$am"
-    local pgdata="$dir/pgdata" log="$dir/postmaster.log"
-    say "[$am] fresh cluster on port $port ($pgdata)"
-    stop_cluster "$pgdata" >/dev/null 2>&1 || true
-    rm -rf "$dir"
-    mkdir -p "$dir"
-    chown "$PG_USER": "$dir"
-    chmod 755 "$dir"
-    local preload=yes tam="$am"
+    local pgdata="$dir/pgdata"
+    local preload=yes tam="$am" extra=""
     if [ "$am" = vanilla ]; then preload=no; tam=heap; fi
-    init_cluster "$pgdata" "$port" "$dir" "$preload"
-    if [ "$preload" = yes ]; then
-        # Each cluster loads its own copy of the library, so that reinstalling
-        # it (cargo pgrx install, scripts/test.sh) during the run cannot break
-        # or change the run: the name "orioledb_rs" is looked up in
-        # dynamic_library_path first (preload, background worker), and the
-        # extension's functions are pointed at that name (below).
-        mkdir -p "$dir/lib"
-        cp "$SO" "$dir/lib/orioledb_rs.so" || die "cannot copy $SO"
-        chmod -R a+rX "$dir/lib"
-        echo "orioledb_rs.so md5 $(md5sum <"$dir/lib/orioledb_rs.so" | cut -c1-12) $(date -u -r "$SO" '+%Y-%m-%d %H:%M:%S UTC')" >"$dir/library.txt"
+    if [ "$TEMP_HEAP" = yes ] && [ "$preload" = yes ]; then
+        # after orioledb_rs, so that this hook runs before orioledb_rs's
+        extra="shared_preload_libraries = 'orioledb_rs, $LIB/temp_heap'"
     fi
-    {
-        if [ "$preload" = yes ]; then
-            echo "dynamic_library_path = '$dir/lib:\$libdir'"
-        fi
-        if [ "$TEMP_HEAP" = yes ] && [ "$preload" = yes ]; then
-            # after orioledb_rs, so that this hook runs before orioledb_rs's
-            echo "shared_preload_libraries = 'orioledb_rs, $LIB/temp_heap'"
-        fi
-        echo "default_table_access_method = '$tam'"
-        # what pg_regress --temp-instance would add
-        echo "max_prepared_transactions = 2"
-        echo "log_line_prefix = '%m [%p] %q%a '"
-        echo "log_lock_waits = on"
-        if [ "$am" = orioledb ] && [ -n "$REGRESS_ORIOLEDB_CONF" ]; then
-            printf '%s\n' "$REGRESS_ORIOLEDB_CONF"
-        fi
-    } >>"$pgdata/postgresql.conf"
-    touch "$log"
-    chown "$PG_USER": "$log"
-    start_cluster "$pgdata" "$log"
-    STARTED+=("$pgdata")
+    if [ "$am" = orioledb ] && [ -n "$REGRESS_ORIOLEDB_CONF" ]; then
+        extra="${extra:+$extra
+}$REGRESS_ORIOLEDB_CONF"
+    fi
+    suite_start_cluster "$am" "$port" "$dir" "$preload" "$tam" "$extra"
 
-    local psql=("$PG_BINDIR/psql" -X -q -h "$dir" -p "$port" -U postgres -v ON_ERROR_STOP=1)
     local opts=()
     if [ "$am" != vanilla ]; then
         # The extension in template1 (for the databases the tests create) and
         # in "regression" — for heap too, so both runs have the same catalogs
-        # (pg_am lists orioledb in both) and differ only in the access method;
-        # in "regression", made here from template1 (pg_regress would use
-        # template0, then CREATE EXTENSION; the result is the same), with the
-        # settings pg_regress gives it; --use-existing keeps it.
-        (cd / && "${psql[@]}" -d template1 \
-            -c "CREATE EXTENSION orioledb_rs" \
-            -c "UPDATE pg_proc SET probin = 'orioledb_rs' WHERE probin = '\$libdir/orioledb_rs'" \
-            && "${psql[@]}" -d postgres \
-            -c "CREATE DATABASE regression TEMPLATE template1" \
-            -c "ALTER DATABASE regression SET lc_messages TO 'C'" \
-            -c "ALTER DATABASE regression SET lc_monetary TO 'C'" \
-            -c "ALTER DATABASE regression SET lc_numeric TO 'C'" \
-            -c "ALTER DATABASE regression SET lc_time TO 'C'" \
-            -c "ALTER DATABASE regression SET bytea_output TO 'hex'" \
-            -c "ALTER DATABASE regression SET timezone_abbreviations TO 'Default'") \
+        # (pg_am lists orioledb in both) and differ only in the access method.
+        { suite_create_extension "$dir" "$port" && suite_create_database "$dir" "$port" regression; } \
             || die "[$am] creating the extension and the database failed"
         opts+=(--use-existing)
     fi
@@ -381,43 +290,17 @@ run_suite() {
         --host="$dir" --port="$port" \
         "${opts[@]}" "${tests[@]}" >"$dir/pg_regress.log" 2>&1) || rc=$?
     note "[$am] pg_regress exited with $rc after $(( $(date +%s) - t0 )) s"
-    if grep -q 'could not access file "[^"]*orioledb_rs"' "$log"; then
-        SO_CHANGED=yes
-        warn "[$am] the server could not load orioledb_rs during the run: these results are not reliable"
-    fi
-    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-        warn "[$am] the suite did not finish within $TIMEOUT s (REGRESS_TIMEOUT); results are partial"
-    elif [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
-        tail -n 20 "$dir/pg_regress.log" >&2 || true
-        die "[$am] pg_regress could not run the suite (exit $rc; log $dir/pg_regress.log)"
-    fi
-    # pg_regress deletes regression.out (and .diffs) when every test passed;
-    # its stdout has the same per-test lines.
-    [ -s "$dir/regression.out" ] || cp "$dir/pg_regress.log" "$dir/regression.out"
-    results_of "$dir/regression.out" >"$dir/results.txt"
-    [ -s "$dir/results.txt" ] || die "[$am] pg_regress ran no test (log $dir/pg_regress.log)"
+    suite_scan_log "$am" "$dir"
+    suite_check_exit "$am" "$rc" "$TIMEOUT" REGRESS_TIMEOUT "$dir/pg_regress.log"
+    suite_results "$am" "$dir" "$dir/pg_regress.log"
 
-    # Crashes: the postmaster logs every backend that died of a signal, with its query.
-    # (Backends that exit with code 1 after a FATAL are not logged; the logical
-    # replication launcher's "exited with exit code 1" at shutdown is normal.)
-    grep -A3 -E 'terminated by signal|terminated by exception|server process .* exited with exit code|PANIC:' "$log" \
-        | grep -E 'terminated by|exited with|PANIC:|Failed process was running' >"$dir/crashes.txt" || true
-    # Other signs of trouble worth a look, whichever test caused them.
-    grep -E 'orioledb: checkpoint failed|engine metadata is full|Too many open files|while in ABORT state|did not find subXID|could not access file "[^"]*orioledb_rs"' "$log" \
-        | sed -E 's/^[0-9-]+ [0-9:.]+ [A-Z]+ \[[0-9]+\] //; s/[0-9]+/N/g' | sort | uniq -c | sort -rn >"$dir/alerts.txt" || true
     if [ "$KEEP" = no ]; then
         stop_cluster "$pgdata"
     fi
 }
 
-# "name status" lines of one regression.out (status: ok, FAILED, ignored)
-results_of() {
-    sed -n -E 's/^(test |     )([^ ]+) +\.\.\. (ok|FAILED|failed \(ignored\)).*/\2 \3/p' "$1" \
-        | sed 's/failed (ignored)/ignored/'
-}
-
 # ------------------------------------------------------------------ main
-obtain_source
+suite_obtain_source src/test/regress/parallel_schedule
 note "source: $SRC"
 build_modules
 
@@ -427,14 +310,7 @@ done
 
 SUMMARY="$OUT/summary.txt"
 {
-    echo "PostgreSQL regression suite ($SRC, $("$PG_CONFIG" --version)) on $(date -u '+%Y-%m-%d %H:%M UTC')"
-    echo "repository: $(git -C "$PROJECT_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)$( [ -n "$(git -C "$PROJECT_DIR" status --porcelain --untracked-files=no 2>/dev/null)" ] && echo ' (with uncommitted changes)')"
-    for am in $AMS; do
-        [ -f "$OUT/$am/library.txt" ] && echo "$am: $(cat "$OUT/$am/library.txt")"
-    done
-    if [ "$SO_CHANGED" = yes ]; then
-        echo "WARNING: a server could not load orioledb_rs during the run; the results are not reliable"
-    fi
+    suite_summary_head "PostgreSQL regression suite"
     if [ "$SUBSET" = yes ]; then
         echo "tests: REGRESS_SUBSET (serial)"
     else
@@ -448,44 +324,7 @@ SUMMARY="$OUT/summary.txt"
     fi
     echo
     # one row per test, in schedule order
-    first="${AMS%% *}"
-    printf '%-30s' "test"
-    for am in $AMS; do printf ' %-9s' "$am"; done
-    echo
-    while read -r name _; do
-        printf '%-30s' "$name"
-        for am in $AMS; do
-            st="$(awk -v n="$name" '$1 == n { print $2; exit }' "$OUT/$am/results.txt")"
-            printf ' %-9s' "${st:-missing}"
-        done
-        echo
-    done <"$OUT/$first/results.txt"
-    echo
-    for am in $AMS; do
-        total=$(wc -l <"$OUT/$am/results.txt")
-        ok=$(grep -c ' ok$' "$OUT/$am/results.txt" || true)
-        echo "$am: $ok of $total tests pass"
-        if [ -s "$OUT/$am/crashes.txt" ]; then
-            echo "$am: SERVER CRASHES (from $OUT/$am/postmaster.log):"
-            sed 's/^/    /' "$OUT/$am/crashes.txt"
-        fi
-        if [ -s "$OUT/$am/alerts.txt" ]; then
-            echo "$am: server log alerts (count, message):"
-            head -n 10 "$OUT/$am/alerts.txt" | sed 's/^/    /'
-        fi
-    done
-    if [[ " $AMS " == *" heap "* && " $AMS " == *" orioledb "* ]]; then
-        both=$(awk 'NR == FNR { if ($2 == "ok") h[$1] = 1; next } ($2 == "ok" && ($1 in h)) { n++ } END { print n + 0 }' \
-            "$OUT/heap/results.txt" "$OUT/orioledb/results.txt")
-        heap_ok=$(grep -c ' ok$' "$OUT/heap/results.txt" || true)
-        pct=$(awk -v a="$both" -v b="$heap_ok" 'BEGIN { if (b) printf "%.1f", 100 * a / b; else print "0" }')
-        echo
-        echo "$both of $heap_ok tests that pass on heap also pass on orioledb ($pct%)"
-        echo
-        echo "pass on heap, fail on orioledb:"
-        awk 'NR == FNR { if ($2 == "ok") h[$1] = 1; next } ($2 != "ok" && ($1 in h)) { printf "    %s\n", $1 }' \
-            "$OUT/heap/results.txt" "$OUT/orioledb/results.txt"
-    fi
+    suite_summary_body tests
     echo
     for am in $AMS; do
         echo "$am: diffs in $OUT/$am/regression.diffs, server log $OUT/$am/postmaster.log"
@@ -502,17 +341,6 @@ if [ "$KEEP" = yes ]; then
 fi
 
 if [ "$SUBSET" = yes ]; then
-    failed=0
-    for am in $AMS; do
-        [ "$am" = orioledb ] || continue
-        if grep -qv ' ok$' "$OUT/$am/results.txt" || [ -s "$OUT/$am/crashes.txt" ] \
-            || [ "$(wc -l <"$OUT/$am/results.txt")" -ne "$(echo $REGRESS_SUBSET | wc -w)" ]; then
-            failed=1
-        fi
-    done
-    if [ "$failed" = 1 ]; then
-        die "--subset: tests failed (see $SUMMARY)"
-    fi
-    say "--subset: all $(echo $REGRESS_SUBSET | wc -w) tests pass"
+    suite_subset_verdict "$REGRESS_SUBSET" tests
 fi
 exit 0

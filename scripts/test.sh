@@ -9,8 +9,10 @@
 #                      cluster that preloads orioledb_rs (stopped and removed at exit)
 #   6. regress         scripts/regress.sh --subset: a fixed subset of PostgreSQL's
 #                      regression suite with default_table_access_method = orioledb
+#   7. isolation       scripts/isolation.sh --subset: a fixed subset of PostgreSQL's
+#                      isolation suite (concurrent sessions) on orioledb
 #
-# Steps 2-6 all run even if an earlier one fails (except that 5 and 6 need 4).
+# Steps 2-7 all run even if an earlier one fails (except that 5, 6 and 7 need 4).
 # Logs: <run dir>/test-logs/. Environment overrides: ORIOLEDB_TEST_PORT (54316),
 # ORIOLEDB_RUN_DIR, ORIOLEDB_TEST_KEEP=1 (keep the integration cluster).
 set -euo pipefail
@@ -205,6 +207,17 @@ if [ "$INSTALL_RESULT" = PASS ]; then
     step regress 1200 --no-count scripts/regress.sh --subset
 else
     record regress "SKIPPED (install failed)" 0 ""
+fi
+
+# ---------------------------------------------------------------- 7. isolation
+# A fixed subset of PostgreSQL 15's isolation suite (row locks, EvalPlanQual,
+# foreign keys, ON CONFLICT, MERGE, deadlocks; docs/isolation.md) on a cluster
+# whose default table access method is orioledb, with the extension's default
+# settings. Uses the source regress.sh fetched (or fetches it).
+if [ "$INSTALL_RESULT" = PASS ]; then
+    step isolation 600 --no-count scripts/isolation.sh --subset
+else
+    record isolation "SKIPPED (install failed)" 0 ""
 fi
 
 [ "$FAILED" = 0 ]
