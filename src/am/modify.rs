@@ -123,6 +123,19 @@ unsafe fn check_id_limit(rel: pg_sys::Relation, id: u64) {
     }
 }
 
+/// A delete or update of a version that owns toast values holds the toast
+/// relation as heap does when it deletes the old values (heap_toast_delete):
+/// so REINDEX CONCURRENTLY of the toast relation waits for the transaction.
+fn lock_toast_relation(rel: pg_sys::Relation) {
+    // SAFETY: an open relation; locking an existing relation's OID.
+    unsafe {
+        let toast = (*(*rel).rd_rel).reltoastrelid;
+        if toast != pg_sys::InvalidOid {
+            pg_sys::LockRelationOid(toast, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        }
+    }
+}
+
 /// The toast values a version formed here owns.
 fn owned_toast(v: &[u8]) -> Vec<(u32, u32)> {
     Header::decode(v)
@@ -170,7 +183,8 @@ enum Decision {
     /// Applied. For an update: the row locks still running on the old
     /// version, which the new version must carry (heap keeps them too, so
     /// a FOR KEY SHARE of a foreign-key check still protects the key).
-    Done(Vec<(Xid, LockMode)>),
+    /// And whether the version owns toast values.
+    Done(Vec<(Xid, LockMode)>, bool),
     Wait(Xid),
     Fail(UpdateCheck, Header),
     Missing,
@@ -262,7 +276,7 @@ fn decide_and_apply(
                         if let Action::Lock(mode) = action {
                             if held >= mode && !updater {
                                 // Already held at least as strongly.
-                                return (Change::Keep, Decision::Done(Vec::new()));
+                                return (Change::Keep, Decision::Done(Vec::new(), false));
                             }
                         }
                         if updater {
@@ -364,7 +378,8 @@ fn decide_and_apply(
         } else {
             carried.clear();
         }
-        (Change::Put(nv), Decision::Done(carried))
+        let toasted = !version::tail_and_toast(&h, v).1.is_empty();
+        (Change::Put(nv), Decision::Done(carried, toasted))
     })
 }
 
@@ -525,7 +540,10 @@ unsafe fn change_with_wait(
         let r = loop {
             pgrx::check_for_interrupts!();
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
-                Decision::Done(locks) => {
+                Decision::Done(locks, toasted) => {
+                    if toasted {
+                        lock_toast_relation(rel);
+                    }
                     crate::am::vismap::clear(rel, id);
                     // After the write, as in insert: a reader that locks
                     // this row id later finds the new xmax when it reads.
@@ -769,7 +787,7 @@ unsafe fn lock_chain(
                 Action::Lock(mode),
                 false,
             ) {
-                Decision::Done(_) => {
+                Decision::Done(..) => {
                     let v = get_version(tree, id).expect("locked version exists");
                     store_version(rel, slot, id, &v);
                     to_item_pointer(id, &mut *tidp);
@@ -1083,7 +1101,7 @@ unsafe fn lock_successors(
                     Action::Lock(LockMode::KeyShare),
                     true,
                 ) {
-                    Decision::Done(_) => break,
+                    Decision::Done(..) => break,
                     Decision::Missing | Decision::Fail(UpdateCheck::Invisible, _) => return Ok(()),
                     Decision::Wait(x) => {
                         if !wait_for(rel, x, next, wait_policy) {

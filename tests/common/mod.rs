@@ -360,7 +360,7 @@ pub fn postmaster_pid(env: &TestEnv) -> u32 {
 /// wait until it is gone, then start the server again; it runs crash recovery.
 /// Hold [`exclusive`] while calling this.
 /// Processes whose parent is `pid`.
-fn children_of(pid: u32) -> Vec<u32> {
+pub fn children_of(pid: u32) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
