@@ -156,6 +156,14 @@ fn tag_of(tree: u32, page: u32) -> u64 {
 impl Pool {
     /// A pool in ordinary process memory with spin latches (tests, tools).
     pub fn private(nbuffers: usize) -> Pool {
+        let latches = Arc::new(SpinLatches::new(PoolRegion::latch_count(nbuffers)));
+        Self::private_with(nbuffers, latches)
+    }
+
+    /// A pool in ordinary process memory with the given latches (at least
+    /// `PoolRegion::latch_count(nbuffers)`), e.g. reader-preferring ones
+    /// that behave like the server's LWLocks.
+    pub fn private_with(nbuffers: usize, latches: Arc<dyn LatchSet>) -> Pool {
         assert!(nbuffers >= 8, "a pool needs at least 8 buffers");
         let layout = std::alloc::Layout::from_size_align(PoolRegion::size(nbuffers), 4096).unwrap();
         // SAFETY: layout has non-zero size.
@@ -163,7 +171,6 @@ impl Pool {
         assert!(!base.is_null(), "out of memory for the page pool");
         // SAFETY: freshly allocated, aligned, exclusively ours.
         unsafe { PoolRegion::format(base, nbuffers) };
-        let latches = Arc::new(SpinLatches::new(PoolRegion::latch_count(nbuffers)));
         // SAFETY: formatted above for nbuffers; latches sized for it.
         let mut pool = unsafe { Pool::attach(base, nbuffers, latches) };
         pool.owned = Some(Arc::new(OwnedRegion(base, layout)));
