@@ -418,7 +418,14 @@ impl Tree {
     }
 
     /// The page change of a logged (or replayed) put: in place, after
-    /// pruning the leaf, or by a split.
+    /// pruning the leaf, or by a split. `pos` is where `key` was found (or
+    /// belongs) when the leaf was latched.
+    ///
+    /// A refused replace or insert changes nothing (`PageMut`'s contract),
+    /// but pruning removes and shrinks items, so after it every position is
+    /// looked up again, and the split takes the items and the position from
+    /// the leaf as it is then; pruning never touches `key` itself, so a key
+    /// that appeared or vanished meanwhile is reported as damage.
     fn put_logged(
         &self,
         mut g: PageGuard<'_>,
@@ -428,22 +435,21 @@ impl Tree {
         pos: std::result::Result<usize, usize>,
         epoch: u64,
     ) -> Result<()> {
-        let mut pos = pos;
-        let mut fits = match pos {
+        let present = pos.is_ok();
+        let put = |g: &mut PageGuard, pos: std::result::Result<usize, usize>| match pos {
             Ok(i) => g.page_mut().replace_value(i, &val),
             Err(i) => g.page_mut().insert_at(i, key, &val),
         };
+        let mut fits = put(&mut g, pos);
         if !fits && self.prune_leaf(&mut g, key)? {
-            pos = g.page().search(&*self.cmp(), key);
-            fits = match pos {
-                Ok(i) => g.page_mut().replace_value(i, &val),
-                Err(i) => g.page_mut().insert_at(i, key, &val),
-            };
+            let pos = self.position(&g, key, present)?;
+            fits = put(&mut g, pos);
         }
         if fits {
             g.mark_dirty(epoch);
             return Ok(());
         }
+        let pos = self.position(&g, key, present)?;
         let mut items = owned_items(g.page());
         let at = match pos {
             Ok(i) => {
@@ -459,6 +465,29 @@ impl Tree {
         let left = g.page;
         drop(g);
         self.insert_into_parent(path, 1, sep, right, left, epoch)
+    }
+
+    /// Where `key` is (Ok) or belongs (Err) on the latched leaf now;
+    /// `present` says whether it was there when the leaf was latched.
+    fn position(
+        &self,
+        g: &PageGuard,
+        key: &[u8],
+        present: bool,
+    ) -> Result<std::result::Result<usize, usize>> {
+        let pos = g.page().search(&*self.cmp(), key);
+        if pos.is_ok() != present {
+            return Err(self.damaged(format!(
+                "key {} leaf {} while it was latched exclusively",
+                if present {
+                    "vanished from"
+                } else {
+                    "appeared on"
+                },
+                g.page
+            )));
+        }
+        Ok(pos)
     }
 
     /// Runs the tree's pruner over the whole leaf that covers `key` (or the
@@ -488,13 +517,22 @@ impl Tree {
         }
         if !drop_at.is_empty() || !replace.is_empty() {
             self.inner.before_modify(&mut g)?;
-            for (i, nv) in replace {
-                g.page_mut().replace_value(i, &nv);
-            }
+            // Same-length replacements are written in place and never
+            // refused (a refused one would have changed nothing).
+            let refused = replace
+                .into_iter()
+                .filter(|(i, nv)| !g.page_mut().replace_value(*i, nv))
+                .count();
             for &i in drop_at.iter().rev() {
                 g.page_mut().remove_at(i);
             }
             g.mark_dirty(epoch);
+            if refused > 0 {
+                return Err(self.damaged(format!(
+                    "leaf {} refused {refused} same-length replacements",
+                    g.page
+                )));
+            }
         }
         // Also when nothing was pruned now: an earlier merge attempt may
         // have failed because the right sibling was full at the time.
@@ -621,6 +659,16 @@ impl Tree {
                 None => {
                     let root_lock = self.root_lock();
                     if self.root() == left {
+                        // Built aside before a page is even allocated.
+                        let items = [
+                            (&b""[..], &child_value(left)[..]),
+                            (&sep[..], &child_value(child)[..]),
+                        ];
+                        let mut rbuf = vec![0u8; PAGE_SIZE];
+                        if !PageMut(&mut rbuf).build(level, None, None, NO_PAGE, items.into_iter())
+                        {
+                            return Err(self.damaged("new root does not fit"));
+                        }
                         let r = self.alloc_page()?;
                         let fetched = self.inner.pool.fetch_new(&*self.inner, self.num, r);
                         let mut gr = match fetched {
@@ -632,16 +680,7 @@ impl Tree {
                         };
                         // A new page holds nothing the checkpoint needs.
                         self.inner.before_modify(&mut gr)?;
-                        let items = [
-                            (&b""[..], &child_value(left)[..]),
-                            (&sep[..], &child_value(child)[..]),
-                        ];
-                        if !gr
-                            .page_mut()
-                            .build(level, None, None, NO_PAGE, items.into_iter())
-                        {
-                            return Err(self.damaged("new root does not fit"));
-                        }
+                        gr.page_mut().0.copy_from_slice(&rbuf);
                         gr.mark_dirty(epoch);
                         self.set_root(r);
                         return Ok(());
@@ -751,22 +790,25 @@ impl Tree {
         if need > PAGE_SIZE * 3 / 4 {
             return Ok(());
         }
-        let mut items = owned_items(lp);
-        items.extend(owned_items(rp));
-        let (low, high, rr) = (
-            lp.low().map(<[u8]>::to_vec),
-            rp.high().map(<[u8]>::to_vec),
+        // The merged leaf is built aside and replaces the live left page
+        // only once it is complete: if it did not fit after all (the pages'
+        // sizes lied), all three pages are left as they were.
+        let mut merged = vec![0u8; PAGE_SIZE];
+        if !PageMut(&mut merged).build(
+            0,
+            lp.low(),
+            rp.high(),
             rp.right(),
-        );
+            lp.items().chain(rp.items()),
+        ) {
+            return Err(self.damaged(format!(
+                "leaves {left} and {right} do not fit one page although their sizes say so"
+            )));
+        }
         self.inner.before_modify(&mut gp)?;
         self.inner.before_modify(&mut gl)?;
         self.inner.before_modify(&mut gr)?;
-        if !gl
-            .page_mut()
-            .build(0, low.as_deref(), high.as_deref(), rr, as_slices(&items))
-        {
-            return Err(self.damaged("merge result does not fit"));
-        }
+        gl.page_mut().0.copy_from_slice(&merged);
         gp.page_mut().remove_at(i + 1);
         gl.mark_dirty(epoch);
         gp.mark_dirty(epoch);

@@ -7,7 +7,8 @@
 //! header (64 B) | descriptors (64 B each) | hash buckets (u32 each) | pages (8 KB each)
 //! ```
 //! Latch numbering in the [`LatchSet`]: buffer `i` is latch `i`; mapping
-//! partition `j` is latch `nbuffers + j`; then the checkpoint barrier.
+//! partition `j` is latch `nbuffers + j`; then the checkpoint barrier and
+//! the checkpoint gate (see `engine::Barrier`).
 //!
 //! Lock order: buffer latches (tree order), then mapping partitions, then
 //! process-local mutexes of the store. A partition latch is never held while
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub const NPART: usize = 128;
-const GLOBAL_LATCHES: usize = 1;
+const GLOBAL_LATCHES: usize = 2;
 const REGION_MAGIC: u64 = u64::from_le_bytes(*b"ORDPOOL1");
 const EMPTY: u64 = u64::MAX;
 const NONE: u32 = u32::MAX;
@@ -40,6 +41,10 @@ struct Header {
     nbuffers: u64,
     nbuckets: u64,
     clock: AtomicU64,
+    /// Non-zero while a checkpoint wants or holds the barrier exclusively
+    /// (it holds the gate latch meanwhile): new shared entrants wait on the
+    /// gate instead of taking the barrier (see `engine::Barrier`).
+    ckpt_wants: AtomicU32,
 }
 
 /// One buffer's state. Invariants: `tag` is `EMPTY` or the (tree, page) the
@@ -156,6 +161,14 @@ fn tag_of(tree: u32, page: u32) -> u64 {
 impl Pool {
     /// A pool in ordinary process memory with spin latches (tests, tools).
     pub fn private(nbuffers: usize) -> Pool {
+        let latches = Arc::new(SpinLatches::new(PoolRegion::latch_count(nbuffers)));
+        Self::private_with(nbuffers, latches)
+    }
+
+    /// A pool in ordinary process memory with the given latches (at least
+    /// `PoolRegion::latch_count(nbuffers)`), e.g. reader-preferring ones
+    /// that behave like the server's LWLocks.
+    pub fn private_with(nbuffers: usize, latches: Arc<dyn LatchSet>) -> Pool {
         assert!(nbuffers >= 8, "a pool needs at least 8 buffers");
         let layout = std::alloc::Layout::from_size_align(PoolRegion::size(nbuffers), 4096).unwrap();
         // SAFETY: layout has non-zero size.
@@ -163,7 +176,6 @@ impl Pool {
         assert!(!base.is_null(), "out of memory for the page pool");
         // SAFETY: freshly allocated, aligned, exclusively ours.
         unsafe { PoolRegion::format(base, nbuffers) };
-        let latches = Arc::new(SpinLatches::new(PoolRegion::latch_count(nbuffers)));
         // SAFETY: formatted above for nbuffers; latches sized for it.
         let mut pool = unsafe { Pool::attach(base, nbuffers, latches) };
         pool.owned = Some(Arc::new(OwnedRegion(base, layout)));
@@ -237,6 +249,17 @@ impl Pool {
     /// The latch that orders tree modifications against checkpoint start.
     pub fn barrier_latch(&self) -> usize {
         self.n + NPART
+    }
+
+    /// The latch a checkpoint holds exclusively while it wants or holds the
+    /// barrier; entrants that see [`Self::checkpoint_wants`] wait on it.
+    pub fn gate_latch(&self) -> usize {
+        self.n + NPART + 1
+    }
+
+    /// The "a checkpoint wants the barrier" flag (shared by every process).
+    pub fn checkpoint_wants(&self) -> &AtomicU32 {
+        &self.header().ckpt_wants
     }
 
     fn header(&self) -> &Header {

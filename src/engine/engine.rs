@@ -113,23 +113,80 @@ pub struct Tree {
     pub(crate) pruner: Option<Arc<dyn crate::btree::Pruner>>,
 }
 
+thread_local! {
+    /// Checkpoint barriers (of any pool) this thread holds shared. A nested
+    /// entry must not wait at the gate: the checkpoint it would wait for is
+    /// itself waiting for the barrier this thread already holds.
+    static BARRIERS_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
 /// Holds the checkpoint barrier shared for the length of one tree
 /// modification, so a checkpoint starts between operations, never inside.
-pub(crate) struct Barrier<'a>(&'a Pool);
+///
+/// The barrier must not rely on the latch implementation to favour the
+/// checkpoint's exclusive acquisition: PostgreSQL's LWLocks admit a new
+/// shared holder whenever nobody holds the lock exclusively, so overlapping
+/// statements could keep the checkpoint out forever. So a checkpoint first
+/// takes the *gate* latch exclusively and sets the pool's
+/// `checkpoint_wants` flag ([`CheckpointStart`]); an entrant that sees the
+/// flag waits on the gate (shared, released at once) before taking the
+/// barrier, unless it already holds a barrier (a nested entry proceeds).
+/// Only operations already inside, or that read the flag just before it
+/// was set, are left for the checkpoint to wait for. The fast path is one
+/// atomic load of a flag that only checkpoints write, plus a thread-local
+/// count.
+///
+/// Not `Send`: the thread that entered counts it and must drop it.
+pub(crate) struct Barrier<'a>(&'a Pool, std::marker::PhantomData<*const ()>);
 
 impl<'a> Barrier<'a> {
     pub fn enter(pool: &'a Pool) -> Self {
+        let held = BARRIERS_HELD.get();
+        if pool.checkpoint_wants().load(Ordering::Acquire) != 0 && held == 0 {
+            let gate = pool.gate_latch();
+            pool.latches().acquire(gate, LatchMode::Shared);
+            pool.latches().release(gate, LatchMode::Shared);
+        }
         pool.latches()
             .acquire(pool.barrier_latch(), LatchMode::Shared);
-        Barrier(pool)
+        BARRIERS_HELD.set(held + 1);
+        Barrier(pool, std::marker::PhantomData)
     }
 }
 
 impl Drop for Barrier<'_> {
     fn drop(&mut self) {
+        BARRIERS_HELD.set(BARRIERS_HELD.get().saturating_sub(1));
         self.0
             .latches()
             .release(self.0.barrier_latch(), LatchMode::Shared);
+    }
+}
+
+/// Holds the checkpoint barrier exclusively (the start of a checkpoint),
+/// with the gate latch and the `checkpoint_wants` flag that keep new
+/// shared entrants out meanwhile (see [`Barrier`]). Lock order: the gate,
+/// then the barrier; the gate is only ever held shared for an instant by
+/// entrants that hold nothing else of the engine, so taking it cannot
+/// starve, and once the flag is set the barrier's holders drain.
+pub(crate) struct CheckpointStart<'a>(&'a Pool);
+
+impl<'a> CheckpointStart<'a> {
+    pub fn enter(pool: &'a Pool) -> Self {
+        let l = pool.latches();
+        l.acquire(pool.gate_latch(), LatchMode::Exclusive);
+        pool.checkpoint_wants().store(1, Ordering::Release);
+        l.acquire(pool.barrier_latch(), LatchMode::Exclusive);
+        CheckpointStart(pool)
+    }
+}
+
+impl Drop for CheckpointStart<'_> {
+    fn drop(&mut self) {
+        let (pool, l) = (self.0, self.0.latches());
+        l.release(pool.barrier_latch(), LatchMode::Exclusive);
+        pool.checkpoint_wants().store(0, Ordering::Release);
+        l.release(pool.gate_latch(), LatchMode::Exclusive);
     }
 }
 
@@ -1146,9 +1203,7 @@ impl Engine {
         // After a failed fsync no checkpoint may be reported durable: the
         // retry's fsync would "succeed" over pages the kernel dropped.
         inner.check_poison()?;
-        let latches = inner.pool.latches();
-        let barrier = inner.pool.barrier_latch();
-        latches.acquire(barrier, LatchMode::Exclusive);
+        let start = CheckpointStart::enter(&inner.pool);
         let n = meta.next_epoch().load(Ordering::Acquire);
         // With a log, the redo point is its position now: every change before
         // it is in this image, none after it (changes log under the barrier).
@@ -1168,7 +1223,7 @@ impl Engine {
                 .checkpoint_start(n, meta.slot(slot).root.load(Ordering::Acquire));
         }
         at_start();
-        latches.release(barrier, LatchMode::Exclusive);
+        drop(start);
 
         let result = self
             .write_images(n, &trees)

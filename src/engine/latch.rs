@@ -31,23 +31,39 @@ pub trait LatchSet: Send + Sync {
 }
 
 const WRITER: u32 = 1 << 31;
-/// Set by a waiting writer so that new readers queue behind it: without it a
-/// steady stream of readers (every tree writer holds the checkpoint barrier
-/// shared) would starve the checkpoint's exclusive acquisition.
+/// Set by a waiting writer so that new readers queue behind it (only in
+/// writer-preferring sets). The engine does not rely on it: PostgreSQL's
+/// LWLocks have no such preference, so the checkpoint barrier keeps its
+/// exclusive acquirer from starving by itself (`engine::Barrier`).
 const WAITING: u32 = 1 << 30;
 
 /// Reader/writer spin latches on plain atomics, for tests and benchmarks.
 ///
 /// Invariant: the low bits count readers, `WRITER` marks the one writer
-/// (never together with readers), `WAITING` only blocks new readers.
+/// (never together with readers), `WAITING` only blocks new readers (and is
+/// never set when `prefer_writers` is off).
 pub struct SpinLatches {
     words: Vec<AtomicU32>,
+    prefer_writers: bool,
 }
 
 impl SpinLatches {
+    /// Writer-preferring latches: a waiting writer holds off new readers.
     pub fn new(n: usize) -> Self {
         SpinLatches {
             words: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            prefer_writers: true,
+        }
+    }
+
+    /// Reader-preferring latches, as PostgreSQL's LWLocks are: a shared
+    /// acquisition succeeds whenever no writer holds the latch, even while
+    /// a writer waits, so a steady stream of overlapping readers can keep a
+    /// writer out indefinitely. Tests use them to model the server.
+    pub fn reader_preferring(n: usize) -> Self {
+        SpinLatches {
+            prefer_writers: false,
+            ..Self::new(n)
         }
     }
 }
@@ -60,7 +76,7 @@ impl LatchSet for SpinLatches {
     fn acquire(&self, i: usize, mode: LatchMode) {
         let mut spins = 0u32;
         while !self.try_acquire(i, mode) {
-            if mode == LatchMode::Exclusive {
+            if mode == LatchMode::Exclusive && self.prefer_writers {
                 let w = &self.words[i];
                 w.fetch_or(WAITING, Ordering::Relaxed);
                 if w.compare_exchange(WAITING, WRITER, Ordering::Acquire, Ordering::Relaxed)
@@ -120,6 +136,33 @@ mod tests {
         assert!(l.try_acquire(0, LatchMode::Exclusive));
         assert!(!l.try_acquire(0, LatchMode::Shared));
         l.release(0, LatchMode::Exclusive);
+    }
+
+    /// With a writer waiting, a new reader is held off by the default
+    /// latches and let in by the LWLock-like ones.
+    #[test]
+    fn waiting_writer_and_new_readers() {
+        for lwlock_like in [false, true] {
+            let l = Arc::new(if lwlock_like {
+                SpinLatches::reader_preferring(1)
+            } else {
+                SpinLatches::new(1)
+            });
+            assert!(l.try_acquire(0, LatchMode::Shared));
+            let l2 = l.clone();
+            let w = std::thread::spawn(move || {
+                l2.acquire(0, LatchMode::Exclusive);
+                l2.release(0, LatchMode::Exclusive);
+            });
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            let admitted = l.try_acquire(0, LatchMode::Shared);
+            assert_eq!(admitted, lwlock_like);
+            if admitted {
+                l.release(0, LatchMode::Shared);
+            }
+            l.release(0, LatchMode::Shared);
+            w.join().unwrap();
+        }
     }
 
     #[test]

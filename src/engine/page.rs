@@ -154,10 +154,31 @@ impl<'a> PageRef<'a> {
     pub fn items(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + '_ {
         (0..self.nitems()).map(move |i| (self.key(i), self.value(i)))
     }
+
+    /// Writes this page without garbage into `out` (a page-sized buffer),
+    /// with item `i`'s value replaced by `val` when `replace` is given.
+    /// False if the items do not fit, which the free-space accounting of a
+    /// valid page rules out; `out` is then unspecified, this page untouched.
+    fn rebuild_into(&self, out: &mut [u8], replace: Option<(usize, &[u8])>) -> bool {
+        let items = self.items().enumerate().map(|(j, (k, v))| match replace {
+            Some((i, nv)) if i == j => (k, nv),
+            _ => (k, v),
+        });
+        let mut q = PageMut(out);
+        if !q.build(self.level(), self.low(), self.high(), self.right(), items) {
+            return false;
+        }
+        q.set_flag(F_DELETED, self.is_deleted());
+        true
+    }
 }
 
 /// Mutable access to a page. Invariant as for [`PageRef`]; every method
-/// keeps the layout valid or returns `false` and changes nothing.
+/// keeps the layout valid or returns `false` and changes nothing (not a
+/// byte), in release builds too: a failed step of a multi-step change is
+/// built aside and never reaches the page. ([`PageMut::build`] is the
+/// exception: it formats a page from scratch, so callers build into a
+/// scratch buffer unless the page is new.)
 pub struct PageMut<'a>(pub &'a mut [u8]);
 
 impl<'a> PageMut<'a> {
@@ -222,7 +243,8 @@ impl<'a> PageMut<'a> {
         self.0[12..16].copy_from_slice(&right.to_le_bytes());
     }
 
-    /// Inserts an item at slot `i`, compacting if needed. False if it cannot fit.
+    /// Inserts an item at slot `i`, compacting if needed. False (and the
+    /// page unchanged) if it cannot fit.
     pub fn insert_at(&mut self, i: usize, key: &[u8], val: &[u8]) -> bool {
         let need = item_space(key.len(), val.len());
         let pr = self.as_ref();
@@ -230,7 +252,12 @@ impl<'a> PageMut<'a> {
             if pr.total_free() < need {
                 return false;
             }
-            self.compact();
+            let mut tmp = [0u8; PAGE_SIZE];
+            if !pr.rebuild_into(&mut tmp, None) || PageRef(&tmp).contiguous_free() < need {
+                // Only if the free-space accounting lies: refuse, unchanged.
+                return false;
+            }
+            self.0.copy_from_slice(&tmp);
         }
         let p = &mut *self.0;
         let n = rd16(p, 6);
@@ -259,41 +286,66 @@ impl<'a> PageMut<'a> {
         wr16(p, 10, g + freed);
     }
 
-    /// Replaces the value of item `i`: in place when the length is unchanged.
+    /// Replaces the value of item `i`. False if the new value does not fit
+    /// even after compaction; the page is then unchanged, byte for byte, so
+    /// a caller may go on to split it with item `i` where it was.
+    ///
+    /// A value no longer than the old one is written in place (a shorter
+    /// one leaves the rest of the old bytes as garbage); a longer one goes
+    /// to the free space if it fits there (the old item's bytes become
+    /// garbage), else the page is rebuilt without garbage in a scratch
+    /// buffer that replaces the page only once the whole rebuild fit.
     pub fn replace_value(&mut self, i: usize, val: &[u8]) -> bool {
         let pr = self.as_ref();
-        if pr.value(i).len() == val.len() {
-            let o = pr.item_off(i);
-            let kl = rd16(self.0, o);
-            self.0[o + 4 + kl..o + 4 + kl + val.len()].copy_from_slice(val);
+        let o = pr.item_off(i);
+        let (kl, old_len) = (rd16(pr.0, o), rd16(pr.0, o + 2));
+        let garbage = pr.garbage();
+        if val.len() <= old_len {
+            let p = &mut *self.0;
+            p[o + 4 + kl..o + 4 + kl + val.len()].copy_from_slice(val);
+            if val.len() < old_len {
+                wr16(p, o + 2, val.len());
+                wr16(p, 10, garbage + old_len - val.len());
+            }
             return true;
         }
-        let key = pr.key(i).to_vec();
-        let old_len = pr.value(i).len();
+        let len = 4 + kl + val.len();
+        if pr.contiguous_free() >= len {
+            let upper = pr.upper() - len;
+            let p = &mut *self.0;
+            wr16(p, upper, kl);
+            wr16(p, upper + 2, val.len());
+            p.copy_within(o + 4..o + 4 + kl, upper + 4);
+            p[upper + 4 + kl..upper + len].copy_from_slice(val);
+            wr16(p, HEADER + 2 * i, upper);
+            wr16(p, 8, upper);
+            wr16(p, 10, garbage + 4 + kl + old_len);
+            return true;
+        }
+        // Room once the old item's bytes and the garbage are reclaimed?
         if pr.total_free() + old_len < val.len() {
             return false;
         }
-        self.remove_at(i);
-        let ok = self.insert_at(i, &key, val);
-        debug_assert!(ok);
-        ok
+        let mut tmp = [0u8; PAGE_SIZE];
+        if !pr.rebuild_into(&mut tmp, Some((i, val))) {
+            // Only if the free-space accounting lies: refuse, unchanged.
+            return false;
+        }
+        self.0.copy_from_slice(&tmp);
+        true
     }
 
-    /// Rewrites the data area without garbage.
-    pub fn compact(&mut self) {
+    /// Rewrites the data area without garbage. False (and the page
+    /// unchanged) only if the items do not fit a fresh page, which the
+    /// free-space accounting of a valid page rules out.
+    #[must_use]
+    pub fn compact(&mut self) -> bool {
         let mut tmp = [0u8; PAGE_SIZE];
-        tmp.copy_from_slice(self.0);
-        let old = PageRef(&tmp);
-        let items: Vec<(&[u8], &[u8])> = old.items().collect();
-        let ok = self.build(
-            old.level(),
-            old.low(),
-            old.high(),
-            old.right(),
-            items.into_iter(),
-        );
-        debug_assert!(ok);
-        self.set_flag(F_DELETED, old.is_deleted());
+        if !self.as_ref().rebuild_into(&mut tmp, None) {
+            return false;
+        }
+        self.0.copy_from_slice(&tmp);
+        true
     }
 }
 
@@ -398,7 +450,7 @@ mod tests {
         assert_eq!(p.as_ref().low(), Some(&b"a"[..]));
         assert_eq!(p.as_ref().high(), Some(&b"z"[..]));
         let before = p.as_ref().total_free();
-        p.compact();
+        assert!(p.compact());
         assert_eq!(p.as_ref().total_free(), before);
         assert_eq!(p.as_ref().contiguous_free(), before);
         validate(&buf).unwrap();
@@ -419,6 +471,148 @@ mod tests {
         assert!(
             p.insert_at(0, &[0, 0, 0, 0], &[1; 100]),
             "garbage must be reusable"
+        );
+    }
+
+    /// Bytes the items, their slots and the bound keys need on a page.
+    fn needed(items: &[(Vec<u8>, Vec<u8>)], low: &[u8], high: &[u8]) -> usize {
+        HEADER
+            + low.len()
+            + high.len()
+            + items
+                .iter()
+                .map(|(k, v)| item_space(k.len(), v.len()))
+                .sum::<usize>()
+    }
+
+    #[test]
+    fn replace_value_that_does_not_fit_leaves_the_page_byte_identical() {
+        let mut buf = page();
+        let mut p = PageMut(&mut buf);
+        p.init(0, Some(b"a"), Some(b"z"), NO_PAGE);
+        let mut n = 0u16;
+        while p.insert_at(n as usize, &[b'b', n as u8], &[7; 300]) {
+            n += 1;
+        }
+        // Garbage in the middle, so a fit would need compaction.
+        p.remove_at(3);
+        p.remove_at(5);
+        let r = p.as_ref();
+        let (free, old) = (r.total_free(), r.value(4).len());
+        assert!(r.contiguous_free() < free);
+        let before = buf.clone();
+        let mut p = PageMut(&mut buf);
+        assert!(!p.replace_value(4, &vec![1; free + old + 1]));
+        assert!(buf == before, "a failed replace changed the page");
+        // One byte less fits exactly (after compaction).
+        let mut p = PageMut(&mut buf);
+        assert!(p.replace_value(4, &vec![1; free + old]));
+        assert_eq!(p.as_ref().total_free(), 0);
+        assert_eq!(p.as_ref().value(4), &vec![1; free + old][..]);
+        assert_eq!(p.as_ref().key(4), &[b'b', 5]);
+        validate(&buf).unwrap();
+        // Nothing fits now: neither a longer value nor a new item.
+        let before = buf.clone();
+        let mut p = PageMut(&mut buf);
+        assert!(!p.replace_value(0, &[2; 301]));
+        assert!(!p.insert_at(0, b"a", b""));
+        assert!(buf == before, "a failed change changed the page");
+    }
+
+    /// The room checks trust the page's garbage count; if a bug elsewhere
+    /// ever left it too high, a change that then turns out not to fit must
+    /// still be refused without touching the page (the old code removed
+    /// the item and wrote the new one over the slot array).
+    #[test]
+    fn changes_are_refused_unchanged_when_the_free_space_accounting_lies() {
+        let mut buf = page();
+        let mut p = PageMut(&mut buf);
+        p.init(0, None, None, NO_PAGE);
+        let mut n = 0u16;
+        while p.insert_at(n as usize, &n.to_be_bytes(), &[3; 200]) {
+            n += 1;
+        }
+        let real = p.as_ref().total_free();
+        assert!(real < 300);
+        // Claim 1000 bytes of garbage that are not there.
+        let g = rd16(&buf, 10);
+        wr16(&mut buf, 10, g + 1000);
+        assert!(validate(&buf).is_err());
+        let before = buf.clone();
+        let mut p = PageMut(&mut buf);
+        assert!(!p.replace_value(1, &vec![4; 200 + real + 100]));
+        assert!(buf == before, "a refused replace changed the page");
+        let mut p = PageMut(&mut buf);
+        assert!(!p.insert_at(0, b"new", &[5; 500]));
+        assert!(buf == before, "a refused insert changed the page");
+    }
+
+    /// Random inserts, removals and replacements (shorter, equal, longer)
+    /// against a model: every change keeps the page valid, succeeds
+    /// exactly when the items fit a page, and a refused one changes no byte.
+    #[test]
+    fn replace_and_insert_agree_with_a_model() {
+        let mut seed = 777u64;
+        let mut rnd = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as usize) % n
+        };
+        let (low, high) = (b"0".to_vec(), b"zzzz".to_vec());
+        let mut buf = page();
+        PageMut(&mut buf).init(0, Some(&low), Some(&high), NO_PAGE);
+        let mut model: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let (mut refused, mut rebuilt) = (0, 0);
+        for step in 0..20_000usize {
+            let before = buf.clone();
+            let mut p = PageMut(&mut buf);
+            let op = rnd(10);
+            let big = rnd(4) == 0;
+            let len = rnd(if big { 2000 } else { 200 });
+            let val = vec![(step % 251) as u8; len];
+            if model.is_empty() || op < 3 {
+                let k = format!("k{:05}", rnd(100_000)).into_bytes();
+                let Err(i) = p.as_ref().search(&crate::cmp::Bytewise, &k) else {
+                    continue;
+                };
+                let mut m = model.clone();
+                m.insert(i, (k.clone(), val.clone()));
+                let fits = needed(&m, &low, &high) <= PAGE_SIZE;
+                assert_eq!(p.insert_at(i, &k, &val), fits, "step {step}: insert");
+                if fits {
+                    model = m;
+                }
+            } else if op < 5 {
+                let i = rnd(model.len());
+                p.remove_at(i);
+                model.remove(i);
+            } else {
+                let i = rnd(model.len());
+                let mut m = model.clone();
+                m[i].1 = val.clone();
+                let fits = needed(&m, &low, &high) <= PAGE_SIZE;
+                let needs_rebuild = val.len() > model[i].1.len()
+                    && p.as_ref().contiguous_free() < 4 + model[i].0.len() + val.len();
+                assert_eq!(p.replace_value(i, &val), fits, "step {step}: replace");
+                if fits {
+                    model = m;
+                    rebuilt += needs_rebuild as usize;
+                }
+            }
+            if buf == before {
+                refused += 1;
+            }
+            validate(&buf).unwrap_or_else(|e| panic!("step {step}: {e}"));
+            let got: Vec<_> = PageRef(&buf)
+                .items()
+                .map(|(k, v)| (k.to_vec(), v.to_vec()))
+                .collect();
+            assert!(got == model, "step {step}: contents differ from the model");
+        }
+        assert!(
+            refused > 100 && rebuilt > 100,
+            "{refused} refused, {rebuilt} rebuilt"
         );
     }
 
