@@ -1327,7 +1327,8 @@ impl Engine {
     }
 
     /// Makes checkpoint `n` durable once every map is written: directory
-    /// syncs, the log up to `redo`, then the control file's rename.
+    /// syncs (database directories, then the engine directory that names
+    /// them), the log up to `redo`, then the control file's rename.
     fn commit_checkpoint(
         &self,
         n: u64,
@@ -1343,6 +1344,15 @@ impl Engine {
             let d = inner.db_dir(db);
             inner.io.sync_dir(&d).map_err(inner.sync_failed(&d))?;
         }
+        // The engine directory too: it holds the names of the database
+        // directories, and one created since the last checkpoint is not
+        // durable yet. Synced only after the control file's rename, a power
+        // cut could keep that rename (the control file naming the new
+        // database's trees) and lose the directory with their maps and data.
+        inner
+            .io
+            .sync_dir(&inner.dir)
+            .map_err(inner.sync_failed(&inner.dir))?;
         // The images may embody decisions (pruning, hint bits) taken from
         // commits logged before the redo point: make that log durable before
         // the images become the checkpoint.

@@ -2,7 +2,7 @@
 //! concurrent writers, and a crash injected at every I/O step.
 
 use super::*;
-use crate::io::{CrashAfter, FileIo};
+use crate::io::{CrashAfter, FileIo, PowerCut, PowerLoss};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -293,6 +293,67 @@ fn crash_at_every_step_of_a_checkpoint() {
         }
         steps += 1;
     }
+}
+
+/// The first checkpoint after a tree of a new database appeared creates
+/// that database's directory: a power cut at any step of it, in many
+/// random ways, leaves either the previous checkpoint or the new one,
+/// complete, with the new database's tree in it. (Before the checkpoint
+/// synced the engine directory ahead of writing the control file, a cut
+/// before its last step — the engine directory's sync after the rename —
+/// could keep the rename and lose the new directory: the tree came back
+/// quarantined, "map file is missing".)
+#[test]
+fn power_loss_while_a_new_database_is_checkpointed() {
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(PowerLoss::new(dir.path()));
+    let e = Engine::open(dir.path(), 24, fs.clone()).unwrap();
+    let a = tree(&e, 1, 1);
+    for i in 0..500 {
+        a.insert(&key(i), &value(i, 0, 80)).unwrap();
+    }
+    assert_eq!(e.checkpoint(0).unwrap(), 1);
+    let before = contents(&a);
+    let b = e
+        .open_tree(crate::TreeId::new(7, 3), TreeOptions::default())
+        .unwrap();
+    for i in 0..500 {
+        b.insert(&key(i), &value(i, 7, 80)).unwrap();
+    }
+    let want_b = contents(&b);
+    let first = fs.steps() + 1;
+    fs.capture_at(first..first + 1000);
+    assert_eq!(e.checkpoint(0).unwrap(), 2);
+    let mut caps = fs.take_captures();
+    caps.push((fs.steps() + 1, fs.fork()));
+    let mut outcomes = [0usize; 2];
+    for (at, f) in &caps {
+        for cut in [PowerCut::DropUnsynced]
+            .into_iter()
+            .chain((0..40).map(|i| PowerCut::Random(at * 100 + i)))
+        {
+            let f = Arc::new(f.fork());
+            f.power_loss(cut);
+            let e = Engine::open(dir.path(), 24, f).unwrap();
+            let n = e.durable_checkpoint();
+            let when = format!("before step {} of checkpoint 2, {cut:?}", at - first + 1);
+            let damage = e.take_load_damage();
+            assert!(damage.is_empty(), "{when}: damage at load: {damage:?}");
+            assert!(contents(&tree(&e, 1, 1)) == before, "{when}");
+            let b = e.tree(crate::TreeId::new(7, 3));
+            match n {
+                1 => assert!(b.is_err(), "{when}: tree of checkpoint 2 in checkpoint 1"),
+                2 => {
+                    let b = b.unwrap_or_else(|err| panic!("{when}: {err}"));
+                    assert_valid(&b);
+                    assert!(contents(&b) == want_b, "{when}");
+                }
+                _ => panic!("{when}: checkpoint {n}"),
+            }
+            outcomes[n as usize - 1] += 1;
+        }
+    }
+    assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
 }
 
 /// The first state-changing step at or after `from` of the fixture's
