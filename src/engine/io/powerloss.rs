@@ -39,9 +39,10 @@
 //! often.
 //!
 //! Files live in memory (contents shared copy-on-write between forks), under
-//! one root directory that always exists; paths outside it are an error.
-//! Only the engine's paths matter: the engine creates its own directory with
-//! `std::fs` before any `FileIo` call, so the root is that directory.
+//! one root directory that always exists, durably (so do the directories it
+//! is in: creating or syncing them does nothing); other paths outside it
+//! are an error. The root may be the engine directory itself, or a
+//! directory the engine directory is created in.
 //! [`PowerLoss::fork`] copies the whole state (cheaply), so a test can cut
 //! the power in several ways at one instant, and
 //! [`PowerLoss::capture_at`] forks automatically just before given steps,
@@ -523,6 +524,12 @@ impl PowerLoss {
         chooser.report
     }
 
+    /// Whether `path` is a directory the root is in (it exists, durably:
+    /// creating or syncing it does nothing).
+    fn above_root(&self, path: &Path) -> bool {
+        path != self.root && self.root.starts_with(path)
+    }
+
     /// The path's components below the root.
     fn comps(&self, path: &Path) -> io::Result<Vec<String>> {
         let rel = path.strip_prefix(&self.root).map_err(|_| {
@@ -705,6 +712,10 @@ impl FileIo for PowerLoss {
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        if self.above_root(dir) {
+            // The root's name is durable already.
+            return self.step(&self.root, |_, _| Ok(()));
+        }
         self.step(dir, |fs, comps| {
             // fsync of an open directory (or, as StdIo would, of a file).
             let ino = fs.lookup(&comps).ok_or_else(|| not_found(dir))?;
@@ -733,8 +744,10 @@ impl FileIo for PowerLoss {
     }
 
     fn exists(&self, path: &Path) -> bool {
-        self.read(path, |fs, comps| Ok(fs.lookup(&comps).is_some()))
-            .unwrap_or(false)
+        self.above_root(path)
+            || self
+                .read(path, |fs, comps| Ok(fs.lookup(&comps).is_some()))
+                .unwrap_or(false)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -748,6 +761,9 @@ impl FileIo for PowerLoss {
     }
 
     fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        if self.above_root(dir) {
+            return self.step(&self.root, |_, _| Ok(()));
+        }
         self.step(dir, |fs, comps| {
             // Like create_dir_all: every missing level.
             for n in 1..=comps.len() {
@@ -968,5 +984,10 @@ mod tests {
         assert_eq!(fs.read_file(&p("f")).unwrap(), b"a");
         assert!(fs.read_at(&p("f"), 0, &mut [0u8; 2]).is_err());
         assert!(fs.write_at(Path::new("/elsewhere"), 0, b"x").is_err());
+        // The directories the root is in exist, durably.
+        assert!(fs.exists(Path::new("/nonexistent")));
+        fs.sync_dir(Path::new("/nonexistent")).unwrap();
+        fs.create_dir(&root()).unwrap();
+        assert!(fs.sync_dir(Path::new("/elsewhere")).is_err());
     }
 }

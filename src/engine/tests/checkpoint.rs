@@ -356,6 +356,33 @@ fn power_loss_while_a_new_database_is_checkpointed() {
     assert!(outcomes.iter().all(|&n| n > 0), "{outcomes:?}");
 }
 
+/// The engine creates its own directory (in the server `orioledb_data` in
+/// the data directory): after the first checkpoint, a power cut must not
+/// take the directory, and with it the checkpoint, away. (Before the first
+/// checkpoint synced the directory's parent, this came back as an empty
+/// engine, checkpoint 0.)
+#[test]
+fn power_loss_after_the_first_checkpoint_keeps_the_engine_directory() {
+    let top = tempfile::tempdir().unwrap();
+    let dir = top.path().join("orioledb_data");
+    let fs = Arc::new(PowerLoss::new(top.path()));
+    let e = Engine::open(&dir, 16, fs.clone()).unwrap();
+    let t = tree(&e, 1, 1);
+    for i in 0..300 {
+        t.insert(&key(i), &value(i, 0, 50)).unwrap();
+    }
+    let want = contents(&t);
+    assert_eq!(e.checkpoint(0).unwrap(), 1);
+    drop(t);
+    drop(e);
+    fs.power_loss(PowerCut::DropUnsynced);
+    let e = Engine::open(&dir, 16, fs.clone()).unwrap();
+    assert_eq!(e.durable_checkpoint(), 1, "the first checkpoint was lost");
+    let t = tree(&e, 1, 1);
+    assert_valid(&t);
+    assert!(contents(&t) == want);
+}
+
 /// The first state-changing step at or after `from` of the fixture's
 /// checkpoint that is not an fsync. A failed fsync poisons the engine for
 /// good (`durability.rs`), so tests of a checkpoint that fails and a later
