@@ -644,7 +644,10 @@ impl Engine {
         wal: Option<Arc<dyn WalSink>>,
     ) -> Result<Engine> {
         let dir = dir.as_ref().to_path_buf();
-        std::fs::create_dir_all(&dir).map_err(|e| EngineError::io("create directory", &dir, e))?;
+        // Through `io` like every other change: its name becomes durable at
+        // the first checkpoint (`commit_checkpoint`).
+        io.create_dir(&dir)
+            .map_err(|e| EngineError::io("create directory", &dir, e))?;
         let inner = Arc::new(Inner {
             dir,
             io,
@@ -1382,7 +1385,9 @@ impl Engine {
     }
 
     /// Makes checkpoint `n` durable once every map is written: directory
-    /// syncs, the log up to `redo`, then the control file's rename.
+    /// syncs (database directories, then the engine directory that names
+    /// them, and at the first checkpoint the engine directory's parent),
+    /// the log up to `redo`, then the control file's rename.
     fn commit_checkpoint(
         &self,
         n: u64,
@@ -1397,6 +1402,31 @@ impl Engine {
         for db in dbs {
             let d = inner.db_dir(db);
             inner.io.sync_dir(&d).map_err(inner.sync_failed(&d))?;
+        }
+        // The engine directory too: it holds the names of the database
+        // directories, and one created since the last checkpoint is not
+        // durable yet. Synced only after the control file's rename, a power
+        // cut could keep that rename (the control file naming the new
+        // database's trees) and lose the directory with their maps and data.
+        inner
+            .io
+            .sync_dir(&inner.dir)
+            .map_err(inner.sync_failed(&inner.dir))?;
+        // The first checkpoint also makes the engine directory's own name
+        // durable (an entry of its parent, e.g. `$PGDATA`): it was created
+        // without syncing the parent, and a power cut that takes the
+        // directory away would leave no control file, i.e. a new, empty
+        // engine. (Checkpoints are serialized, so `durable` is still the
+        // previous checkpoint's number here.)
+        if inner.meta.durable().load(Ordering::Acquire) == 0 {
+            let parent = match inner.dir.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            inner
+                .io
+                .sync_dir(&parent)
+                .map_err(inner.sync_failed(&parent))?;
         }
         // The images may embody decisions (pruning, hint bits) taken from
         // commits logged before the redo point: make that log durable before

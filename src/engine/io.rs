@@ -1,4 +1,10 @@
-//! File I/O behind a trait, so tests can inject a crash at any write.
+//! File I/O behind a trait, so tests can inject a crash at any write
+//! ([`CrashAfter`]: the process dies, what it wrote stays) or cut the power
+//! ([`powerloss::PowerLoss`]: what was never synced may be lost too).
+
+pub mod powerloss;
+
+pub use powerloss::{CutReport, PowerCut, PowerLoss};
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -29,6 +35,53 @@ pub trait FileIo: Send + Sync {
     /// Drops cached file handles (another process removed files: a cached
     /// handle could name a deleted file whose path now names a new one).
     fn forget_handles(&self) {}
+}
+
+/// A shared handle is as good as the file system it points to (tests keep
+/// one to a [`PowerLoss`] while a [`CrashAfter`] wraps another).
+impl<T: FileIo + ?Sized> FileIo for Arc<T> {
+    fn read_at(&self, path: &Path, off: u64, buf: &mut [u8]) -> io::Result<()> {
+        (**self).read_at(path, off, buf)
+    }
+    fn write_at(&self, path: &Path, off: u64, buf: &[u8]) -> io::Result<()> {
+        (**self).write_at(path, off, buf)
+    }
+    fn sync(&self, path: &Path) -> io::Result<()> {
+        (**self).sync(path)
+    }
+    fn set_len(&self, path: &Path, len: u64) -> io::Result<()> {
+        (**self).set_len(path, len)
+    }
+    fn len(&self, path: &Path) -> io::Result<u64> {
+        (**self).len(path)
+    }
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        (**self).write_file(path, bytes)
+    }
+    fn read_file(&self, path: &Path) -> io::Result<Vec<u8>> {
+        (**self).read_file(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        (**self).rename(from, to)
+    }
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        (**self).sync_dir(dir)
+    }
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        (**self).remove(path)
+    }
+    fn exists(&self, path: &Path) -> bool {
+        (**self).exists(path)
+    }
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        (**self).list(dir)
+    }
+    fn create_dir(&self, dir: &Path) -> io::Result<()> {
+        (**self).create_dir(dir)
+    }
+    fn forget_handles(&self) {
+        (**self).forget_handles()
+    }
 }
 
 /// Ordinary files through `std::fs`, with open handles cached per path.
@@ -279,7 +332,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let io = StdIo::new();
         for i in 0..200u64 {
-            io.write_at(&dir.join(i.to_string()), 0, &i.to_le_bytes()).unwrap();
+            io.write_at(&dir.join(i.to_string()), 0, &i.to_le_bytes())
+                .unwrap();
             assert!(io.cached_handles() <= MAX_CACHED_HANDLES);
         }
         for i in 0..200u64 {

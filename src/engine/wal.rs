@@ -195,6 +195,15 @@ impl MemWal {
         self.records.lock().unwrap().len() as Lsn + 1
     }
 
+    /// An independent copy of the log as it is now (tests: another
+    /// "server" recovering from the same log, which its checkpoints may
+    /// then extend).
+    pub fn copy(&self) -> MemWal {
+        MemWal {
+            records: std::sync::Mutex::new(self.records.lock().unwrap().clone()),
+        }
+    }
+
     /// Records at or after `from`, in order.
     pub fn since(&self, from: Lsn) -> Vec<Vec<u8>> {
         let r = self.records.lock().unwrap();

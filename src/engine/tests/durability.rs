@@ -108,8 +108,8 @@ impl FileIo for FlakySync {
 /// fsync succeeds (what it was to make durable may be gone), in every
 /// handle of the "server"; and nothing more is written to the data files.
 /// Each sync of a checkpoint fails in turn: data files, maps, database
-/// directory, control file, and the engine directory after the control
-/// file's rename (the commit point).
+/// directory, engine directory, control file, and the engine directory
+/// after the control file's rename (the commit point).
 #[test]
 fn failed_fsync_poisons_every_later_checkpoint() {
     let mut which = 0u64;

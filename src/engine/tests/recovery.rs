@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::cmp::{Bytewise, KeyCmp};
-use crate::io::{CrashAfter, FileIo};
+use crate::io::{CrashAfter, CutReport, FileIo, PowerCut, PowerLoss};
 use crate::wal::MemWal;
 use crate::TreeId;
 
@@ -15,7 +15,12 @@ fn bytewise(_: TreeId) -> Arc<dyn KeyCmp> {
 }
 
 fn recover(dir: &std::path::Path, wal: &Arc<MemWal>) -> Engine {
-    let e = Engine::open_logged(dir, 32, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    recover_on(dir, wal, Arc::new(StdIo::new()))
+}
+
+/// As `recover`, over the files `io` holds.
+fn recover_on(dir: &std::path::Path, wal: &Arc<MemWal>, io: Arc<dyn FileIo>) -> Engine {
+    let e = Engine::open_logged(dir, 32, io, Some(wal.clone())).unwrap();
     for rec in wal.since(e.redo_position()) {
         e.replay(&rec, &bytewise).unwrap();
     }
@@ -109,6 +114,162 @@ fn replay_after_crash_restores_every_change() {
             "seed {seed}: state after post-recovery checkpoint differs"
         );
     }
+}
+
+/// Cuts the power of `fs` (taken at `when`), recovers from what is left and
+/// the log, and checks the trees against `model`. With `then_checkpoint`,
+/// the recovered engine also takes a checkpoint and loses power once more:
+/// that checkpoint must hold everything on its own.
+fn cut_and_recover(
+    dir: &std::path::Path,
+    wal: &MemWal,
+    model: &Model,
+    fs: PowerLoss,
+    cut: PowerCut,
+    then_checkpoint: bool,
+    when: &str,
+) -> CutReport {
+    let report = fs.power_loss(cut);
+    let fs = Arc::new(fs);
+    // Another "server" recovering from the same log: its checkpoint must
+    // not extend the log of the run being cut.
+    let log = Arc::new(wal.copy());
+    let e = recover_on(dir, &log, fs.clone());
+    assert!(
+        snapshot(&e) == *model,
+        "{when}, {cut:?}: recovered state differs"
+    );
+    if then_checkpoint {
+        e.checkpoint(0).unwrap();
+        drop(e);
+        let again = PowerCut::Random(!log.insert_position());
+        fs.power_loss(again);
+        let e = recover_on(dir, &log, fs);
+        assert_eq!(
+            e.redo_position(),
+            log.insert_position(),
+            "{when}, {cut:?}, recovered, checkpointed, {again:?}: the checkpoint was lost"
+        );
+        assert!(
+            snapshot(&e) == *model,
+            "{when}, {cut:?}, recovered, checkpointed, {again:?}: state differs"
+        );
+    }
+    report
+}
+
+/// Power cuts anywhere (`io::powerloss`): before every step of every
+/// checkpoint of a random workload over trees created and dropped on the
+/// way, right after each checkpoint, and every few hundred changes between
+/// them, the files are cut to what a power failure could leave (nothing
+/// unsynced, or a random part of it), and recovery from them and the log
+/// gives back every change, in trees that pass the checker. Sometimes the
+/// recovered engine checkpoints and loses power again.
+///
+/// Checked to notice a missing fsync: without the database directories'
+/// sync before the control file is written (`commit_checkpoint`), a cut
+/// loses the new maps' names and recovery fails with `Corrupt` "map file is
+/// missing" for a tree the control file lists; without the data file's
+/// sync before its map (`write_images`), "data file truncated"; without
+/// the engine directory's sync after the control file's rename, a
+/// checkpoint the recovered engine completed is lost to the next cut: the
+/// redo point comes back older than the log's end (this log keeps every
+/// record, but the server's recycles what lies before a durable redo
+/// point).
+#[test]
+fn power_loss_anywhere_recovers_every_change() {
+    let mut total = CutReport::default();
+    let mut cuts = 0u64;
+    for seed in 0..3u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = Arc::new(MemWal::default());
+        let fs = Arc::new(PowerLoss::new(dir.path()));
+        let e = Engine::open_logged(dir.path(), 24, fs.clone(), Some(wal.clone())).unwrap();
+        let mut rng = Rng(seed + 1000);
+        let mut model: Model = BTreeMap::new();
+        let mut check = |fs: PowerLoss, model: &Model, when: &str| {
+            cuts += 1;
+            let cut = if cuts % 3 == 0 {
+                PowerCut::DropUnsynced
+            } else {
+                PowerCut::Random(cuts * 31 + seed)
+            };
+            let r = cut_and_recover(dir.path(), &wal, model, fs, cut, cuts % 16 == 0, when);
+            total.kept += r.kept;
+            total.dropped += r.dropped;
+            total.torn += r.torn;
+        };
+        for step in 0..3000u64 {
+            let id = TreeId::new(1 + rng.below(2) as u32, 10 + rng.below(3) as u32);
+            match rng.below(200) {
+                0 => {
+                    if model.remove(&id).is_some() {
+                        e.drop_tree(id).unwrap();
+                    }
+                }
+                1..=3 => {
+                    // The power may go before any step of the checkpoint.
+                    let first = fs.steps() + 1;
+                    fs.capture_at(first..first + 1000);
+                    let n = e.checkpoint(0).unwrap();
+                    fs.capture_at([]);
+                    let caps = fs.take_captures();
+                    let k = caps.len();
+                    assert!(k < 1000, "checkpoint of {k} steps");
+                    // The last 16 steps (the commit: directory syncs, the
+                    // control file, removals, truncations) and every third
+                    // step before them (page writes, maps; which third
+                    // changes from one checkpoint to the next).
+                    for (i, (at, f)) in caps.into_iter().enumerate() {
+                        if i + 16 < k && (i + n as usize) % 3 != 0 {
+                            continue;
+                        }
+                        check(
+                            f,
+                            &model,
+                            &format!("seed {seed}, checkpoint {n}, step {}", at - first + 1),
+                        );
+                    }
+                    check(
+                        fs.fork(),
+                        &model,
+                        &format!("seed {seed}, after checkpoint {n}"),
+                    );
+                }
+                n => {
+                    let t = match e.tree(id) {
+                        Ok(t) => t,
+                        Err(_) => match e.open_tree(
+                            id,
+                            TreeOptions {
+                                compress: 1,
+                                ..Default::default()
+                            },
+                        ) {
+                            Ok(t) => t,
+                            // Dropped, awaiting a checkpoint: leave it be.
+                            Err(crate::EngineError::TreeExists(_)) => continue,
+                            Err(err) => panic!("{err}"),
+                        },
+                    };
+                    let m = model.entry(id).or_default();
+                    let k = key(rng.below(600));
+                    if n < 150 {
+                        let v = value(step, seed, 10 + rng.below(300) as usize);
+                        t.upsert(&k, &v).unwrap();
+                        m.insert(k, v);
+                    } else {
+                        assert_eq!(t.delete(&k).unwrap(), m.remove(&k).is_some());
+                    }
+                }
+            }
+            if step % 250 == 249 {
+                check(fs.fork(), &model, &format!("seed {seed}, change {step}"));
+            }
+        }
+    }
+    eprintln!("{cuts} power cuts: {total:?}");
+    assert!(total.dropped > 1000 && total.kept > 1000, "{total:?}");
 }
 
 /// Writers on several threads while checkpoints run: the log's order per
