@@ -27,6 +27,42 @@ fn recover_on(dir: &std::path::Path, wal: &Arc<MemWal>, io: Arc<dyn FileIo>) -> 
     e
 }
 
+/// A random upsert (`upsert`) or delete in tree `id` (opened or created),
+/// mirrored in `model`; nothing while the tree is dropped and awaits a
+/// checkpoint. `(step, seed)` make the value.
+fn random_change(
+    e: &Engine,
+    id: TreeId,
+    model: &mut Model,
+    rng: &mut Rng,
+    upsert: bool,
+    (step, seed): (u64, u64),
+) {
+    let t = match e.tree(id) {
+        Ok(t) => t,
+        Err(_) => match e.open_tree(
+            id,
+            TreeOptions {
+                compress: 1,
+                ..Default::default()
+            },
+        ) {
+            Ok(t) => t,
+            Err(crate::EngineError::TreeExists(_)) => return,
+            Err(err) => panic!("{err}"),
+        },
+    };
+    let m = model.entry(id).or_default();
+    let k = key(rng.below(600));
+    if upsert {
+        let v = value(step, seed, 10 + rng.below(300) as usize);
+        t.upsert(&k, &v).unwrap();
+        m.insert(k, v);
+    } else {
+        assert_eq!(t.delete(&k).unwrap(), m.remove(&k).is_some());
+    }
+}
+
 fn snapshot(e: &Engine) -> Model {
     e.tree_ids()
         .into_iter()
@@ -64,30 +100,7 @@ fn replay_after_crash_restores_every_change() {
                     io.arm(u64::MAX);
                 }
                 n => {
-                    let t = match e.tree(id) {
-                        Ok(t) => t,
-                        Err(_) => match e.open_tree(
-                            id,
-                            TreeOptions {
-                                compress: 1,
-                                ..Default::default()
-                            },
-                        ) {
-                            Ok(t) => t,
-                            // Dropped, awaiting a checkpoint: leave it be.
-                            Err(crate::EngineError::TreeExists(_)) => continue,
-                            Err(err) => panic!("{err}"),
-                        },
-                    };
-                    let m = model.entry(id).or_default();
-                    let k = key(rng.below(600));
-                    if n < 70 {
-                        let v = value(step, seed, 10 + rng.below(300) as usize);
-                        t.upsert(&k, &v).unwrap();
-                        m.insert(k, v);
-                    } else {
-                        assert_eq!(t.delete(&k).unwrap(), m.remove(&k).is_some());
-                    }
+                    random_change(&e, id, &mut model, &mut rng, n < 70, (step, seed));
                 }
             }
         }
@@ -237,30 +250,7 @@ fn power_loss_anywhere_recovers_every_change() {
                     );
                 }
                 n => {
-                    let t = match e.tree(id) {
-                        Ok(t) => t,
-                        Err(_) => match e.open_tree(
-                            id,
-                            TreeOptions {
-                                compress: 1,
-                                ..Default::default()
-                            },
-                        ) {
-                            Ok(t) => t,
-                            // Dropped, awaiting a checkpoint: leave it be.
-                            Err(crate::EngineError::TreeExists(_)) => continue,
-                            Err(err) => panic!("{err}"),
-                        },
-                    };
-                    let m = model.entry(id).or_default();
-                    let k = key(rng.below(600));
-                    if n < 150 {
-                        let v = value(step, seed, 10 + rng.below(300) as usize);
-                        t.upsert(&k, &v).unwrap();
-                        m.insert(k, v);
-                    } else {
-                        assert_eq!(t.delete(&k).unwrap(), m.remove(&k).is_some());
-                    }
+                    random_change(&e, id, &mut model, &mut rng, n < 150, (step, seed));
                 }
             }
             if step % 250 == 249 {
@@ -364,7 +354,8 @@ fn row_ids_stay_unique_across_crashes() {
                 // Half of them replace an earlier id (possibly in a block
                 // closed before the crash).
                 let id = if seen_max > 0 && rng.below(2) == 0 {
-                    t.alloc_near_id(rng.below(seen_max + 1), take, fill).unwrap()
+                    t.alloc_near_id(rng.below(seen_max + 1), take, fill)
+                        .unwrap()
                 } else {
                     t.alloc_packed_id(fill).unwrap()
                 };
