@@ -54,8 +54,8 @@ pub unsafe fn insert(
             h.flags = version::SPECULATIVE;
             h.spec = token;
         }
+        crate::am::toast::begin_version();
         let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
-        crate::am::toast::storing(owned_toast(&v));
         let id = place(rel, &tree, &mut v, None);
         h.ctid = id;
         let fresh = tree.insert(id, &prefix, &v);
@@ -134,13 +134,6 @@ fn lock_toast_relation(rel: pg_sys::Relation) {
             pg_sys::LockRelationOid(toast, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
         }
     }
-}
-
-/// The toast values a version formed here owns.
-fn owned_toast(v: &[u8]) -> Vec<(u32, u32)> {
-    Header::decode(v)
-        .map(|h| version::tail_and_toast(&h, v).1)
-        .unwrap_or_default()
 }
 
 /// Confirms (`succeeded`) or withdraws a speculative insertion.
@@ -641,8 +634,8 @@ pub unsafe fn update(
         let mut h = Header::new(xid, cid, 0);
         h.infomask |= bits::UPDATED;
         // Formed (and any ERROR raised) before the old version is touched.
+        crate::am::toast::begin_version();
         let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
-        crate::am::toast::storing(owned_toast(&v));
         let new_id = place(rel, &tree, &mut v, from_item_pointer(&*otid));
         h.ctid = new_id;
         let keys = keys_changed(rel, &tree, otid, slot);
@@ -743,8 +736,10 @@ unsafe fn lock_chain(
     unsafe {
         let follow = |h: Header, id: &mut u64, tuplock: &mut TupLock| {
             (*tmfd).traversed = true;
-            let next = follow_update(rel, tree, h, cid, wait_policy, tmfd)?;
+            // Heap ends its lock attempt (and the tuple lock) before it
+            // follows the chain.
             tuplock.release();
+            let next = follow_update(rel, tree, h, cid, wait_policy, tmfd)?;
             *tuplock = TupLock::new(rel, next, mode);
             *id = next;
             Ok(())

@@ -221,7 +221,10 @@ unsafe extern "C-unwind" fn xact_callback(
         // Deletions queued by the last change of the transaction (pruning
         // inside an UPDATE's insert of its new version, say) are done while
         // it is still running.
-        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT | XACT_EVENT_PRE_PREPARE => {
+        // (Not at PRE_PREPARE: a prepared transaction must not take new
+        // locks or touch temporary relations; the queues wait for this
+        // backend's next change.)
+        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => {
             crate::am::rows::after_change();
         }
         XACT_EVENT_PREPARE => {

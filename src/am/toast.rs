@@ -237,6 +237,7 @@ unsafe fn save_value(rel: pg_sys::Relation, dval: *const u8) -> (pg_sys::Datum, 
                 .unwrap_or_else(|e| crate::pg::engine::report(e));
         }
         pg_sys::table_close(toastrel, pg_sys::NoLock as c_int);
+        UNPLACED.with(|u| u.borrow_mut().push((toastoid.to_u32(), valueid)));
         let p = pg_sys::palloc(TOAST_POINTER_SIZE).cast::<u8>();
         *p = 0x01;
         *p.add(1) = pg_sys::vartag_external::VARTAG_ONDISK as u8;
@@ -320,12 +321,15 @@ pub fn doom(values: Vec<(u32, u32)>) {
     DOOMED.with(|d| d.borrow_mut().extend(values));
 }
 
-/// Records the toast values of a new version before it is put in its
-/// tree; [`placed`] confirms it, and until then an abort or [`unplaced`]
-/// dooms them. Heap leaves such chunks to VACUUM as dead tuples; ours are
-/// unversioned, so nothing else would ever find them.
-pub fn storing(values: Vec<(u32, u32)>) {
-    UNPLACED.with(|u| *u.borrow_mut() = values);
+/// A new version is about to be formed: every toast value stored from now
+/// on is recorded (by `save_value`, as soon as its chunks are in) until
+/// [`placed`] confirms the version is in its tree; until then an ERROR
+/// ("row is too big" after some values were stored, a deadlock), an abort
+/// or [`unplaced`] dooms them. Heap leaves such chunks to VACUUM as dead
+/// tuples; ours are unversioned, so nothing else would ever find them.
+pub fn begin_version() {
+    let left = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
+    doom(left);
 }
 
 /// The new version recorded by [`storing`] is in its tree.

@@ -375,26 +375,25 @@ impl Tree {
             Change::Keep => return Ok(out),
             Change::Delete => {
                 let Ok(i) = pos else { return Ok(out) };
-                // What can fail without changing anything comes first.
                 self.inner.before_modify(&mut g)?;
+                g.page_mut().remove_at(i);
+                g.mark_dirty(epoch);
                 if log {
-                    self.inner.log(&Record::Delete {
+                    self.inner.log_changed(&Record::Delete {
                         tree: self.id,
                         key: key.to_vec(),
                     });
                 }
-                return self.inner.logged(log, || {
-                    g.page_mut().remove_at(i);
-                    g.mark_dirty(epoch);
-                    let underfull =
-                        g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
-                    let leaf = g.page;
-                    drop(g);
-                    if let (true, Some(&parent)) = (underfull, path.last()) {
-                        self.try_merge(parent, leaf, epoch)?;
-                    }
-                    Ok(out)
-                });
+                let underfull =
+                    g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
+                let leaf = g.page;
+                drop(g);
+                // Optional tidying of a change that is complete and logged:
+                // its failure is an ordinary error.
+                if let (true, Some(&parent)) = (underfull, path.last()) {
+                    self.try_merge(parent, leaf, epoch)?;
+                }
+                return Ok(out);
             }
             Change::Put(v) => v,
         };
@@ -404,52 +403,64 @@ impl Tree {
                 max: MAX_ITEM,
             });
         }
+        // As PostgreSQL does: the leaf is changed first (everything that can
+        // fail — the pre-image write, pruning, a split's new page — fails
+        // with the leaf unchanged and nothing logged), then the record is
+        // logged under the same latch.
         self.inner.before_modify(&mut g)?;
+        let split = self.put_leaf(&mut g, key, val.clone(), pos, epoch)?;
         if log {
-            self.inner.log(&Record::Put {
+            self.inner.log_changed(&Record::Put {
                 tree: self.id,
                 key: key.to_vec(),
-                value: val.clone(),
+                value: val,
             });
         }
-        self.inner
-            .logged(log, || self.put_logged(g, path, key, val, pos, epoch))
-            .map(|()| out)
+        let left = g.page;
+        drop(g);
+        // The new right half is reachable through the left's right link
+        // already (B-link), so a failure to post its downlink is an
+        // ordinary error: the logged change is complete.
+        if let Some((sep, right)) = split {
+            self.insert_into_parent(path, 1, sep, right, left, epoch)?;
+        }
+        Ok(out)
     }
 
-    /// The page change of a logged (or replayed) put: in place, after
-    /// pruning the leaf, or by a split. `pos` is where `key` was found (or
-    /// belongs) when the leaf was latched.
+    /// The leaf change of a put (logged, or replayed): in place, after
+    /// pruning the leaf, or by splitting it (then the separator and the new
+    /// right page, whose downlink the caller posts). `pos` is where `key`
+    /// was found (or belongs) when the leaf was latched. On error the leaf
+    /// holds no trace of the put.
     ///
     /// A refused replace or insert changes nothing (`PageMut`'s contract),
     /// but pruning removes and shrinks items, so after it every position is
     /// looked up again, and the split takes the items and the position from
     /// the leaf as it is then; pruning never touches `key` itself, so a key
     /// that appeared or vanished meanwhile is reported as damage.
-    fn put_logged(
+    fn put_leaf(
         &self,
-        mut g: PageGuard<'_>,
-        path: Vec<u32>,
+        g: &mut PageGuard<'_>,
         key: &[u8],
         val: Vec<u8>,
         pos: std::result::Result<usize, usize>,
         epoch: u64,
-    ) -> Result<()> {
+    ) -> Result<Option<(Vec<u8>, u32)>> {
         let present = pos.is_ok();
         let put = |g: &mut PageGuard, pos: std::result::Result<usize, usize>| match pos {
             Ok(i) => g.page_mut().replace_value(i, &val),
             Err(i) => g.page_mut().insert_at(i, key, &val),
         };
-        let mut fits = put(&mut g, pos);
-        if !fits && self.prune_leaf(&mut g, key)? {
-            let pos = self.position(&g, key, present)?;
-            fits = put(&mut g, pos);
+        let mut fits = put(g, pos);
+        if !fits && self.prune_leaf(g, key)? {
+            let pos = self.position(g, key, present)?;
+            fits = put(g, pos);
         }
         if fits {
             g.mark_dirty(epoch);
-            return Ok(());
+            return Ok(None);
         }
-        let pos = self.position(&g, key, present)?;
+        let pos = self.position(g, key, present)?;
         let mut items = owned_items(g.page());
         let at = match pos {
             Ok(i) => {
@@ -461,10 +472,7 @@ impl Tree {
                 i
             }
         };
-        let (sep, right) = self.split(&mut g, items, at, epoch)?;
-        let left = g.page;
-        drop(g);
-        self.insert_into_parent(path, 1, sep, right, left, epoch)
+        self.split(g, items, at, epoch).map(Some)
     }
 
     /// Where `key` is (Ok) or belongs (Err) on the latched leaf now;

@@ -458,6 +458,17 @@ impl Inner {
         }
     }
 
+    /// Logs the record of a change already made to a page still latched:
+    /// inside the sink's critical section, so a failure to log is fatal too
+    /// (PostgreSQL's order: change the page, XLogInsert, under the lock).
+    pub fn log_changed(&self, rec: &Record) {
+        if let Some(w) = &self.wal {
+            w.enter_critical();
+            w.log(&rec.encode());
+            w.leave_critical();
+        }
+    }
+
     /// Runs `apply`, the change of a record just logged (`logged`), as
     /// one step with the log: an error from it is fatal, as in PostgreSQL,
     /// where a failure after `XLogInsert` and before the page change is
