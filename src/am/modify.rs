@@ -371,12 +371,15 @@ fn decide_and_apply(
         } else {
             carried.clear();
         }
-        let toasted = !version::tail_and_toast(&h, v).1.is_empty();
+        // Only a delete or update drops the version's values.
+        let toasted = !matches!(action, Action::Lock(_))
+            && !version::tail_and_toast(&h, v).1.is_empty();
         (Change::Put(nv), Decision::Done(carried, toasted))
     })
 }
 
-/// Fills `tmfd` for a failed change (heap's conventions).
+/// Fills `tmfd` for a failed change (heap's conventions). `traversed` is
+/// the lock's to say (set where it starts and where it follows a chain).
 unsafe fn fill_tmfd(tmfd: *mut pg_sys::TM_FailureData, h: &Header, id: u64, chk: UpdateCheck) {
     // SAFETY: the executor passes a valid failure struct.
     unsafe {
@@ -392,7 +395,6 @@ unsafe fn fill_tmfd(tmfd: *mut pg_sys::TM_FailureData, h: &Header, id: u64, chk:
         } else {
             pg_sys::InvalidCommandId
         };
-        (*tmfd).traversed = false;
     }
 }
 
@@ -530,6 +532,8 @@ unsafe fn change_with_wait(
             _ => LockMode::Exclusive,
         };
         let mut tuplock = TupLock::new(rel, id, mode);
+        // A delete or update never follows a chain itself.
+        (*tmfd).traversed = false;
         let r = loop {
             pgrx::check_for_interrupts!();
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
@@ -554,7 +558,6 @@ unsafe fn change_with_wait(
                     to_item_pointer(id, &mut (*tmfd).ctid);
                     (*tmfd).xmax = pg_sys::InvalidTransactionId;
                     (*tmfd).cmax = pg_sys::InvalidCommandId;
-                    (*tmfd).traversed = false;
                     break pg_sys::TM_Result::TM_Deleted;
                 }
                 Decision::Wait(x) => {
@@ -765,9 +768,7 @@ unsafe fn lock_chain(
                             continue;
                         }
                         if r != pg_sys::TM_Result::TM_WouldBlock {
-                            let traversed = (*tmfd).traversed;
                             fill_tmfd(tmfd, &h, id, UpdateCheck::Updated);
-                            (*tmfd).traversed = traversed;
                         }
                         return r;
                     }
@@ -816,9 +817,7 @@ unsafe fn lock_chain(
                     }
                 }
                 Decision::Fail(chk, h) => {
-                    let traversed = (*tmfd).traversed;
                     fill_tmfd(tmfd, &h, id, chk);
-                    (*tmfd).traversed = traversed;
                     return tm_result(chk);
                 }
             }

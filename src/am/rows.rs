@@ -207,7 +207,7 @@ thread_local! {
 /// ([`after_change`]); an abort drops the queued map-entry deletions
 /// (`table::forget_doomed_map_entries`) and dooms the toast values of a
 /// version never placed (`toast::at_transaction_end`).
-pub fn forget_trees(abort: bool) {
+pub fn at_transaction_end(abort: bool) {
     TREES.with(|t| t.borrow_mut().clear());
     crate::am::table::forget_keys();
     if abort {

@@ -228,7 +228,7 @@ unsafe extern "C-unwind" fn xact_callback(
             crate::am::rows::after_change();
         }
         XACT_EVENT_PREPARE => {
-            crate::am::rows::forget_trees(false);
+            crate::am::rows::at_transaction_end(false);
             crate::am::rekey::forget_pending();
             PENDING.with(|p| p.borrow_mut().clear());
         }
@@ -237,7 +237,7 @@ unsafe extern "C-unwind" fn xact_callback(
         | XACT_EVENT_ABORT
         | XACT_EVENT_PARALLEL_ABORT => {
             let commit = matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT);
-            crate::am::rows::forget_trees(!commit);
+            crate::am::rows::at_transaction_end(!commit);
             crate::am::rekey::forget_pending();
             let want = if commit {
                 When::DropAtCommit

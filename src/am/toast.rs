@@ -328,20 +328,24 @@ pub fn doom(values: Vec<(u32, u32)>) {
 /// or [`unplaced`] dooms them. Heap leaves such chunks to VACUUM as dead
 /// tuples; ours are unversioned, so nothing else would ever find them.
 pub fn begin_version() {
-    let left = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
-    doom(left);
+    doom_unplaced();
 }
 
-/// The new version recorded by [`storing`] is in its tree.
+/// Moves the values recorded since [`begin_version`] to the doomed ones.
+fn doom_unplaced() {
+    let work = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
+    doom(work);
+}
+
+/// The new version recorded since [`begin_version`] is in its tree.
 pub fn placed() {
     UNPLACED.with(|u| u.borrow_mut().clear());
 }
 
-/// The new version recorded by [`storing`] will never be stored: its
-/// values are deleted now.
+/// The new version recorded since [`begin_version`] will never be
+/// stored: its values are deleted now.
 pub fn unplaced() {
-    let work = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
-    doom(work);
+    doom_unplaced();
     delete_doomed();
 }
 
@@ -350,8 +354,7 @@ pub fn unplaced() {
 /// change, which deletes them with the toast relation locked (by OID: a
 /// value id is not reused while any chunk of it exists).
 pub fn at_transaction_end() {
-    let work = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
-    doom(work);
+    doom_unplaced();
 }
 
 /// Deletes queued toast values. Runs outside every latch, in any

@@ -43,11 +43,12 @@ pub trait WalSink: Send + Sync {
     fn redo_point(&self, checkpoint: u64) -> Lsn;
     /// Makes everything logged before `upto` durable.
     fn flush(&self, _upto: Lsn) {}
-    /// Entered right after a record is logged, left once its change is in
-    /// the tree: in between, a failure would leave the log with a change
-    /// the tree never got, so the engine reports any as [`Self::fatal`]
-    /// (and a server makes every error in between fatal: PostgreSQL's
-    /// critical section).
+    /// Entered where the log and the tree must not part: around logging a
+    /// change already made to a latched page (a failure to log would leave
+    /// the tree with a change the log lacks), and from logging a truncation
+    /// until its pages are freed (an error there is reported as
+    /// [`Self::fatal`]). A server makes every error in between fatal:
+    /// PostgreSQL's critical section.
     fn enter_critical(&self) {}
     fn leave_critical(&self) {}
     /// A logged change could not be applied: this process must not go on
