@@ -63,8 +63,13 @@ fn statement(r: &mut Rng, in_tx: bool) -> String {
         };
     }
     let mode = ["KEY SHARE", "SHARE", "NO KEY UPDATE", "UPDATE"][r.below(4) as usize];
-    match r.below(22) {
+    match r.below(23) {
         0..=3 => format!("UPDATE p SET v = v + 1 WHERE id = {k}"),
+        // Two versions of one row in one transaction: a KEY SHARE lock by
+        // another session (a child insert) must join the newer updater.
+        22 => format!(
+            "UPDATE p SET v = v + 1 WHERE id = {k}; UPDATE p SET v = v + 1 WHERE id = {k}"
+        ),
         4..=6 => format!("SELECT id, v FROM p WHERE id = {k} FOR {mode}"),
         7 => format!("UPDATE p SET id = id + 10 WHERE id = {k}"),
         8 => format!("DELETE FROM p WHERE id = {k}"),
