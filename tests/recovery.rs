@@ -443,10 +443,10 @@ fn wal_records_are_described() {
              WHERE resource_manager = 'orioledb_rs'"
         ),
     );
-    // The first row id hands out a batch (logged limit); a DELETE rewrites
-    // the version with its xmax (a PUT).
+    // The first row id hands out a batch (logged limit); a DELETE changes
+    // the version's header only (a PATCH of its xmax).
     assert_eq!(
-        kinds, "PUT,ROW_ID_LIMIT true",
+        kinds, "PATCH,PUT,ROW_ID_LIMIT true",
         "engine records in WAL: {kinds}"
     );
 }

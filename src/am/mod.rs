@@ -6,6 +6,7 @@
 pub mod collate;
 pub mod fill;
 pub mod handler;
+pub mod hot;
 pub mod modify;
 pub mod pkey;
 pub mod pkscan;

@@ -176,8 +176,9 @@ enum Decision {
     /// Applied. For an update: the row locks still running on the old
     /// version, which the new version must carry (heap keeps them too, so
     /// a FOR KEY SHARE of a foreign-key check still protects the key).
-    /// And whether the version owns toast values.
-    Done(Vec<(Xid, LockMode)>, bool),
+    /// And whether the version owns toast values, and its chain's root
+    /// (`am::hot`; its own row id unless heap-only).
+    Done(Vec<(Xid, LockMode)>, bool, u64),
     Wait(Xid),
     Fail(UpdateCheck, Header),
     Missing,
@@ -187,7 +188,8 @@ enum Decision {
 #[derive(Clone, Copy)]
 enum Action {
     Delete { moved: bool },
-    Update { successor: u64, keys: bool },
+    /// `hot`: the new version joins the old one's chain (`am::hot`).
+    Update { successor: u64, keys: bool, hot: bool },
     Lock(LockMode),
 }
 
@@ -269,7 +271,8 @@ fn decide_and_apply(
                         if let Action::Lock(mode) = action {
                             if held >= mode && !updater {
                                 // Already held at least as strongly.
-                                return (Change::Keep, Decision::Done(Vec::new(), false));
+                                let root = crate::am::hot::root_of(&h, v, id);
+                                return (Change::Keep, Decision::Done(Vec::new(), false, root));
                             }
                         }
                         if updater {
@@ -338,6 +341,11 @@ fn decide_and_apply(
             create_multi(members.chain([(xid, our_status)]))
         });
         let joins_updater = keep.iter().any(|k| k.2);
+        if !matches!(action, Action::Lock(_)) {
+            // Only an updater that aborted can have left it: this change
+            // starts the version's life as a chain member anew.
+            h.infomask2 &= !bits::HOT_UPDATED;
+        }
         match (action, multi) {
             (Action::Delete { moved }, None) => {
                 h.set_deleter(xid, cid, if moved { rows::MOVED } else { id }, true)
@@ -347,7 +355,7 @@ fn decide_and_apply(
                 h.infomask2 |= bits::KEYS_UPDATED;
             }
             (Action::Lock(_), Some(m)) if joins_updater => h.join_updater(m),
-            (Action::Update { successor, keys }, None) => {
+            (Action::Update { successor, keys, .. }, None) => {
                 h.set_deleter(xid, cid, successor, keys || own_exclusive)
             }
             (Action::Update { successor, .. }, Some(m)) => h.set_update_multi(m, cid, successor),
@@ -359,6 +367,9 @@ fn decide_and_apply(
                     .fold(mode, LockMode::max);
                 h.set_multi_lock(m, strongest);
             }
+        }
+        if let Action::Update { hot: true, .. } = action {
+            h.infomask2 |= bits::HOT_UPDATED;
         }
         if !matches!(action, Action::Lock(_)) {
             // SAFETY: a write in a transaction, outside parallel mode.
@@ -374,7 +385,8 @@ fn decide_and_apply(
         // Only a delete or update drops the version's values.
         let toasted = !matches!(action, Action::Lock(_))
             && !version::tail_and_toast(&h, v).1.is_empty();
-        (Change::Put(nv), Decision::Done(carried, toasted))
+        let root = crate::am::hot::root_of(&h, v, id);
+        (Change::Put(nv), Decision::Done(carried, toasted, root))
     })
 }
 
@@ -511,6 +523,7 @@ unsafe fn change_with_wait(
     action: Action,
     what: &str,
     carried: &mut Vec<(Xid, LockMode)>,
+    root: &mut u64,
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: caller passes valid pointers.
     unsafe {
@@ -537,11 +550,17 @@ unsafe fn change_with_wait(
         let r = loop {
             pgrx::check_for_interrupts!();
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
-                Decision::Done(locks, toasted) => {
+                Decision::Done(locks, toasted, chain_root) => {
                     if toasted {
                         lock_toast_relation(rel);
                     }
                     crate::am::vismap::clear(rel, id);
+                    if chain_root != id {
+                        // Index-only scans read the map of the block the
+                        // index entries name: the root's.
+                        crate::am::vismap::clear(rel, chain_root);
+                    }
+                    *root = chain_root;
                     // After the write, as in insert: a reader that locks
                     // this row id later finds the new xmax when it reads.
                     // An UPDATE checks once its new version is in the tree
@@ -610,6 +629,7 @@ pub unsafe fn delete(
             },
             "delete",
             &mut Vec::new(),
+            &mut 0,
         )
     };
     if r == pg_sys::TM_Result::TM_Ok {
@@ -641,14 +661,18 @@ pub unsafe fn update(
         let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
         let new_id = place(rel, &tree, &mut v, from_item_pointer(&*otid));
         h.ctid = new_id;
-        let keys = keys_changed(rel, &tree, otid, slot);
-        *lockmode = if keys {
+        let changed = columns_changed(rel, &tree, otid, slot, &prefix);
+        *lockmode = if changed.keys {
             pg_sys::LockTupleMode::LockTupleExclusive
         } else {
             pg_sys::LockTupleMode::LockTupleNoKeyExclusive
         };
-        *update_indexes = true;
+        // HOT-like (am::hot): only in a keyed tree, whose chains are found
+        // by key, and only when no indexed column (so not the key) changed.
+        let hot = tree.desc().is_some() && !changed.indexed;
+        *update_indexes = !hot;
         let mut carried = Vec::new();
+        let mut root = 0;
         let r = change_with_wait(
             rel,
             otid,
@@ -658,28 +682,36 @@ pub unsafe fn update(
             tmfd,
             Action::Update {
                 successor: new_id,
-                keys,
+                keys: changed.keys,
+                hot,
             },
             "update",
             &mut carried,
+            &mut root,
         );
         if r != pg_sys::TM_Result::TM_Ok {
             crate::am::toast::unplaced();
             return r;
         }
-        let v = carry_locks(v, cid, &carried);
+        let mut v = carry_locks(v, cid, &carried);
+        if hot {
+            version::make_heap_only(&mut v, root);
+        }
         tree.insert(new_id, &prefix, &v);
         crate::am::toast::placed();
         // The insert may have pruned its leaf.
         rows::after_change();
         crate::am::vismap::clear(rel, new_id);
+        if hot {
+            crate::am::vismap::clear(rel, root);
+        }
         // After both writes: a point lookup that found the new key empty
         // and locks the table afterwards reads it again and finds this
         // version (see am::ssi).
         crate::am::ssi::check_in(rel, Some(from_item_pointer(&*otid).unwrap_or(new_id)));
         let h = Header::decode(&v).unwrap_or(h);
         set_slot_header(rel, slot, new_id, &h);
-        pg_sys::pgstat_count_heap_update(rel, false);
+        pg_sys::pgstat_count_heap_update(rel, hot);
         r
     }
 }
@@ -916,34 +948,55 @@ unsafe fn follow_update(
     }
 }
 
-/// Whether an UPDATE changes a column some unique index or foreign key
-/// could reference (`INDEX_ATTR_BITMAP_KEY`), comparing binary images as
-/// heap does: then it needs the exclusive row lock (and conflicts with KEY
-/// SHARE lockers), else the no-key one. The old version's data never
-/// changes, so reading it before latching is exact.
-unsafe fn keys_changed(
+/// What an UPDATE changes, comparing binary images as heap does.
+struct Changed {
+    /// A column some unique index or foreign key could reference
+    /// (`INDEX_ATTR_BITMAP_KEY`): then it needs the exclusive row lock
+    /// (and conflicts with KEY SHARE lockers), else the no-key one.
+    keys: bool,
+    /// A column any index uses (`INDEX_ATTR_BITMAP_ALL`: key columns,
+    /// expressions, predicates), or the version's key prefix: then the new
+    /// version needs index entries of its own (no HOT).
+    indexed: bool,
+}
+
+/// [`Changed`] for replacing the version at `otid` by the slot's row,
+/// whose key prefix is `prefix`. The old version's data never changes, so
+/// reading it before latching is exact.
+unsafe fn columns_changed(
     rel: pg_sys::Relation,
     tree: &Table,
     otid: pg_sys::ItemPointer,
     slot: *mut pg_sys::TupleTableSlot,
-) -> bool {
+    prefix: &[u8],
+) -> Changed {
+    let all = Changed {
+        keys: true,
+        indexed: true,
+    };
     // SAFETY: valid relation, TID pointer and slot of its row type.
     unsafe {
-        let keys = pg_sys::RelationGetIndexAttrBitmap(
-            rel,
-            pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY,
-        );
-        if keys.is_null() {
-            return false;
-        }
+        let bitmap = |kind| pg_sys::RelationGetIndexAttrBitmap(rel, kind);
+        let keys = bitmap(pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY);
+        let indexed = bitmap(pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
         let Some(id) = from_item_pointer(&*otid) else {
-            return true;
+            return all;
         };
+        let Some(old_key) = tree.key_of(id) else {
+            return all;
+        };
+        let same_key = tree.prefix_of(&old_key) == prefix;
+        if keys.is_null() && indexed.is_null() && same_key {
+            return Changed {
+                keys: false,
+                indexed: false,
+            };
+        }
         let Some(old) = get_version(tree, id) else {
-            return true;
+            return all;
         };
         if Header::decode(&old).is_none() {
-            return true;
+            return all;
         }
         let desc = (*rel).rd_att;
         let natts = (*desc).natts as usize;
@@ -955,23 +1008,34 @@ unsafe fn keys_changed(
         let nvals = std::slice::from_raw_parts((*slot).tts_values, natts);
         let nnulls = std::slice::from_raw_parts((*slot).tts_isnull, natts);
         let attrs = (*desc).attrs.as_slice(natts);
-        let mut x = -1;
-        loop {
-            x = pg_sys::bms_next_member(keys, x);
-            if x < 0 {
-                return false;
+        let differs = |set: *mut pg_sys::Bitmapset| {
+            let mut x = -1;
+            loop {
+                x = pg_sys::bms_next_member(set, x);
+                if x < 0 {
+                    return false;
+                }
+                let attnum = x + pg_sys::FirstLowInvalidHeapAttributeNumber;
+                if attnum <= 0 {
+                    // A whole-row reference or a system column: heap
+                    // counts it as changed too.
+                    return true;
+                }
+                if attnum as usize > natts {
+                    continue;
+                }
+                let i = attnum as usize - 1;
+                if onulls[i] != nnulls[i] {
+                    return true;
+                }
+                if !onulls[i] && !datum_image_equal(ovals[i], nvals[i], &attrs[i]) {
+                    return true;
+                }
             }
-            let attnum = x + pg_sys::FirstLowInvalidHeapAttributeNumber;
-            if attnum <= 0 || attnum as usize > natts {
-                continue;
-            }
-            let i = attnum as usize - 1;
-            if onulls[i] != nnulls[i] {
-                return true;
-            }
-            if !onulls[i] && !datum_image_equal(ovals[i], nvals[i], &attrs[i]) {
-                return true;
-            }
+        };
+        Changed {
+            keys: differs(keys),
+            indexed: !same_key || differs(indexed),
         }
     }
 }

@@ -10,9 +10,11 @@
 //! copied into the new tree under its primary-key position, keeping its row
 //! id, so every index stays valid as it is.
 
+use crate::am::hot;
 use crate::am::pkey::KeyDesc;
 use crate::am::rows::{self, table_of};
 use crate::am::table::Table;
+use orioledb_engine::version;
 use orioledb_engine::Direction;
 use pgrx::pg_sys;
 use std::cell::RefCell;
@@ -177,12 +179,22 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
         // TRUNCATE on its transactional path.
         (*rel).rd_newRelfilenodeSubid = 0;
         let new = copy_target(rel, desc, next_id);
+        // HOT chains (am::hot) do not survive a new key: their members are
+        // copied as ordinary versions, and then every index is rebuilt so
+        // that each gets its own entries.
+        let mut had_chains = false;
         for item in old.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
             pgrx::check_for_interrupts!();
             let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
             let id = old.id_of(&k);
             let prefix = keys.of(id, &v).unwrap_or_default();
-            copy_in(rel, &new, id, &prefix, &v);
+            had_chains |= version::Header::decode(&v).is_some_and(|h| hot::heap_only(&h));
+            copy_in(rel, &new, id, &prefix, &version::without_hot(v));
+        }
+        if had_chains {
+            let mut params = pg_sys::ReindexParams::default();
+            pg_sys::CommandCounterIncrement();
+            pg_sys::reindex_relation((*rel).rd_id, 0, &mut params);
         }
     }
 }
@@ -317,7 +329,7 @@ pub unsafe fn copy_for_cluster(
     oldest_xmin: pg_sys::TransactionId,
     counts: (&mut f64, &mut f64, &mut f64),
 ) {
-    use orioledb_engine::version::{self, Hints, VacuumState, Xid};
+    use orioledb_engine::version::{Hints, VacuumState, Xid};
     // SAFETY: per the contract.
     unsafe {
         let name = rows::rel_name(old);
@@ -399,7 +411,10 @@ pub unsafe fn copy_for_cluster(
             let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
             let id = from.id_of(&k);
             if keep(id, &v) {
-                copy_in(old, &to, id, from.prefix_of(&k), &v);
+                // PostgreSQL rebuilds every index after this copy, so each
+                // version gets entries of its own: HOT chains (am::hot)
+                // end here.
+                copy_in(old, &to, id, from.prefix_of(&k), &version::without_hot(v));
             }
         }
     }

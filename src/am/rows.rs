@@ -172,7 +172,11 @@ impl Pruner for VersionPruner {
                 if !owned.is_empty() {
                     crate::am::toast::doom(owned);
                 }
-                crate::am::table::version_pruned(self.tree, key);
+                // A HOT-updated root's map entry stays: index entries name
+                // the chain by it (am::hot).
+                if !(crate::am::hot::hot_updated(&h) && !crate::am::hot::heap_only(&h)) {
+                    crate::am::table::version_pruned(self.tree, key);
+                }
                 Prune::Remove
             }
             _ if hints.0 & bits::XMAX_INVALID != 0 => {

@@ -9,6 +9,7 @@
 use crate::am::rows::{
     self, decode, from_item_pointer, get_version, satisfies, store_version, table_of,
 };
+use crate::am::hot;
 use crate::am::ssi;
 use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use crate::am::table::{IdRange, Table};
@@ -489,23 +490,27 @@ pub unsafe fn bitmap_next_block(
         let block = (*tbmres).blockno;
         let ntuples = (*tbmres).ntuples;
         let mut found = VecDeque::new();
+        // Each entry names a chain root (`am::hot`), whose members may lie
+        // in other blocks and come with it; a lossy page stands for every
+        // chain rooted in the block.
+        let tree = st.tree.clone();
+        let mut visit = |members: Vec<(u64, Vec<u8>)>| {
+            for (id, v) in members {
+                if examine(st, rel, snapshot, id, &v) {
+                    found.push_back((id, v));
+                }
+            }
+        };
         if ntuples >= 0 {
             for &offset in (*tbmres).offsets.as_slice(ntuples as usize) {
-                let Some(id) = tid::from_pointer(block, offset) else {
-                    continue;
-                };
-                if let Some(v) = get_version(&st.tree, id) {
-                    if examine(st, rel, snapshot, id, &v) {
-                        found.push_back((id, v));
-                    }
+                if let Some(id) = tid::from_pointer(block, offset) {
+                    visit(hot::chain(&tree, id, None));
                 }
             }
         } else {
             let first = block as u64 * tid::PER_BLOCK;
-            for (id, v) in st.tree.id_range(first, first + tid::PER_BLOCK) {
-                if examine(st, rel, snapshot, id, &v) {
-                    found.push_back((id, v));
-                }
+            for (_, members) in hot::roots_in(tree.clone(), first, first + tid::PER_BLOCK) {
+                visit(members);
             }
         }
         st.bitmap = found;
@@ -714,10 +719,13 @@ pub unsafe fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
     unsafe { pg_sys::pfree(data.cast()) }
 }
 
-/// Fetches the version an index entry points at. Every version has its
-/// own index entries (no HOT chains), so there is never a second member to
-/// return (`call_again` stays false); an entry whose version is gone or
-/// dead to everyone reports `all_dead`, letting the index forget it.
+/// Fetches the version an index entry points at: the member of the chain
+/// its row id roots (`am::hot`; without HOT updates, the version itself)
+/// that the snapshot sees. `*tidp` is left naming that member, as heap
+/// does; a snapshot that may see several members (not MVCC) gets them one
+/// per call, `call_again` asking for the next after `*tidp`. An entry whose
+/// chain is gone or dead to everyone reports `all_dead`, letting the index
+/// forget it.
 pub unsafe fn index_fetch_tuple(
     data: *mut pg_sys::IndexFetchTableData,
     tidp: pg_sys::ItemPointer,
@@ -729,6 +737,7 @@ pub unsafe fn index_fetch_tuple(
     // SAFETY: PostgreSQL passes the state it began and valid pointers.
     unsafe {
         let rel = (*data).rel;
+        let first_call = !*call_again;
         *call_again = false;
         if !all_dead.is_null() {
             *all_dead = false;
@@ -737,22 +746,58 @@ pub unsafe fn index_fetch_tuple(
             return false;
         };
         let tree = table_of(rel);
-        let Some(v) = get_version(&tree, id) else {
-            if !all_dead.is_null() {
-                *all_dead = true;
-            }
-            return false;
+        let (root, after) = if first_call {
+            (id, None)
+        } else {
+            // Continuing after member `id`, which the last call returned.
+            let Some(v) = get_version(&tree, id) else {
+                return false;
+            };
+            (hot::root_of(&decode(rel, id, &v), &v, id), Some(id))
         };
-        let h = decode(rel, id, &v);
-        if read_checked(rel, id, &h, snapshot) {
-            store_version(rel, slot, id, &v);
-            return true;
+        let mut dead = first_call;
+        for (mid, v) in hot::chain(&tree, root, None) {
+            if after.is_some_and(|a| mid <= a) {
+                continue;
+            }
+            let h = decode(rel, mid, &v);
+            if read_checked(rel, mid, &h, snapshot) {
+                store_version(rel, slot, mid, &v);
+                rows::to_item_pointer(mid, &mut *tidp);
+                *call_again = !is_mvcc(snapshot);
+                return true;
+            }
+            if dead && !rows::surely_dead(&h, rel) {
+                dead = false;
+            }
         }
-        if !all_dead.is_null() && rows::surely_dead(&h, rel) {
-            *all_dead = true;
+        if first_call && !all_dead.is_null() {
+            *all_dead = dead;
         }
         false
     }
+}
+
+/// Whether at most one version of a chain can satisfy `snapshot`.
+///
+/// # Safety
+/// A valid snapshot.
+unsafe fn is_mvcc(snapshot: pg_sys::Snapshot) -> bool {
+    // SAFETY: per the contract.
+    let t = unsafe { (*snapshot).snapshot_type };
+    t == pg_sys::SnapshotType::SNAPSHOT_MVCC || t == pg_sys::SnapshotType::SNAPSHOT_HISTORIC_MVCC
+}
+
+/// Whether the index entries naming row id `id` are useless: every
+/// version of its chain is gone or dead to every snapshot.
+///
+/// # Safety
+/// `rel` is the open relation of `tree`.
+pub unsafe fn chain_dead(rel: pg_sys::Relation, tree: &Table, id: u64) -> bool {
+    hot::chain(tree, id, None)
+        .iter()
+        // SAFETY: per the contract.
+        .all(|(mid, v)| unsafe { rows::surely_dead(&decode(rel, *mid, v), rel) })
 }
 
 pub unsafe fn tuple_fetch_row_version(
@@ -875,14 +920,10 @@ pub unsafe fn index_delete_tuples(
         let deltids = std::slice::from_raw_parts_mut(d.deltids, d.ndeltids as usize);
         for del in deltids.iter() {
             let status = &mut *d.status.add(del.id as usize);
-            let dead = match from_item_pointer(&del.tid) {
+            status.knowndeletable = match from_item_pointer(&del.tid) {
                 None => true,
-                Some(id) => match get_version(&tree, id) {
-                    None => true,
-                    Some(v) => rows::surely_dead(&decode(rel, id, &v), rel),
-                },
+                Some(id) => chain_dead(rel, &tree, id),
             };
-            status.knowndeletable = dead;
         }
         pg_sys::InvalidTransactionId
     }
@@ -1019,24 +1060,39 @@ pub unsafe fn index_build_range_scan(
         } else {
             (*scan).rs_parallel
         };
-        let versions: Box<dyn Iterator<Item = (u64, Vec<u8>)>> = if !parallel.is_null() {
-            // A parallel build: this process indexes the chunks it takes.
-            Box::new(ParallelIds::new(parallel, tree.clone()))
+        // (row id index entries use, version's row id, version): a
+        // heap-only version is indexed under its chain's root (`am::hot`).
+        // In row-id order the chains come with their roots, so the entries'
+        // TIDs ascend as BRIN needs.
+        type Item = (u64, u64, Vec<u8>);
+        let chains = |t: &Table, first: u64, end: u64| -> Box<dyn Iterator<Item = Item>> {
+            Box::new(
+                hot::roots_in(t.clone(), first, end).flat_map(|(root, members)| {
+                    members.into_iter().map(move |(id, v)| (root, id, v))
+                }),
+            )
+        };
+        let versions: Box<dyn Iterator<Item = Item>> = if !parallel.is_null() {
+            // A parallel build (row-id order: no chains): this process
+            // indexes the chunks it takes.
+            Box::new(ParallelIds::new(parallel, tree.clone()).map(|(id, v)| (id, id, v)))
         } else if whole && brin {
-            Box::new(tree.id_range(0, u64::MAX))
+            chains(&tree, 0, u64::MAX)
         } else if whole {
             let t = tree.clone();
             Box::new(
                 tree.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
                     .map(move |item| {
                         let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-                        (t.id_of(&k), v)
+                        let id = t.id_of(&k);
+                        let root = Header::decode(&v).map_or(id, |h| hot::root_of(&h, &v, id));
+                        (root, id, v)
                     }),
             )
         } else {
             let first = start_blockno as u64 * tid::PER_BLOCK;
             let end = (start_blockno as u64 + numblocks as u64) * tid::PER_BLOCK;
-            Box::new(tree.id_range(first, end))
+            chains(&tree, first, end)
         };
         // Blocks done are only meaningful when rows come in TID order; a
         // keyed table's key order reports its blocks at the end.
@@ -1044,11 +1100,11 @@ pub unsafe fn index_build_range_scan(
         let mut progress_report = progress.then(|| BlockProgress::start(&tree, start_blockno));
         let mut live = 0.0;
         let cb = callback.expect("index build callback");
-        for (id, v) in versions {
+        for (root, id, v) in versions {
             pgrx::check_for_interrupts!();
             if in_tid_order {
                 if let Some(p) = progress_report.as_mut() {
-                    p.at(id);
+                    p.at(root);
                 }
             }
             let h: Header = decode(table_rel, id, &v);
@@ -1065,6 +1121,16 @@ pub unsafe fn index_build_range_scan(
                         &removable,
                         &mut Hints::default(),
                     );
+                    if hot::hot_updated(&h)
+                        && matches!(state, VacuumState::RecentlyDead | VacuumState::DeleteInProgress)
+                    {
+                        // Its chain's entry is made from the newest member;
+                        // old snapshots, which may see this one with other
+                        // values in the new index's columns, must not use
+                        // the index (heap's broken HOT chain: indcheckxmin).
+                        (*index_info).ii_BrokenHotChain = true;
+                        continue;
+                    }
                     let mine = |x: Xid| version::Xacts::is_current(&rows::PgXacts, x);
                     ordinary_entry(
                         state,
@@ -1083,7 +1149,8 @@ pub unsafe fn index_build_range_scan(
             if !rows.form(table_rel, id, &v) {
                 continue;
             }
-            let mut t = (*rows.slot).tts_tid;
+            let mut t = pg_sys::ItemPointerData::default();
+            rows::to_item_pointer(root, &mut t);
             cb(
                 index_rel,
                 &mut t,
@@ -1359,15 +1426,19 @@ pub unsafe fn index_validate_scan(
             sort: (*state).tuplesort,
             spent: false,
         });
-        for (id, v) in tree.id_range(0, u64::MAX) {
+        // By chain (`am::hot`): the index holds roots' row ids, and a chain
+        // needs an entry when the snapshot sees one of its members.
+        for (root, members) in hot::roots_in(tree.clone(), 0, u64::MAX) {
             pgrx::check_for_interrupts!();
-            progress.at(id);
-            let h = decode(table_rel, id, &v);
-            if !satisfies(&h, snapshot, table_rel) {
+            progress.at(root);
+            let Some((id, v)) = members
+                .into_iter()
+                .find(|(id, v)| satisfies(&decode(table_rel, *id, v), snapshot, table_rel))
+            else {
                 continue;
-            }
+            };
             (*state).htups += 1.0;
-            if indexed.holds(id) {
+            if indexed.holds(root) {
                 continue;
             }
             if !rows.form(table_rel, id, &v) {
@@ -1376,7 +1447,8 @@ pub unsafe fn index_validate_scan(
             // A version deleted since the snapshot still gets its unique
             // check: btree then re-checks the version itself (SnapshotSelf
             // through index_fetch_tuple) and lets a dead one pass.
-            let mut t = (*rows.slot).tts_tid;
+            let mut t = pg_sys::ItemPointerData::default();
+            rows::to_item_pointer(root, &mut t);
             pg_sys::index_insert(
                 index_rel,
                 rows.values.as_mut_ptr(),

@@ -23,7 +23,7 @@ use crate::am::pkey::KeyDesc;
 use orioledb_engine::btree::Change;
 use orioledb_engine::cmp::Bytewise;
 use orioledb_engine::keys::{push_version_suffix, version_suffix, SUFFIX};
-use orioledb_engine::version::tid;
+use orioledb_engine::version::{self, tid};
 use orioledb_engine::{Cursor, Direction, Tree, TreeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -131,7 +131,10 @@ pub fn delete_doomed_map_entries() {
     let engine = crate::pg::engine::engine();
     for (id, key) in work {
         let Ok(tree) = engine.tree(id) else { continue };
-        tree.modify(&key, |_| (Change::Delete, ()))
+        // Unlogged, as the pruning that doomed the entry: a crash brings
+        // both back (replay restores the version's record with its entry)
+        // and the version is pruned again.
+        tree.delete_unlogged(&key)
             .unwrap_or_else(|e| crate::pg::engine::report(e));
     }
 }
@@ -291,27 +294,27 @@ impl Table {
     /// row-id layout); false if the id is taken.
     pub fn insert(&self, id: u64, prefix: &[u8], value: &[u8]) -> bool {
         let k = self.version_key(prefix, id);
-        if let Layout::Keyed(_) = self.layout {
-            // The map entry first: a version is never without it.
-            if !self
-                .tree
-                .insert(&map_key(id), prefix)
-                .unwrap_or_else(|e| crate::pg::engine::report(e))
-            {
-                return false;
-            }
+        let keyed = matches!(self.layout, Layout::Keyed(_));
+        let r = if keyed {
+            // The map entry first (a version is never without it), logged
+            // with the version as one record.
+            self.tree.insert_pair((&map_key(id), prefix), &k, value)
+        } else {
+            self.tree.insert(&k, value)
+        };
+        let fresh = r.unwrap_or_else(|e| crate::pg::engine::report(e));
+        if fresh && keyed {
             remember_key(self.tree.id(), id, &k);
         }
-        self.tree
-            .insert(&k, value)
-            .unwrap_or_else(|e| crate::pg::engine::report(e))
+        fresh
     }
 
     /// Largest version value that fits beside a key with `prefix`.
     pub fn max_value(&self, prefix: &[u8]) -> usize {
         let key = match self.layout {
             Layout::RowId => 8,
-            Layout::Keyed(_) => prefix.len() + 7,
+            // A keyed version may become heap-only: room for its trailer.
+            Layout::Keyed(_) => prefix.len() + 7 + version::ROOT_LEN,
         };
         orioledb_engine::page::MAX_ITEM - key
     }
@@ -359,6 +362,16 @@ impl Table {
             cursor: self
                 .tree
                 .range(Bound::Included(lo), Bound::Excluded(hi), dir),
+            redirects: false,
+        }
+    }
+
+    /// As [`Table::id_range`], and also the row ids whose map entry has no
+    /// version (a HOT chain's redirect, `am::hot`), with an empty value.
+    pub fn id_range_with_redirects(&self, first: u64, end: u64) -> IdRange {
+        IdRange {
+            redirects: true,
+            ..self.ids(first, end, Direction::Forward)
         }
     }
 }
@@ -369,6 +382,8 @@ impl Table {
 pub struct IdRange {
     table: Table,
     cursor: Cursor,
+    /// Also yield map entries without a version (empty values).
+    redirects: bool,
 }
 
 impl Iterator for IdRange {
@@ -392,6 +407,9 @@ impl Iterator for IdRange {
                         .unwrap_or_else(|e| crate::pg::engine::report(e))
                     {
                         return Some((id, value));
+                    }
+                    if self.redirects {
+                        return Some((id, Vec::new()));
                     }
                 }
             }

@@ -54,7 +54,7 @@ struct DeadCheck {
 }
 
 /// `IndexBulkDeleteCallback`: whether the index entry pointing at `tid` may
-/// go — its version is gone or dead to every snapshot. TIDs that name no
+/// go — its chain's versions (`am::hot`) are gone or dead to every snapshot. TIDs that name no
 /// possible row id are kept (no orioledb index holds one).
 #[pg_guard]
 unsafe extern "C-unwind" fn entry_is_dead(
@@ -69,10 +69,7 @@ unsafe extern "C-unwind" fn entry_is_dead(
         let Some(id) = from_item_pointer(&*tid) else {
             return false;
         };
-        match rows::get_version(&check.table, id) {
-            None => true,
-            Some(v) => rows::surely_dead(&decode(check.rel, id, &v), check.rel),
-        }
+        crate::am::scan::chain_dead(check.rel, &check.table, id)
     }
 }
 

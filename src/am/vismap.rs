@@ -188,7 +188,9 @@ pub unsafe fn update(
             let mut n = 0u16;
             let mut all = counted.is_some();
             if all {
-                for (_, v) in table.id_range(first, first + tid::PER_BLOCK) {
+                // A HOT chain's redirect (`am::hot`, an empty value) stands
+                // for members elsewhere: never all-visible here.
+                for (_, v) in table.id_range_with_redirects(first, first + tid::PER_BLOCK) {
                     n += 1;
                     if !all_visible(&v, oldest_xmin) {
                         all = false;

@@ -26,6 +26,18 @@ pub enum Change {
     Delete,
 }
 
+/// How a change is logged.
+#[derive(Clone, Copy)]
+pub(crate) enum Log<'a> {
+    /// Not at all (replay, unlogged tidying).
+    No,
+    /// As a put, a patch or a delete of the key.
+    Yes,
+    /// A put, logged together with this key and value, which the caller
+    /// wrote unlogged just before under the same barrier entry.
+    After(&'a [u8], &'a [u8]),
+}
+
 /// A pruner's verdict on one leaf item.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Prune {
@@ -297,6 +309,7 @@ impl Tree {
         must_exist: Option<bool>,
         log: bool,
     ) -> Result<bool> {
+        let log = if log { Log::Yes } else { Log::No };
         self.apply(key, log, |cur| match (must_exist, cur.is_some()) {
             (Some(true), false) | (Some(false), true) => (Change::Keep, false),
             _ => (Change::Put(val.to_vec()), true),
@@ -350,13 +363,31 @@ impl Tree {
         key: &[u8],
         decide: impl FnOnce(Option<&[u8]>) -> (Change, R),
     ) -> Result<R> {
-        self.apply(key, true, decide)
+        self.apply(key, Log::Yes, decide)
+    }
+
+    /// Inserts `first` and then `key`, both new, as one logged change (a
+    /// row-id map entry and its version: one record instead of two).
+    /// False, with nothing written, if `first` exists; false if `key`
+    /// exists (then `first` stays, unlogged: gone after a crash).
+    pub fn insert_pair(&self, first: (&[u8], &[u8]), key: &[u8], val: &[u8]) -> Result<bool> {
+        // One barrier entry around both: a checkpoint cannot start between
+        // the unlogged first write and the record that covers it.
+        let _b = Barrier::enter(&self.inner.pool);
+        let absent = |cur: Option<&[u8]>, v: &[u8]| match cur {
+            Some(_) => (Change::Keep, false),
+            None => (Change::Put(v.to_vec()), true),
+        };
+        if !self.apply(first.0, Log::No, |cur| absent(cur, first.1))? {
+            return Ok(false);
+        }
+        self.apply(key, Log::After(first.0, first.1), |cur| absent(cur, val))
     }
 
     pub(crate) fn apply<R>(
         &self,
         key: &[u8],
-        log: bool,
+        log: Log<'_>,
         decide: impl FnOnce(Option<&[u8]>) -> (Change, R),
     ) -> Result<R> {
         if key.len() > MAX_KEY {
@@ -378,7 +409,7 @@ impl Tree {
                 self.inner.before_modify(&mut g)?;
                 g.page_mut().remove_at(i);
                 g.mark_dirty(epoch);
-                if log {
+                if !matches!(log, Log::No) {
                     self.inner.log_changed(&Record::Delete {
                         tree: self.id,
                         key: key.to_vec(),
@@ -407,14 +438,20 @@ impl Tree {
         // fail — the pre-image write, pruning, a split's new page — fails
         // with the leaf unchanged and nothing logged), then the record is
         // logged under the same latch.
-        self.inner.before_modify(&mut g)?;
-        let split = self.put_leaf(&mut g, key, val.clone(), pos, epoch)?;
-        if log {
-            self.inner.log_changed(&Record::Put {
+        let rec = self.inner.wal.as_ref().and(match log {
+            Log::No => None,
+            Log::After(k, v) => Some(Record::PutPair {
                 tree: self.id,
+                first: (k.to_vec(), v.to_vec()),
                 key: key.to_vec(),
-                value: val,
-            });
+                value: val.clone(),
+            }),
+            Log::Yes => Some(self.put_record(g.page(), pos, key, &val)),
+        });
+        self.inner.before_modify(&mut g)?;
+        let split = self.put_leaf(&mut g, key, val, pos, epoch)?;
+        if let Some(rec) = rec {
+            self.inner.log_changed(&rec);
         }
         let left = g.page;
         drop(g);
@@ -425,6 +462,30 @@ impl Tree {
             self.insert_into_parent(path, 1, sep, right, left, epoch)?;
         }
         Ok(out)
+    }
+
+    /// The record of putting `val` at `key` (found at `pos` of the leaf): a
+    /// patch of the few bytes that change, else the whole value.
+    fn put_record(
+        &self,
+        p: PageRef,
+        pos: std::result::Result<usize, usize>,
+        key: &[u8],
+        val: &[u8],
+    ) -> Record {
+        if let Some(ranges) = pos.ok().and_then(|i| crate::wal::diff(p.value(i), val)) {
+            return Record::Patch {
+                tree: self.id,
+                key: key.to_vec(),
+                len: val.len() as u16,
+                ranges,
+            };
+        }
+        Record::Put {
+            tree: self.id,
+            key: key.to_vec(),
+            value: val.to_vec(),
+        }
     }
 
     /// The leaf change of a put (logged, or replayed): in place, after
@@ -755,7 +816,16 @@ impl Tree {
         self.delete_inner(key, true)
     }
 
+    /// Deletes a key without logging it: for items whose removal may be
+    /// undone by a crash without harm (a row-id map entry of a version that
+    /// pruning — itself unlogged — removed: replay brings both back, and
+    /// the version is pruned again).
+    pub fn delete_unlogged(&self, key: &[u8]) -> Result<bool> {
+        self.delete_inner(key, false)
+    }
+
     pub(crate) fn delete_inner(&self, key: &[u8], log: bool) -> Result<bool> {
+        let log = if log { Log::Yes } else { Log::No };
         self.apply(key, log, |cur| {
             if cur.is_some() {
                 (Change::Delete, true)

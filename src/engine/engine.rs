@@ -8,6 +8,7 @@
 //! writing, and `<tree>-<checkpoint>.map.quarantined` (maps of another
 //! checkpoint than the durable one, kept aside for a quarantined tree).
 
+use crate::btree::Change;
 use crate::buffer::{PageGuard, PageIo, Pool};
 use crate::cmp::{Bytewise, KeyCmp};
 use crate::error::{EngineError, Result};
@@ -137,12 +138,19 @@ thread_local! {
 /// count.
 ///
 /// Not `Send`: the thread that entered counts it and must drop it.
-pub(crate) struct Barrier<'a>(&'a Pool, std::marker::PhantomData<*const ()>);
+pub(crate) struct Barrier<'a>(&'a Pool, bool, std::marker::PhantomData<*const ()>);
 
 impl<'a> Barrier<'a> {
     pub fn enter(pool: &'a Pool) -> Self {
         let held = BARRIERS_HELD.get();
-        if pool.checkpoint_wants().load(Ordering::Acquire) != 0 && held == 0 {
+        if held > 0 {
+            // Nested (one change made of several tree operations): the
+            // outer entry holds the latch; taking it again could queue
+            // behind a waiting checkpoint that waits for us.
+            BARRIERS_HELD.set(held + 1);
+            return Barrier(pool, false, std::marker::PhantomData);
+        }
+        if pool.checkpoint_wants().load(Ordering::Acquire) != 0 {
             let gate = pool.gate_latch();
             pool.latches().acquire(gate, LatchMode::Shared);
             pool.latches().release(gate, LatchMode::Shared);
@@ -150,16 +158,18 @@ impl<'a> Barrier<'a> {
         pool.latches()
             .acquire(pool.barrier_latch(), LatchMode::Shared);
         BARRIERS_HELD.set(held + 1);
-        Barrier(pool, std::marker::PhantomData)
+        Barrier(pool, true, std::marker::PhantomData)
     }
 }
 
 impl Drop for Barrier<'_> {
     fn drop(&mut self) {
         BARRIERS_HELD.set(BARRIERS_HELD.get().saturating_sub(1));
-        self.0
-            .latches()
-            .release(self.0.barrier_latch(), LatchMode::Shared);
+        if self.1 {
+            self.0
+                .latches()
+                .release(self.0.barrier_latch(), LatchMode::Shared);
+        }
     }
 }
 
@@ -958,6 +968,35 @@ impl Engine {
             Record::Put { key, value, .. } => {
                 let t = self.tree_with(id, cmp(id))?;
                 t.write_inner(&key, &value, None, false)?;
+            }
+            Record::PutPair {
+                first, key, value, ..
+            } => {
+                let t = self.tree_with(id, cmp(id))?;
+                t.write_inner(&first.0, &first.1, None, false)?;
+                t.write_inner(&key, &value, None, false)?;
+            }
+            Record::Patch {
+                key, len, ranges, ..
+            } => {
+                let t = self.tree_with(id, cmp(id))?;
+                let patched = t.apply(&key, crate::btree::Log::No, |cur| {
+                    match cur.filter(|v| v.len() == len as usize) {
+                        Some(v) => match crate::wal::apply_patch(v, &ranges) {
+                            Some(nv) => (Change::Put(nv), true),
+                            None => (Change::Keep, false),
+                        },
+                        None => (Change::Keep, false),
+                    }
+                })?;
+                if !patched {
+                    return Err(EngineError::Damaged {
+                        tree: id,
+                        detail: format!(
+                            "a logged patch of key {key:02x?} finds no value of {len} bytes to patch"
+                        ),
+                    });
+                }
             }
             Record::Delete { key, .. } => {
                 let t = self.tree_with(id, cmp(id))?;

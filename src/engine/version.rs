@@ -63,6 +63,12 @@ pub mod bits {
     // infomask2
     pub const NATTS_MASK: u16 = 0x07FF;
     pub const KEYS_UPDATED: u16 = 0x2000;
+    /// Updated by a HOT-like update: the successor is in this version's
+    /// chain and has no index entries of its own.
+    pub const HOT_UPDATED: u16 = 0x4000;
+    /// A HOT-like update's new version (heap's `HEAP_ONLY_TUPLE`): no index
+    /// entry names it; the value ends with its chain root's row id.
+    pub const HEAP_ONLY: u16 = 0x8000;
 }
 
 /// `flags` byte: the version is a speculative insertion (INSERT ... ON
@@ -86,10 +92,56 @@ pub const COMBO: u8 = 4;
 /// endian), so pruning can delete them without the row type.
 pub const TOAST_LIST: u8 = 2;
 
+/// `flags` byte: the value ends with the row id (u48, little endian) of
+/// the version's HOT chain root, after any toast list. Set exactly on
+/// versions with [`bits::HEAP_ONLY`].
+pub const HOT_ROOT: u8 = 16;
+
+/// Bytes of the [`HOT_ROOT`] trailer.
+pub const ROOT_LEN: usize = 6;
+
+/// The chain root of a heap-only version (its [`HOT_ROOT`] trailer).
+pub fn hot_root(h: &Header, value: &[u8]) -> Option<u64> {
+    if h.flags & HOT_ROOT == 0 || value.len() < HEADER + ROOT_LEN {
+        return None;
+    }
+    let mut b = [0u8; 8];
+    b[..ROOT_LEN].copy_from_slice(&value[value.len() - ROOT_LEN..]);
+    Some(u64::from_le_bytes(b))
+}
+
+/// Makes version `value` heap-only in the chain of `root`: sets the flag
+/// bits and appends the root trailer (see [`HOT_ROOT`]).
+pub fn make_heap_only(value: &mut Vec<u8>, root: u64) {
+    value.extend_from_slice(&root.to_le_bytes()[..ROOT_LEN]);
+    value[27] |= HOT_ROOT;
+    let i2 = u16::from_le_bytes([value[18], value[19]]) | bits::HEAP_ONLY;
+    value[18..20].copy_from_slice(&i2.to_le_bytes());
+}
+
+/// Version `value` as an ordinary one: HOT bits and root trailer removed
+/// (a rewrite that rebuilds every index gives each version its own
+/// entries).
+pub fn without_hot(mut value: Vec<u8>) -> Vec<u8> {
+    let Some(h) = Header::decode(&value) else {
+        return value;
+    };
+    if h.flags & HOT_ROOT != 0 && value.len() >= HEADER + ROOT_LEN {
+        value.truncate(value.len() - ROOT_LEN);
+    }
+    value[27] &= !HOT_ROOT;
+    let i2 = h.infomask2 & !(bits::HEAP_ONLY | bits::HOT_UPDATED);
+    value[18..20].copy_from_slice(&i2.to_le_bytes());
+    value
+}
+
 /// The tuple tail of version `value` (decoded as `h`) and the toast values
 /// it owns.
 pub fn tail_and_toast<'a>(h: &Header, value: &'a [u8]) -> (&'a [u8], Vec<(u32, u32)>) {
-    let body = &value[HEADER.min(value.len())..];
+    let mut body = &value[HEADER.min(value.len())..];
+    if h.flags & HOT_ROOT != 0 && body.len() >= ROOT_LEN {
+        body = &body[..body.len() - ROOT_LEN];
+    }
     if h.flags & TOAST_LIST == 0 || body.len() < 4 {
         return (body, Vec::new());
     }

@@ -35,7 +35,7 @@ use std::sync::Arc;
 pub const RM_ID: u8 = 201;
 
 /// `info >> 4` of the redo-point marker an engine checkpoint logs. Not an
-/// engine record (the engine's kinds are 1..6): replay skips it.
+/// engine record (the engine's kinds are 1..8): replay skips it.
 const KIND_REDO_POINT: u8 = 15;
 
 /// The replication slot that keeps WAL from the engine's redo point.
@@ -203,9 +203,13 @@ fn replay_wal_record(info: u8, bytes: &[u8]) {
 fn replay_one(bytes: &[u8]) {
     let rec = Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e));
     let changes_order = match &rec {
-        Record::Put { tree, key, .. } | Record::Delete { tree, key, .. } => {
-            (key == crate::am::table::DESC_KEY).then_some(*tree)
-        }
+        Record::Put { tree, key, .. }
+        | Record::Delete { tree, key, .. }
+        | Record::Patch { tree, key, .. } => (key == crate::am::table::DESC_KEY).then_some(*tree),
+        Record::PutPair {
+            tree, first, key, ..
+        } => (key == crate::am::table::DESC_KEY || first.0 == crate::am::table::DESC_KEY)
+            .then_some(*tree),
         Record::IdLimit { .. } => None,
         r => Some(r.tree()),
     };
@@ -260,6 +264,13 @@ unsafe fn main_data<'a>(rec: *const pg_sys::DecodedXLogRecord) -> &'a [u8] {
 unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
     // SAFETY: PostgreSQL passes the decoded record being replayed.
     unsafe {
+        // PostgreSQL's redo may start before the engine's redo point: what
+        // lies before it is in the engine's checkpoint image already, and
+        // must not be applied again (a patch of a version pruned before
+        // that checkpoint would find nothing to patch).
+        if (*record).ReadRecPtr < crate::pg::engine::engine().redo_position() {
+            return;
+        }
         let rec = (*record).record;
         let data = main_data(rec);
         replay_wal_record((*rec).header.xl_info, data);
@@ -285,6 +296,8 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         4 => c"DELETE",
         5 => c"ROW_ID_LIMIT",
         6 => c"TRUNCATE",
+        7 => c"PATCH",
+        8 => c"PUT_PAIR",
         KIND_REDO_POINT => c"REDO_POINT",
         _ => c"UNKNOWN",
     };
@@ -333,6 +346,22 @@ pub fn describe(r: &Record) -> String {
         }
         Record::Delete { key, .. } => format!("{tree} key {}", hex(key)),
         Record::IdLimit { limit, .. } => format!("{tree} limit {limit}"),
+        Record::Patch {
+            key, len, ranges, ..
+        } => format!(
+            "{tree} key {} value {len} bytes, {} bytes patched",
+            hex(key),
+            ranges.iter().map(|r| r.1.len()).sum::<usize>()
+        ),
+        Record::PutPair {
+            first, key, value, ..
+        } => format!(
+            "{tree} key {} value {} bytes, key {} value {} bytes",
+            hex(&first.0),
+            first.1.len(),
+            hex(key),
+            value.len()
+        ),
     }
 }
 

@@ -55,8 +55,26 @@ fn random_change(
     let m = model.entry(id).or_default();
     let k = key(rng.below(600));
     if upsert {
-        let v = value(step, seed, 10 + rng.below(300) as usize);
-        t.upsert(&k, &v).unwrap();
+        let mut v = value(step, seed, 10 + rng.below(300) as usize);
+        let pair = key(1000 + rng.below(600));
+        match (rng.below(3), m.get(&k)) {
+            // A few bytes of an existing value: logged as a patch.
+            (0, Some(old)) => {
+                v = old.clone();
+                for _ in 0..1 + rng.below(4) {
+                    let at = rng.below(v.len() as u64) as usize;
+                    v[at] = v[at].wrapping_add(1 + rng.below(250) as u8);
+                }
+                t.upsert(&k, &v).unwrap();
+            }
+            // Two new keys as one record.
+            (1, None) if !m.contains_key(&pair) => {
+                let pv = value(step + 1, seed, 9);
+                assert!(t.insert_pair((&pair, &pv), &k, &v).unwrap());
+                m.insert(pair, pv);
+            }
+            _ => t.upsert(&k, &v).unwrap(),
+        }
         m.insert(k, v);
     } else {
         assert_eq!(t.delete(&k).unwrap(), m.remove(&k).is_some());
@@ -106,6 +124,9 @@ fn replay_after_crash_restores_every_change() {
         }
         let durable = e.durable_checkpoint();
         drop(e); // crash: the pool and everything not checkpointed is gone
+        // The workload logs every kind of change, patches and pairs too.
+        let kinds: std::collections::BTreeSet<u8> = wal.since(1).iter().map(|r| r[0]).collect();
+        assert!(kinds.is_superset(&[2, 3, 4, 7, 8].into()), "seed {seed}: kinds {kinds:?}");
         let e = recover(dir.path(), &wal);
         assert_eq!(e.durable_checkpoint(), durable);
         assert!(

@@ -256,6 +256,26 @@ fn toast_list_trailer() {
 }
 
 #[test]
+fn hot_root_trailer_follows_the_toast_list() {
+    let mut h = Header::new(5, 0, 1);
+    h.hoff = 24;
+    let mut v = h.with_tail(&[1, 2, 3]);
+    push_toast_list(&mut v, &[(100, 7)]);
+    let plain = v.clone();
+    assert_eq!(hot_root(&Header::decode(&v).unwrap(), &v), None);
+    make_heap_only(&mut v, 0x1234_5678_9abc);
+    let h2 = Header::decode(&v).unwrap();
+    assert_eq!(h2.infomask2 & bits::HEAP_ONLY, bits::HEAP_ONLY);
+    assert_eq!(hot_root(&h2, &v), Some(0x1234_5678_9abc));
+    assert_eq!(tail_and_toast(&h2, &v), (&[1u8, 2, 3][..], vec![(100, 7)]));
+    let mut updated = v.clone();
+    let mut h3 = h2;
+    h3.infomask2 |= bits::HOT_UPDATED;
+    h3.encode_into(&mut updated);
+    assert_eq!(without_hot(updated), plain);
+}
+
+#[test]
 fn lock_only_multis() {
     let x = model();
     let mut h = Header::new(5, 0, 1);

@@ -1,0 +1,261 @@
+//! Integration tests: HOT-like updates (`src/am/hot.rs`). An UPDATE of a
+//! table with a primary key that changes no indexed column inserts no index
+//! entries; every index kind must still find the row version its snapshot
+//! sees, through chains whose older members are pruned, after VACUUM,
+//! index builds, VACUUM FULL and CLUSTER, under concurrent updaters and
+//! readers, and after a crash.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ROWS: i32 = 200;
+
+/// A keyed table with an index of every kind on `w` (never updated here)
+/// and a GIN index on `tags`; `v` is not indexed.
+fn setup(c: &mut Client) {
+    c.batch_execute(&format!(
+        "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, w int NOT NULL,
+                         tags int[] NOT NULL, pad text) USING orioledb;
+         INSERT INTO t SELECT i, 0, i % 20, ARRAY[i % 7], repeat('x', 50)
+           FROM generate_series(1, {ROWS}) i;
+         CREATE INDEX t_w ON t (w);
+         CREATE INDEX t_w_hash ON t USING hash (w);
+         CREATE INDEX t_w_brin ON t USING brin (w) WITH (pages_per_range = 1);
+         CREATE INDEX t_tags ON t USING gin (tags);"
+    ))
+    .unwrap();
+}
+
+fn stat_i64(c: &mut Client, sql: &str) -> i64 {
+    c.query_one(sql, &[]).unwrap().get(0)
+}
+
+fn index_bytes(c: &mut Client) -> i64 {
+    stat_i64(
+        c,
+        "SELECT sum(pg_relation_size(indexrelid))::int8 FROM pg_index
+          WHERE indrelid = 't'::regclass",
+    )
+}
+
+/// `SELECT sum(v), count(*)` over rows with `w < 10` through one access
+/// path (the others switched off), checked against a sequential scan.
+fn check_paths(c: &mut Client, what: &str) {
+    let q = "SELECT coalesce(sum(v), 0)::int8, count(*) FROM t WHERE w < 10";
+    let seq = {
+        c.batch_execute(
+            "SET enable_indexscan = off; SET enable_bitmapscan = off;
+             SET enable_indexonlyscan = off; SET enable_seqscan = on",
+        )
+        .unwrap();
+        let r = c.query_one(q, &[]).unwrap();
+        (r.get::<_, i64>(0), r.get::<_, i64>(1))
+    };
+    for (path, set) in [
+        ("index scan", "enable_indexscan = on"),
+        ("bitmap scan", "enable_bitmapscan = on"),
+    ] {
+        c.batch_execute(&format!(
+            "SET enable_indexscan = off; SET enable_bitmapscan = off;
+             SET enable_seqscan = off; SET {set}"
+        ))
+        .unwrap();
+        let r = c.query_one(q, &[]).unwrap();
+        assert_eq!((r.get::<_, i64>(0), r.get::<_, i64>(1)), seq, "{what}: {path}");
+    }
+    // Equality through the hash and GIN indexes, lossy pages through BRIN
+    // and a tiny work_mem.
+    c.batch_execute("SET enable_seqscan = off; SET enable_indexscan = on; SET enable_bitmapscan = on")
+        .unwrap();
+    for q in [
+        "SELECT coalesce(sum(v), 0)::int8 FROM t WHERE w = 3",
+        "SELECT coalesce(sum(v), 0)::int8 FROM t WHERE tags @> ARRAY[3]",
+        "SELECT coalesce(sum(v), 0)::int8 FROM t WHERE id BETWEEN 10 AND 150",
+    ] {
+        let via_index: i64 = c.query_one(q, &[]).unwrap().get(0);
+        c.batch_execute("SET enable_seqscan = on; SET enable_indexscan = off; SET enable_bitmapscan = off")
+            .unwrap();
+        let seq: i64 = c.query_one(q, &[]).unwrap().get(0);
+        c.batch_execute("SET enable_seqscan = off; SET enable_indexscan = on; SET enable_bitmapscan = on")
+            .unwrap();
+        assert_eq!(via_index, seq, "{what}: {q}");
+    }
+    c.batch_execute(
+        "SET work_mem = '64kB'; SET enable_indexscan = off; SET enable_seqscan = off",
+    )
+    .unwrap();
+    let brin: i64 = c
+        .query_one("SELECT count(*) FROM t WHERE w BETWEEN 2 AND 4", &[])
+        .unwrap()
+        .get(0);
+    c.batch_execute("RESET ALL").unwrap();
+    let seq: i64 = c
+        .query_one("SELECT count(*) FROM t WHERE w BETWEEN 2 AND 4", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(brin, seq, "{what}: lossy bitmap");
+    // An index-only scan where the visibility map allows it.
+    c.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    let ios = stat_i64(c, "SELECT count(*) FROM t WHERE w >= 0");
+    c.batch_execute("RESET ALL").unwrap();
+    assert_eq!(ios, stat_i64(c, "SELECT count(*) FROM t"), "{what}: count via w");
+}
+
+/// 20,000 updates of an unindexed column insert no index entry: every
+/// index keeps its size, `n_tup_hot_upd` counts them, and every access
+/// path returns what a sequential scan does — also after pruning removed
+/// the chains' roots, after deletes and key re-inserts, after an update
+/// of an indexed column, after VACUUM, CREATE INDEX on the updated column
+/// (whose chains hold several values of it), REINDEX CONCURRENTLY,
+/// VACUUM FULL and CLUSTER.
+#[test]
+fn hot_updates_keep_indexes_small_and_right() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_hot");
+    setup(&mut c);
+    let before = index_bytes(&mut c);
+    let n = knob("ORIOLEDB_HOT_UPDATES", 20_000) as i32;
+    for batch in 0..n / 500 {
+        c.batch_execute(&format!(
+            "UPDATE t SET v = v + 1 WHERE id = ({batch} * 37) % {ROWS} + 1;
+             DO $$ BEGIN FOR i IN 1..499 LOOP
+               UPDATE t SET v = v + 1 WHERE id = (i * 13 + {batch}) % {ROWS} + 1;
+             END LOOP; END $$;"
+        ))
+        .unwrap();
+    }
+    c.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
+    let hot = stat_i64(&mut c, "SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 't'");
+    let upd = stat_i64(&mut c, "SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 't'");
+    assert_eq!(hot, upd, "every update was HOT");
+    assert!(upd >= n as i64 - 40, "{upd} updates counted");
+    assert_eq!(
+        stat_i64(&mut c, "SELECT sum(v)::int8 FROM t"),
+        (n / 500 * 500) as i64
+    );
+    let after = index_bytes(&mut c);
+    assert!(
+        after <= before + 8 * 8192,
+        "indexes grew from {before} to {after} bytes"
+    );
+    check_paths(&mut c, "after HOT updates");
+
+    // Deletes of chain members, re-inserted keys, an indexed column changed.
+    c.batch_execute(
+        "DELETE FROM t WHERE id % 10 = 0;
+         INSERT INTO t SELECT i, 1000, i % 20, ARRAY[i % 7], 'again'
+           FROM generate_series(10, 200, 20) i;
+         UPDATE t SET w = w + 1 WHERE id % 10 = 5;
+         UPDATE t SET v = v + 1 WHERE id % 3 = 0;",
+    )
+    .unwrap();
+    check_paths(&mut c, "after deletes, re-inserts and non-HOT updates");
+
+    c.batch_execute("VACUUM t").unwrap();
+    check_paths(&mut c, "after VACUUM");
+
+    // An index on the column the chains changed.
+    c.batch_execute("CREATE INDEX t_v ON t (v)").unwrap();
+    c.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    let via_v: i64 = stat_i64(&mut c, "SELECT count(*) FROM t WHERE v >= 0");
+    c.batch_execute("RESET ALL").unwrap();
+    assert_eq!(via_v, stat_i64(&mut c, "SELECT count(*) FROM t"), "new index on v");
+    c.batch_execute("UPDATE t SET pad = 'y' WHERE id < 50").unwrap();
+    c.batch_execute("REINDEX TABLE CONCURRENTLY t").unwrap();
+    check_paths(&mut c, "after REINDEX CONCURRENTLY");
+    c.batch_execute("UPDATE t SET pad = 'z' WHERE id < 80").unwrap();
+    c.batch_execute("VACUUM FULL t").unwrap();
+    check_paths(&mut c, "after VACUUM FULL");
+    c.batch_execute("UPDATE t SET pad = 'q' WHERE id < 80").unwrap();
+    c.batch_execute("CLUSTER t USING t_pkey").unwrap();
+    check_paths(&mut c, "after CLUSTER");
+    let check = query_text(&mut c, "SELECT orioledb_check('t'::regclass)");
+    assert!(check.starts_with("ok"), "checker: {check}");
+}
+
+/// Updaters move amounts between rows with HOT updates while readers sum
+/// them through the secondary index in REPEATABLE READ snapshots: every
+/// sum is the same. Then the server is killed and the sum and the index
+/// still agree after recovery.
+#[test]
+fn concurrent_hot_updates_and_index_readers_then_crash() {
+    let (env, _g) = require_server_exclusive!();
+    let mut c = fresh_db(&env, "itest_hot_conc");
+    setup(&mut c);
+    let total = stat_i64(&mut c, "SELECT sum(v)::int8 FROM t");
+    let stop = Arc::new(AtomicBool::new(false));
+    let secs = knob("ORIOLEDB_HOT_SECONDS", 6);
+    let mut threads = Vec::new();
+    for u in 0..3u64 {
+        let (env, stop) = (env.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut c = connect(&env, "itest_hot_conc");
+            let mut x = u * 7919 + 1;
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                let a = (x >> 33) % ROWS as u64 + 1;
+                let b = (x >> 13) % ROWS as u64 + 1;
+                let sql = format!(
+                    "BEGIN; UPDATE t SET v = v - 1 WHERE id = {a};
+                     UPDATE t SET v = v + 1 WHERE id = {b}; COMMIT"
+                );
+                match c.batch_execute(&sql) {
+                    Ok(()) => n += 1,
+                    Err(e) if e.code().map(|s| s.code()) == Some("40P01") => {
+                        let _ = c.batch_execute("ROLLBACK");
+                    }
+                    Err(e) => panic!("updater: {}", describe(&e)),
+                }
+            }
+            n
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..2u64 {
+        let (env, stop) = (env.clone(), stop.clone());
+        readers.push(std::thread::spawn(move || {
+            let mut c = connect(&env, "itest_hot_conc");
+            let mut sums = 0u64;
+            let paths = [
+                "SET enable_seqscan = off; SET enable_bitmapscan = off",
+                "SET enable_seqscan = off; SET enable_indexscan = off",
+            ];
+            while !stop.load(Ordering::Relaxed) {
+                c.batch_execute(paths[(sums as usize + r as usize) % 2]).unwrap();
+                c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+                let a: i64 = c
+                    .query_one("SELECT coalesce(sum(v), 0)::int8 FROM t WHERE w >= 0", &[])
+                    .unwrap()
+                    .get(0);
+                let b: i64 = c
+                    .query_one("SELECT coalesce(sum(v), 0)::int8 FROM t WHERE tags && ARRAY[0,1,2,3,4,5,6]", &[])
+                    .unwrap()
+                    .get(0);
+                c.batch_execute("COMMIT").unwrap();
+                assert_eq!((a, b), (total, total), "a snapshot's sums through the indexes");
+                sums += 1;
+            }
+            sums
+        }));
+    }
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(secs) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let updates: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    let reads: u64 = readers.into_iter().map(|t| t.join().unwrap()).sum();
+    assert!(updates > 50 && reads > 5, "{updates} transfers, {reads} reads");
+    check_paths(&mut c, "after concurrent HOT updates");
+    drop(c);
+    crash_and_restart(&env);
+    let mut c = connect(&env, "itest_hot_conc");
+    assert_eq!(stat_i64(&mut c, "SELECT sum(v)::int8 FROM t"), total, "after crash");
+    check_paths(&mut c, "after crash recovery");
+}
