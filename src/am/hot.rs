@@ -79,6 +79,26 @@ pub fn chain(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<
         }
     }
     out.reverse();
+    // The cursor holds no latch between leaves: an update may have added a
+    // member after it passed (members sort newest first). The newest member
+    // read names it; without this a VACUUM could judge the chain by a
+    // member whose updater committed since and call it dead.
+    while let Some((last, v)) = out.last() {
+        let Some(h) = Header::decode(v).filter(|h| hot_updated(h) && h.ctid > *last) else {
+            break;
+        };
+        let Some(next) = table.get(h.ctid) else {
+            // Not inserted yet: its updater still runs, so the member read
+            // is not dead to anyone.
+            break;
+        };
+        match Header::decode(&next) {
+            Some(nh) if heap_only(&nh) && version::hot_root(&nh, &next) == Some(root) => {
+                out.push((h.ctid, next));
+            }
+            _ => break,
+        }
+    }
     out
 }
 

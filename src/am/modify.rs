@@ -176,12 +176,25 @@ enum Decision {
     /// Applied. For an update: the row locks still running on the old
     /// version, which the new version must carry (heap keeps them too, so
     /// a FOR KEY SHARE of a foreign-key check still protects the key).
-    /// And whether the version owns toast values, and its chain's root
-    /// (`am::hot`; its own row id unless heap-only).
-    Done(Vec<(Xid, LockMode)>, bool, u64),
+    /// And whether the version owns toast values, and what the caller
+    /// learns of it.
+    Done(Vec<(Xid, LockMode)>, bool, Applied),
     Wait(Xid),
     Fail(UpdateCheck, Header),
     Missing,
+}
+
+/// What a delete or update learns of the version it changed.
+#[derive(Default)]
+struct Applied {
+    /// Row locks of others (and our own) the new version must carry.
+    carried: Vec<(Xid, LockMode)>,
+    /// The version's chain root (`am::hot`; its own row id unless
+    /// heap-only).
+    root: u64,
+    /// An update's old version as changed (the new version's log record
+    /// is a delta of it); empty otherwise.
+    old: Vec<u8>,
 }
 
 /// What to do with the version once it may be changed.
@@ -271,8 +284,11 @@ fn decide_and_apply(
                         if let Action::Lock(mode) = action {
                             if held >= mode && !updater {
                                 // Already held at least as strongly.
-                                let root = crate::am::hot::root_of(&h, v, id);
-                                return (Change::Keep, Decision::Done(Vec::new(), false, root));
+                                let applied = Applied {
+                                    root: crate::am::hot::root_of(&h, v, id),
+                                    ..Applied::default()
+                                };
+                                return (Change::Keep, Decision::Done(Vec::new(), false, applied));
                             }
                         }
                         if updater {
@@ -385,8 +401,16 @@ fn decide_and_apply(
         // Only a delete or update drops the version's values.
         let toasted = !matches!(action, Action::Lock(_))
             && !version::tail_and_toast(&h, v).1.is_empty();
-        let root = crate::am::hot::root_of(&h, v, id);
-        (Change::Put(nv), Decision::Done(carried, toasted, root))
+        let applied = Applied {
+            root: crate::am::hot::root_of(&h, v, id),
+            old: if matches!(action, Action::Update { .. }) {
+                nv.clone()
+            } else {
+                Vec::new()
+            },
+            ..Applied::default()
+        };
+        (Change::Put(nv), Decision::Done(carried, toasted, applied))
     })
 }
 
@@ -522,8 +546,7 @@ unsafe fn change_with_wait(
     tmfd: *mut pg_sys::TM_FailureData,
     action: Action,
     what: &str,
-    carried: &mut Vec<(Xid, LockMode)>,
-    root: &mut u64,
+    applied: &mut Applied,
 ) -> pg_sys::TM_Result::Type {
     // SAFETY: caller passes valid pointers.
     unsafe {
@@ -550,17 +573,20 @@ unsafe fn change_with_wait(
         let r = loop {
             pgrx::check_for_interrupts!();
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
-                Decision::Done(locks, toasted, chain_root) => {
+                Decision::Done(locks, toasted, done) => {
                     if toasted {
                         lock_toast_relation(rel);
                     }
                     crate::am::vismap::clear(rel, id);
-                    if chain_root != id {
+                    if done.root != id {
                         // Index-only scans read the map of the block the
                         // index entries name: the root's.
-                        crate::am::vismap::clear(rel, chain_root);
+                        crate::am::vismap::clear(rel, done.root);
                     }
-                    *root = chain_root;
+                    *applied = Applied {
+                        carried: locks,
+                        ..done
+                    };
                     // After the write, as in insert: a reader that locks
                     // this row id later finds the new xmax when it reads.
                     // An UPDATE checks once its new version is in the tree
@@ -568,7 +594,6 @@ unsafe fn change_with_wait(
                     if !matches!(action, Action::Update { .. }) {
                         crate::am::ssi::check_in(rel, Some(id));
                     }
-                    *carried = locks;
                     rows::sweep_step(&tree.tree);
                     break pg_sys::TM_Result::TM_Ok;
                 }
@@ -628,8 +653,7 @@ pub unsafe fn delete(
                 moved: changing_part,
             },
             "delete",
-            &mut Vec::new(),
-            &mut 0,
+            &mut Applied::default(),
         )
     };
     if r == pg_sys::TM_Result::TM_Ok {
@@ -671,8 +695,7 @@ pub unsafe fn update(
         // by key, and only when no indexed column (so not the key) changed.
         let hot = tree.desc().is_some() && !changed.indexed;
         *update_indexes = !hot;
-        let mut carried = Vec::new();
-        let mut root = 0;
+        let mut applied = Applied::default();
         let r = change_with_wait(
             rel,
             otid,
@@ -686,18 +709,19 @@ pub unsafe fn update(
                 hot,
             },
             "update",
-            &mut carried,
-            &mut root,
+            &mut applied,
         );
         if r != pg_sys::TM_Result::TM_Ok {
             crate::am::toast::unplaced();
             return r;
         }
-        let mut v = carry_locks(v, cid, &carried);
+        let mut v = carry_locks(v, cid, &applied.carried);
+        let root = applied.root;
         if hot {
             version::make_heap_only(&mut v, root);
         }
-        tree.insert(new_id, &prefix, &v);
+        let old = from_item_pointer(&*otid).map(|o| (o, &applied.old[..]));
+        tree.insert_replacing(new_id, &prefix, &v, old);
         crate::am::toast::placed();
         // The insert may have pruned its leaf.
         rows::after_change();
@@ -970,15 +994,40 @@ unsafe fn columns_changed(
     slot: *mut pg_sys::TupleTableSlot,
     prefix: &[u8],
 ) -> Changed {
-    let all = Changed {
-        keys: true,
-        indexed: true,
-    };
-    // SAFETY: valid relation, TID pointer and slot of its row type.
+    // SAFETY: valid relation, TID pointer and slot of its row type; the
+    // bitmaps are copies made for us, freed here as heap_update does (an
+    // UPDATE of many rows would otherwise keep them all).
     unsafe {
         let bitmap = |kind| pg_sys::RelationGetIndexAttrBitmap(rel, kind);
         let keys = bitmap(pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_KEY);
         let indexed = bitmap(pg_sys::IndexAttrBitmapKind::INDEX_ATTR_BITMAP_ALL);
+        let changed = compare_columns(rel, tree, otid, slot, prefix, keys, indexed);
+        pg_sys::bms_free(keys);
+        pg_sys::bms_free(indexed);
+        changed
+    }
+}
+
+/// [`columns_changed`] for the columns in `keys` and `indexed`.
+///
+/// # Safety
+/// As `columns_changed`; the bitmaps are valid (or NULL).
+unsafe fn compare_columns(
+    rel: pg_sys::Relation,
+    tree: &Table,
+    otid: pg_sys::ItemPointer,
+    slot: *mut pg_sys::TupleTableSlot,
+    prefix: &[u8],
+    keys: *mut pg_sys::Bitmapset,
+    indexed: *mut pg_sys::Bitmapset,
+) -> Changed {
+    let all = Changed {
+        keys: true,
+        indexed: true,
+    };
+    // SAFETY: per the contract; the old tuple is freed after the last use
+    // of the datums deformed from it.
+    unsafe {
         let Some(id) = from_item_pointer(&*otid) else {
             return all;
         };
@@ -1033,10 +1082,12 @@ unsafe fn columns_changed(
                 }
             }
         };
-        Changed {
+        let changed = Changed {
             keys: differs(keys),
             indexed: !same_key || differs(indexed),
-        }
+        };
+        pg_sys::heap_freetuple(tup);
+        changed
     }
 }
 

@@ -55,8 +55,9 @@ thread_local! {
     /// cleared at transaction end and when a tree is emptied in place,
     /// the only ways a tree's row ids can start over.
     static KEYS: RefCell<HashMap<(TreeId, u64), Vec<u8>>> = RefCell::new(HashMap::new());
-    /// Map entries of pruned versions, deleted outside the latch.
-    static DOOMED: RefCell<Vec<(TreeId, [u8; 9])>> = const { RefCell::new(Vec::new()) };
+    /// Map entries of removed versions, deleted outside the latch (and
+    /// whether that deletion is logged).
+    static DOOMED: RefCell<Vec<(TreeId, [u8; 9], bool)>> = const { RefCell::new(Vec::new()) };
 }
 
 const KEY_CACHE_MAX: usize = 4096;
@@ -103,7 +104,7 @@ pub fn is_version_key(key: &[u8]) -> bool {
 pub fn version_pruned(tree: TreeId, key: &[u8]) {
     if is_keyed_version(key) {
         if let Some(id) = version_suffix(key) {
-            DOOMED.with(|d| d.borrow_mut().push((tree, map_key(id))));
+            DOOMED.with(|d| d.borrow_mut().push((tree, map_key(id), false)));
         }
     }
 }
@@ -129,13 +130,17 @@ pub fn delete_doomed_map_entries() {
         return;
     }
     let engine = crate::pg::engine::engine();
-    for (id, key) in work {
+    for (id, key, logged) in work {
         let Ok(tree) = engine.tree(id) else { continue };
-        // Unlogged, as the pruning that doomed the entry: a crash brings
+        // Unlogged after pruning, which is unlogged too: a crash brings
         // both back (replay restores the version's record with its entry)
         // and the version is pruned again.
-        tree.delete_unlogged(&key)
-            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        let r = if logged {
+            tree.delete(&key)
+        } else {
+            tree.delete_unlogged(&key)
+        };
+        r.unwrap_or_else(|e| crate::pg::engine::report(e));
     }
 }
 
@@ -267,7 +272,9 @@ impl Table {
     /// being removed under a latch; the entry goes right after).
     pub fn forget_map_entry(&self, id: u64) {
         if let Layout::Keyed(_) = self.layout {
-            DOOMED.with(|d| d.borrow_mut().push((self.tree.id(), map_key(id))));
+            // Logged: the version's removal is (a withdrawn speculative
+            // insertion), so after a crash nothing would prune it again.
+            DOOMED.with(|d| d.borrow_mut().push((self.tree.id(), map_key(id), true)));
         }
     }
 
@@ -293,12 +300,31 @@ impl Table {
     /// Stores a new version `id` with key prefix `prefix` (ignored by the
     /// row-id layout); false if the id is taken.
     pub fn insert(&self, id: u64, prefix: &[u8], value: &[u8]) -> bool {
+        self.insert_replacing(id, prefix, value, None)
+    }
+
+    /// [`Table::insert`] of the version replacing `old` (row id and value
+    /// as its UPDATE left it), which its log record may be a delta of: a
+    /// version's tuple never changes, only its header.
+    pub fn insert_replacing(
+        &self,
+        id: u64,
+        prefix: &[u8],
+        value: &[u8],
+        old: Option<(u64, &[u8])>,
+    ) -> bool {
         let k = self.version_key(prefix, id);
         let keyed = matches!(self.layout, Layout::Keyed(_));
         let r = if keyed {
             // The map entry first (a version is never without it), logged
             // with the version as one record.
-            self.tree.insert_pair((&map_key(id), prefix), &k, value)
+            let base = old.and_then(|(oid, ov)| Some((self.key_of(oid)?, ov)));
+            self.tree.insert_pair_based(
+                (&map_key(id), prefix),
+                &k,
+                value,
+                base.as_ref().map(|(bk, bv)| (&bk[..], *bv, version::HEADER)),
+            )
         } else {
             self.tree.insert(&k, value)
         };

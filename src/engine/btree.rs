@@ -15,7 +15,7 @@ use crate::engine::{Barrier, Tree};
 use crate::error::{EngineError, Result};
 use crate::latch::LatchMode;
 use crate::page::{item_space, PageMut, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PAGE, PAGE_SIZE};
-use crate::wal::Record;
+use crate::wal::{Delta, Record};
 use std::cmp::Ordering;
 
 /// What [`Tree::modify`] does with a key after looking at its value.
@@ -33,9 +33,9 @@ pub(crate) enum Log<'a> {
     No,
     /// As a put, a patch or a delete of the key.
     Yes,
-    /// A put, logged together with this key and value, which the caller
-    /// wrote unlogged just before under the same barrier entry.
-    After(&'a [u8], &'a [u8]),
+    /// A put, logged as this record (which also covers what the caller
+    /// wrote unlogged just before under the same barrier entry).
+    As(&'a Record),
 }
 
 /// A pruner's verdict on one leaf item.
@@ -43,7 +43,10 @@ pub(crate) enum Log<'a> {
 pub enum Prune {
     Keep,
     Remove,
-    /// A shorter value (e.g. a version chain without its dead versions).
+    /// Another value: a shorter one (a version chain without its dead
+    /// versions; unlogged trees only, before a split), or one of the same
+    /// length with optional bits only (hints), which a later logged change
+    /// may carry or drop.
     Replace(Vec<u8>),
 }
 
@@ -371,6 +374,23 @@ impl Tree {
     /// False, with nothing written, if `first` exists; false if `key`
     /// exists (then `first` stays, unlogged: gone after a crash).
     pub fn insert_pair(&self, first: (&[u8], &[u8]), key: &[u8], val: &[u8]) -> Result<bool> {
+        self.insert_pair_based(first, key, val, None)
+    }
+
+    /// [`Tree::insert_pair`], the second value logged as a delta against
+    /// `base`: (key, its value now, offset from which that value never
+    /// changes while `base` exists). The caller guarantees that `base`
+    /// exists until this record is logged and keeps its length and its
+    /// bytes from that offset on (a row version being replaced: its
+    /// header changes, its tuple never); replay rebuilds the value from
+    /// the base's value then.
+    pub fn insert_pair_based(
+        &self,
+        first: (&[u8], &[u8]),
+        key: &[u8],
+        val: &[u8],
+        base: Option<(&[u8], &[u8], usize)>,
+    ) -> Result<bool> {
         // One barrier entry around both: a checkpoint cannot start between
         // the unlogged first write and the record that covers it.
         let _b = Barrier::enter(&self.inner.pool);
@@ -381,7 +401,24 @@ impl Tree {
         if !self.apply(first.0, Log::No, |cur| absent(cur, first.1))? {
             return Ok(false);
         }
-        self.apply(key, Log::After(first.0, first.1), |cur| absent(cur, val))
+        let first = (first.0.to_vec(), first.1.to_vec());
+        let delta = base.and_then(|(bk, bv, from)| Some((bk, Delta::between(val, bv, from)?)));
+        let rec = match delta {
+            Some((base, delta)) => Record::PutPairDelta {
+                tree: self.id,
+                first,
+                key: key.to_vec(),
+                base: base.to_vec(),
+                delta,
+            },
+            None => Record::PutPair {
+                tree: self.id,
+                first,
+                key: key.to_vec(),
+                value: val.to_vec(),
+            },
+        };
+        self.apply(key, Log::As(&rec), |cur| absent(cur, val))
     }
 
     pub(crate) fn apply<R>(
@@ -440,13 +477,8 @@ impl Tree {
         // logged under the same latch.
         let rec = self.inner.wal.as_ref().and(match log {
             Log::No => None,
-            Log::After(k, v) => Some(Record::PutPair {
-                tree: self.id,
-                first: (k.to_vec(), v.to_vec()),
-                key: key.to_vec(),
-                value: val.clone(),
-            }),
-            Log::Yes => Some(self.put_record(g.page(), pos, key, &val)),
+            Log::As(r) => Some(std::borrow::Cow::Borrowed(r)),
+            Log::Yes => Some(std::borrow::Cow::Owned(self.put_record(g.page(), pos, key, &val))),
         });
         self.inner.before_modify(&mut g)?;
         let split = self.put_leaf(&mut g, key, val, pos, epoch)?;
@@ -638,7 +670,13 @@ impl Tree {
                     changed = true;
                 }
                 Prune::Replace(v) => {
-                    if v.len() < g.page().value(i).len() && g.page_mut().replace_value(i, &v) {
+                    // Shrinking an item is for unlogged trees only: a later
+                    // patch or delta of a logged one is replayed against
+                    // the value as logged, whose length must not change.
+                    if self.inner.wal.is_none()
+                        && v.len() < g.page().value(i).len()
+                        && g.page_mut().replace_value(i, &v)
+                    {
                         changed = true;
                     }
                     i += 1;

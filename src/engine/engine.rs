@@ -976,6 +976,26 @@ impl Engine {
                 t.write_inner(&first.0, &first.1, None, false)?;
                 t.write_inner(&key, &value, None, false)?;
             }
+            Record::PutPairDelta {
+                first,
+                key,
+                base,
+                delta,
+                ..
+            } => {
+                let t = self.tree_with(id, cmp(id))?;
+                let value = t
+                    .get(&base)?
+                    .and_then(|b| delta.apply(&b))
+                    .ok_or_else(|| EngineError::Damaged {
+                        tree: id,
+                        detail: format!(
+                            "a logged delta of key {key:02x?} finds no base value under key {base:02x?}"
+                        ),
+                    })?;
+                t.write_inner(&first.0, &first.1, None, false)?;
+                t.write_inner(&key, &value, None, false)?;
+            }
             Record::Patch {
                 key, len, ranges, ..
             } => {

@@ -3,11 +3,15 @@
 //! * A custom resource manager, id [`RM_ID`] (`RegisterCustomRmgr`, at
 //!   preload), carries the engine's row-level records (`wal.rs` format) as
 //!   the main data of one WAL record each, `info` = record kind << 4.
-//!   Records are logged under the leaf latch before the change, so they
-//!   reach WAL before the transaction's commit record and are durable
+//!   Records are logged under the leaf latch right after the change, so
+//!   they reach WAL before the transaction's commit record and are durable
 //!   exactly when heap changes would be (`synchronous_commit` included).
-//! * Replay: every record sets a final state, so applying any suffix twice
-//!   is harmless. The first process to use the engine after startup loads
+//! * Replay: applied in order on the engine checkpoint's image from its
+//!   redo point L on (records before L are skipped: the image has them).
+//!   Puts and deletes set final states; a patch or delta rebuilds a value
+//!   from the one its key (or base) has then, so a replay cut short is not
+//!   run again over the same shared pool: it PANICs, and the restart
+//!   loads the image afresh. The first process to use the engine after startup loads
 //!   the last engine checkpoint (redo point L) and replays the engine's
 //!   records from L up to where PostgreSQL's own redo starts (the startup
 //!   process, from `rm_startup`) or up to the end of WAL (normal running,
@@ -35,7 +39,7 @@ use std::sync::Arc;
 pub const RM_ID: u8 = 201;
 
 /// `info >> 4` of the redo-point marker an engine checkpoint logs. Not an
-/// engine record (the engine's kinds are 1..8): replay skips it.
+/// engine record (the engine's kinds are 1..11): replay skips it.
 const KIND_REDO_POINT: u8 = 15;
 
 /// The replication slot that keeps WAL from the engine's redo point.
@@ -208,6 +212,9 @@ fn replay_one(bytes: &[u8]) {
         | Record::Patch { tree, key, .. } => (key == crate::am::table::DESC_KEY).then_some(*tree),
         Record::PutPair {
             tree, first, key, ..
+        }
+        | Record::PutPairDelta {
+            tree, first, key, ..
         } => (key == crate::am::table::DESC_KEY || first.0 == crate::am::table::DESC_KEY)
             .then_some(*tree),
         Record::IdLimit { .. } => None,
@@ -292,12 +299,13 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
     let name: &'static CStr = match info >> 4 {
         1 => c"CREATE",
         2 => c"DROP",
-        3 => c"PUT",
-        4 => c"DELETE",
+        10 => c"PUT",
+        11 => c"DELETE",
         5 => c"ROW_ID_LIMIT",
         6 => c"TRUNCATE",
         7 => c"PATCH",
         8 => c"PUT_PAIR",
+        9 => c"PUT_PAIR_DELTA",
         KIND_REDO_POINT => c"REDO_POINT",
         _ => c"UNKNOWN",
     };
@@ -362,6 +370,20 @@ pub fn describe(r: &Record) -> String {
             hex(key),
             value.len()
         ),
+        Record::PutPairDelta {
+            first,
+            key,
+            base,
+            delta,
+            ..
+        } => format!(
+            "{tree} key {} value {} bytes, key {} as a delta of {} ({} bytes new)",
+            hex(&first.0),
+            first.1.len(),
+            hex(key),
+            hex(base),
+            delta.head.len() + delta.middle.len()
+        ),
     }
 }
 
@@ -387,8 +409,22 @@ pub fn replay_gap_once(state: &AtomicU32) {
     }
     let mut guard = Reset(state, false);
     let from = crate::pg::engine::engine().redo_position();
-    // SAFETY: reading WAL with PostgreSQL's local page reader.
-    unsafe { replay_range(from) };
+    // A replay cut short cannot be run again over the shared pool it
+    // changed (a patch whose key a later record deleted would find nothing
+    // to patch): restart from the files, as PostgreSQL does when redo
+    // fails.
+    pgrx::PgTryBuilder::new(|| {
+        // SAFETY: reading WAL with PostgreSQL's local page reader.
+        unsafe { replay_range(from) }
+    })
+    .catch_others(|e| {
+        pgrx::ereport!(
+            pgrx::PgLogLevel::PANIC,
+            pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+            format!("orioledb: replaying the engine's WAL from its redo point failed: {e:?}")
+        );
+    })
+    .execute();
     guard.1 = true;
     drop(guard);
 }
