@@ -96,16 +96,28 @@ impl Cursor {
             .tree
             .descend(target, 0, LatchMode::Shared, &mut Vec::new())?;
         let p = g.page();
-        let mut items = Vec::new();
-        for (k, v) in p.items() {
-            let after_pos = match &next {
-                Next::From(b) => cmp.cmp(k, b) != Ordering::Less,
-                Next::Below(b) => cmp.cmp(k, b) == Ordering::Less,
-                _ => true,
-            };
-            if after_pos && self.above_lo(k) && self.below_hi(k) {
-                items.push((k.to_vec(), v.to_vec()));
-            }
+        // The qualifying items are one run of the sorted page: bound it by
+        // binary search instead of comparing every item with the bounds.
+        let first_at_least = |b: &[u8]| p.search(&*cmp, b).unwrap_or_else(|i| i);
+        let first_above = |b: &[u8]| p.search(&*cmp, b).map_or_else(|i| i, |i| i + 1);
+        let mut start = match &self.lo {
+            Bound::Unbounded => 0,
+            Bound::Included(b) => first_at_least(b),
+            Bound::Excluded(b) => first_above(b),
+        };
+        let mut end = match &self.hi {
+            Bound::Unbounded => p.nitems(),
+            Bound::Included(b) => first_above(b),
+            Bound::Excluded(b) => first_at_least(b),
+        };
+        match &next {
+            Next::From(b) => start = start.max(first_at_least(b)),
+            Next::Below(b) => end = end.min(first_at_least(b)),
+            _ => {}
+        }
+        let mut items = Vec::with_capacity(end.saturating_sub(start));
+        for i in start..end {
+            items.push((p.key(i).to_vec(), p.value(i).to_vec()));
         }
         self.next = match self.dir {
             Direction::Forward => match p.high() {
