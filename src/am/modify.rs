@@ -173,22 +173,22 @@ pub unsafe fn complete_speculative(
 
 /// What the decision under the latch came to.
 enum Decision {
-    /// Applied. For an update: the row locks still running on the old
-    /// version, which the new version must carry (heap keeps them too, so
-    /// a FOR KEY SHARE of a foreign-key check still protects the key).
-    /// And whether the version owns toast values, and what the caller
-    /// learns of it.
-    Done(Vec<(Xid, LockMode)>, bool, Applied),
+    /// Applied; what the caller learns of the version.
+    Done(Applied),
     Wait(Xid),
     Fail(UpdateCheck, Header),
     Missing,
 }
 
-/// What a delete or update learns of the version it changed.
+/// What a change learns of the version it changed.
 #[derive(Default)]
 struct Applied {
-    /// Row locks of others (and our own) the new version must carry.
+    /// For an update: the row locks still running on the old version,
+    /// which the new version must carry (heap keeps them too, so a FOR KEY
+    /// SHARE of a foreign-key check still protects the key).
     carried: Vec<(Xid, LockMode)>,
+    /// A delete or update dropped a version that owns toast values.
+    toasted: bool,
     /// The version's chain root (`am::hot`; its own row id unless
     /// heap-only).
     root: u64,
@@ -288,7 +288,7 @@ fn decide_and_apply(
                                     root: crate::am::hot::root_of(&h, v, id),
                                     ..Applied::default()
                                 };
-                                return (Change::Keep, Decision::Done(Vec::new(), false, applied));
+                                return (Change::Keep, Decision::Done(applied));
                             }
                         }
                         if updater {
@@ -402,15 +402,16 @@ fn decide_and_apply(
         let toasted = !matches!(action, Action::Lock(_))
             && !version::tail_and_toast(&h, v).1.is_empty();
         let applied = Applied {
+            carried,
+            toasted,
             root: crate::am::hot::root_of(&h, v, id),
             old: if matches!(action, Action::Update { .. }) {
                 nv.clone()
             } else {
                 Vec::new()
             },
-            ..Applied::default()
         };
-        (Change::Put(nv), Decision::Done(carried, toasted, applied))
+        (Change::Put(nv), Decision::Done(applied))
     })
 }
 
@@ -573,8 +574,8 @@ unsafe fn change_with_wait(
         let r = loop {
             pgrx::check_for_interrupts!();
             match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
-                Decision::Done(locks, toasted, done) => {
-                    if toasted {
+                Decision::Done(done) => {
+                    if done.toasted {
                         lock_toast_relation(rel);
                     }
                     crate::am::vismap::clear(rel, id);
@@ -583,10 +584,7 @@ unsafe fn change_with_wait(
                         // index entries name: the root's.
                         crate::am::vismap::clear(rel, done.root);
                     }
-                    *applied = Applied {
-                        carried: locks,
-                        ..done
-                    };
+                    *applied = done;
                     // After the write, as in insert: a reader that locks
                     // this row id later finds the new xmax when it reads.
                     // An UPDATE checks once its new version is in the tree
@@ -726,9 +724,7 @@ pub unsafe fn update(
         // The insert may have pruned its leaf.
         rows::after_change();
         crate::am::vismap::clear(rel, new_id);
-        if hot {
-            crate::am::vismap::clear(rel, root);
-        }
+        // (The root's block was cleared with the old version's change.)
         // After both writes: a point lookup that found the new key empty
         // and locks the table afterwards reads it again and finds this
         // version (see am::ssi).
