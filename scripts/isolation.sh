@@ -90,7 +90,8 @@ ISOLATION_SUBSET="tuplelock-conflict tuplelock-update tuplelock-partition tuplel
     insert-conflict-do-update-2 insert-conflict-do-update-3 insert-conflict-do-update-4
     merge-insert-update merge-delete merge-update merge-match-recheck
     deadlock-simple deadlock-hard deadlock-soft deadlock-soft-2 deadlock-parallel
-    read-write-unique simple-write-skew reindex-concurrently-toast"
+    read-write-unique simple-write-skew predicate-gin predicate-gist predicate-hash
+    reindex-concurrently-toast"
 # ISOLATION_TESTS="a b c" scripts/isolation.sh --subset runs other specs the same way.
 ISOLATION_SUBSET="${ISOLATION_TESTS:-$ISOLATION_SUBSET}"
 

@@ -35,9 +35,6 @@ struct ScanState {
     ssi_out: bool,
     /// TID block of the version read last, for block statistics.
     stat_block: u64,
-    /// SERIALIZABLE: the relation is predicate-locked (bitmap scans lock it
-    /// when they first read, not when the executor sets them up).
-    ssi_locked: bool,
     /// Bitmap heap scans: the visible versions of the current block.
     bitmap: VecDeque<(u64, Vec<u8>)>,
     /// TID range scans: the range and the position in it.
@@ -255,8 +252,8 @@ pub unsafe fn scan_begin(
     unsafe {
         let tree = table_of(rel);
         // Scans that read the table as a whole lock it now, as heap does
-        // for sequential and sample scans; a bitmap scan is set up even by
-        // a plain EXPLAIN, so it locks when it first reads.
+        // for sequential and sample scans; bitmap scans lock the versions
+        // they return (`bitmap_next_block`).
         let whole = pg_sys::ScanOptions::SO_TYPE_SEQSCAN
             | pg_sys::ScanOptions::SO_TYPE_SAMPLESCAN
             | pg_sys::ScanOptions::SO_TYPE_TIDRANGESCAN;
@@ -281,7 +278,6 @@ pub unsafe fn scan_begin(
             dir: Direction::Forward,
             last: None,
             ssi_out: ssi::out_needed(rel, snapshot),
-            ssi_locked: flags & whole != 0,
             stat_block: u64::MAX,
             bitmap: VecDeque::new(),
             tids: None,
@@ -483,20 +479,28 @@ pub unsafe fn bitmap_next_block(
         let snapshot = (*scan).rs_snapshot;
         let st = &mut *(*scan.cast::<OScan>()).state;
         st.bitmap.clear();
-        if !st.ssi_locked {
-            ssi::lock_relation(rel, snapshot);
-            st.ssi_locked = true;
-        }
         let block = (*tbmres).blockno;
         let ntuples = (*tbmres).ntuples;
         let mut found = VecDeque::new();
+        let ssi_out = st.ssi_out;
         // Each entry names a chain root (`am::hot`), whose members may lie
         // in other blocks and come with it; a lossy page stands for every
         // chain rooted in the block.
         let tree = st.tree.clone();
         let mut visit = |members: Vec<(u64, Vec<u8>)>| {
             for (id, v) in members {
-                if examine(st, rel, snapshot, id, &v) {
+                // SERIALIZABLE: the index AM locked the key range it
+                // read; the versions found are locked by row id, as heap's
+                // bitmap scan locks the tuples it returns
+                // (`heap_hot_search_buffer`), so inserts elsewhere in the
+                // table do not conflict with this read.
+                let h = decode(rel, id, &v);
+                let visible = if ssi_out {
+                    read_checked(rel, id, &h, snapshot)
+                } else {
+                    satisfies(&h, snapshot, rel)
+                };
+                if visible {
                     found.push_back((id, v));
                 }
             }

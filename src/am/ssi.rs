@@ -1,9 +1,9 @@
 //! SERIALIZABLE on orioledb tables: PostgreSQL's predicate locking
 //! (`predicate.c`) with heap's granularity where heap has it. Versions read
-//! by TID (index fetches, TID scans) take tuple locks on their row id, as
-//! `heap_fetch`/`heap_hot_search_buffer` do (the index AM's page locks
-//! cover the key range); scans that read ranges of the table itself
-//! (sequential, bitmap, primary-key, TID-range) lock the whole relation.
+//! by TID (index fetches, bitmap and TID scans) take tuple locks on their
+//! row id, as `heap_fetch`/`heap_hot_search_buffer` do (the index AM's page
+//! locks cover the key range); scans that read ranges of the table itself
+//! (sequential, primary-key, TID-range) lock the whole relation.
 //! UPDATE and DELETE check the old version's tuple, its TID block (an
 //! index-only scan that skips the table locks that block) and the relation;
 //! INSERT checks the relation. Versions a reader skips or sees deleted are
