@@ -16,9 +16,9 @@ use crate::am::rows::{
     self, decode, from_item_pointer, get_version, raise, store_version, table_of, to_item_pointer,
     PgXacts,
 };
+use crate::am::table::Table;
 use orioledb_engine::btree::Change;
 use orioledb_engine::version::{self, bits, tid, Header, Hints, LockMode, UpdateCheck, Xid};
-use crate::am::table::Table;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -76,6 +76,61 @@ pub unsafe fn insert(
         crate::am::ssi::check_in(rel, None);
         set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
+        rows::after_change();
+    }
+}
+
+/// Inserts the slots' rows as new versions (`multi_insert`: COPY, and
+/// the executor's batches of INSERT into foreign tables' peers): formed
+/// and placed one by one as [`insert`] does, then written as one batch
+/// (`Table::insert_many`: a descent and a log record per leaf instead of
+/// per row). Sets each slot's TID.
+///
+/// # Safety
+/// Valid relation and slots of its row type.
+pub unsafe fn insert_many(
+    rel: pg_sys::Relation,
+    slots: &[*mut pg_sys::TupleTableSlot],
+    cid: pg_sys::CommandId,
+) {
+    // SAFETY: caller guarantees valid pointers.
+    unsafe {
+        if pg_sys::ParallelWorkerNumber >= 0 {
+            raise(
+                PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
+                "cannot insert tuples in a parallel worker".into(),
+            );
+        }
+        let tree = table_of(rel);
+        let h = Header::new(current_xid(), cid, 0);
+        crate::am::toast::begin_version();
+        let mut rows = Vec::with_capacity(slots.len());
+        for &slot in slots {
+            let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
+            let id = place(rel, &tree, &mut v, None);
+            rows.push((id, prefix, v));
+        }
+        if let Some(id) = tree.insert_many(&rows) {
+            raise(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!(
+                    "orioledb: row id {id} of table \"{}\" is already in use",
+                    rows::rel_name(rel)
+                ),
+            );
+        }
+        crate::am::toast::placed();
+        let mut cleared = None;
+        for (&slot, (id, _, _)) in slots.iter().zip(&rows) {
+            let block = id / tid::PER_BLOCK;
+            if cleared != Some(block) {
+                crate::am::vismap::clear(rel, *id);
+                cleared = Some(block);
+            }
+            set_slot_header(rel, slot, *id, &Header { ctid: *id, ..h });
+        }
+        crate::am::ssi::check_in(rel, None);
+        pg_sys::pgstat_count_heap_insert(rel, slots.len() as _);
         rows::after_change();
     }
 }
@@ -200,9 +255,15 @@ struct Applied {
 /// What to do with the version once it may be changed.
 #[derive(Clone, Copy)]
 enum Action {
-    Delete { moved: bool },
+    Delete {
+        moved: bool,
+    },
     /// `hot`: the new version joins the old one's chain (`am::hot`).
-    Update { successor: u64, keys: bool, hot: bool },
+    Update {
+        successor: u64,
+        keys: bool,
+        hot: bool,
+    },
     Lock(LockMode),
 }
 
@@ -371,9 +432,12 @@ fn decide_and_apply(
                 h.infomask2 |= bits::KEYS_UPDATED;
             }
             (Action::Lock(_), Some(m)) if joins_updater => h.join_updater(m),
-            (Action::Update { successor, keys, .. }, None) => {
-                h.set_deleter(xid, cid, successor, keys || own_exclusive)
-            }
+            (
+                Action::Update {
+                    successor, keys, ..
+                },
+                None,
+            ) => h.set_deleter(xid, cid, successor, keys || own_exclusive),
             (Action::Update { successor, .. }, Some(m)) => h.set_update_multi(m, cid, successor),
             (Action::Lock(mode), None) => h.set_lock(xid, cid, mode),
             (Action::Lock(mode), Some(m)) => {
@@ -399,8 +463,8 @@ fn decide_and_apply(
             carried.clear();
         }
         // Only a delete or update drops the version's values.
-        let toasted = !matches!(action, Action::Lock(_))
-            && !version::tail_and_toast(&h, v).1.is_empty();
+        let toasted =
+            !matches!(action, Action::Lock(_)) && !version::tail_and_toast(&h, v).1.is_empty();
         let applied = Applied {
             carried,
             toasted,
@@ -473,7 +537,12 @@ impl TupLock {
             LockMode::NoKeyExclusive => pg_sys::ExclusiveLock,
             LockMode::Exclusive => pg_sys::AccessExclusiveLock,
         } as pg_sys::LOCKMODE;
-        TupLock { rel, tid, mode, held: false }
+        TupLock {
+            rel,
+            tid,
+            mode,
+            held: false,
+        }
     }
 
     /// Takes the lock before sleeping on a holder of version `id`, unless
@@ -761,7 +830,18 @@ pub unsafe fn lock(
         };
         let mut tuplock = TupLock::new(rel, id, mode);
         let r = lock_chain(
-            rel, &tree, tidp, slot, id, cid, xid, mode, wait_policy, find_last, tmfd, &mut tuplock,
+            rel,
+            &tree,
+            tidp,
+            slot,
+            id,
+            cid,
+            xid,
+            mode,
+            wait_policy,
+            find_last,
+            tmfd,
+            &mut tuplock,
         );
         tuplock.release();
         r

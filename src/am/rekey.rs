@@ -67,8 +67,7 @@ pub unsafe fn primary_index_built(table: pg_sys::Relation, index: pg_sys::Relati
         if t.desc() == want.as_ref() {
             return;
         }
-        let created_here = (*table).rd_createSubid != 0
-            || (*table).rd_firstRelfilenodeSubid != 0;
+        let created_here = (*table).rd_createSubid != 0 || (*table).rd_firstRelfilenodeSubid != 0;
         if !has_versions(&t) && (created_here || held_exclusively(table)) {
             t.set_layout(want);
             rows::forget_tree(t.tree.id());
@@ -153,12 +152,21 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
         // Every version's key first: a key too long to key the tree (which
         // the btree accepts) leaves the table in row-id order, as a type
         // without an encoding does, instead of failing the statement.
-        for item in old.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+        // They are kept for the copy while they fit in
+        // maintenance_work_mem (computed again otherwise).
+        let mut kept = KeptKeys::new(pg_sys::maintenance_work_mem as usize * 1024);
+        let mut keyable = true;
+        old.for_each_version(|k, v| {
             pgrx::check_for_interrupts!();
-            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            if keys.of(old.id_of(&k), &v).is_err() {
-                return;
+            let id = old.id_of(k);
+            match keys.of(id, v) {
+                Ok(prefix) => kept.push(id, &prefix),
+                Err(_) => keyable = false,
             }
+            keyable
+        });
+        if !keyable {
+            return;
         }
         let horizons = ((*(*rel).rd_rel).relfrozenxid, (*(*rel).rd_rel).relminmxid);
         KEEP_HORIZONS.with(|k| k.set(Some(horizons)));
@@ -179,18 +187,16 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
         // TRUNCATE on its transactional path.
         (*rel).rd_newRelfilenodeSubid = 0;
         let new = copy_target(rel, desc, next_id);
-        // HOT chains (am::hot) do not survive a new key: their members are
-        // copied as ordinary versions, and then every index is rebuilt so
-        // that each gets its own entries.
-        let mut had_chains = false;
-        for item in old.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
-            pgrx::check_for_interrupts!();
-            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let id = old.id_of(&k);
-            let prefix = keys.of(id, &v).unwrap_or_default();
-            had_chains |= version::Header::decode(&v).is_some_and(|h| hot::heap_only(&h));
-            copy_in(rel, &new, id, &prefix, &version::without_hot(v));
-        }
+        // The map entries first, then the versions: each pass appends in
+        // its own key range (in key order when the rows were loaded so), so
+        // leaves fill as an ordered load fills them.
+        let source = Source {
+            from: &old,
+            keys: &keys,
+            kept: &kept,
+        };
+        copy_pass(rel, &source, &new, false);
+        let had_chains = copy_pass(rel, &source, &new, true);
         if had_chains {
             let mut params = pg_sys::ReindexParams::default();
             pg_sys::CommandCounterIncrement();
@@ -229,14 +235,148 @@ unsafe fn copy_target(rel: pg_sys::Relation, desc: Option<KeyDesc>, next_id: u64
 /// `rel` is an open relation (named in the error).
 unsafe fn copy_in(rel: pg_sys::Relation, to: &Table, id: u64, prefix: &[u8], v: &[u8]) {
     if !to.insert(id, prefix, v) {
-        rows::raise(
-            pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-            format!(
-                // SAFETY: per the contract.
-                "orioledb: row id {id} of table \"{}\" appears twice",
-                unsafe { rows::rel_name(rel) }
-            ),
-        );
+        // SAFETY: per the contract.
+        unsafe { appears_twice(rel, id) };
+    }
+}
+
+/// The ERROR for a row id a copy's source holds twice.
+///
+/// # Safety
+/// `rel` is an open relation.
+unsafe fn appears_twice(rel: pg_sys::Relation, id: u64) -> ! {
+    rows::raise(
+        pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!(
+            // SAFETY: per the contract.
+            "orioledb: row id {id} of table \"{}\" appears twice",
+            unsafe { rows::rel_name(rel) }
+        ),
+    )
+}
+
+/// One pass of a re-key's copy from `from` into `to`, in batches: the
+/// row-id map entries (`versions` false), or the versions, whose map
+/// entries are in. HOT chains (am::hot) do not survive a new key: their
+/// members are copied as ordinary versions; returns whether there were
+/// any (then every index must be rebuilt so that each gets its own
+/// entries). A row id met twice is an ERROR.
+///
+/// # Safety
+/// `rel` is the open relation of `to` (named in the error).
+unsafe fn copy_pass(rel: pg_sys::Relation, source: &Source, to: &Table, versions: bool) -> bool {
+    const BATCH_BYTES: usize = 4 << 20;
+    let mut had_chains = false;
+    let mut batch: Vec<(u64, Vec<u8>, Vec<u8>)> = Vec::new();
+    let mut bytes = 0;
+    let flush = |batch: &mut Vec<(u64, Vec<u8>, Vec<u8>)>| {
+        let taken = if versions {
+            to.insert_versions(batch)
+        } else {
+            to.insert_map_entries(batch)
+        };
+        if let Some(id) = taken {
+            // SAFETY: per the contract.
+            unsafe { appears_twice(rel, id) };
+        }
+        batch.clear();
+    };
+    let mut push = |id: u64, prefix: Vec<u8>, value: Vec<u8>| {
+        bytes += prefix.len() + value.len() + 16;
+        batch.push((id, prefix, value));
+        if bytes >= BATCH_BYTES {
+            flush(&mut batch);
+            bytes = 0;
+        }
+    };
+    let kept = source.kept;
+    if !versions && kept.complete {
+        // The map entries need only the keys kept: no read of the table.
+        for n in 0..kept.ids.len() {
+            pgrx::check_for_interrupts!();
+            let (id, prefix) = kept.get(n);
+            push(id, prefix.to_vec(), Vec::new());
+        }
+    } else {
+        let mut n = 0;
+        source.from.for_each_version(|k, v| {
+            pgrx::check_for_interrupts!();
+            let id = source.from.id_of(k);
+            let prefix = match (kept.complete && n < kept.ids.len()).then(|| kept.get(n)) {
+                // The same walk of the same tree (held exclusively) as
+                // the one that kept the keys: the n-th version again.
+                Some((kid, p)) if kid == id => p.to_vec(),
+                _ => source.keys.of(id, v).unwrap_or_default(),
+            };
+            n += 1;
+            let value = if versions {
+                had_chains |= version::Header::decode(v).is_some_and(|h| hot::heap_only(&h));
+                version::without_hot(v.to_vec())
+            } else {
+                Vec::new()
+            };
+            push(id, prefix, value);
+            true
+        });
+    }
+    drop(push);
+    flush(&mut batch);
+    had_chains
+}
+
+/// Where a re-key's copy reads: the table, its key computation, and the
+/// keys the check pass kept.
+struct Source<'a> {
+    from: &'a Table,
+    keys: &'a KeysOf,
+    kept: &'a KeptKeys,
+}
+
+/// The key prefixes of a table's versions in the order a walk of the tree
+/// meets them, packed, kept up to a memory budget. Invariant: `ends[n]` is
+/// where the n-th prefix ends in `bytes`, `ids[n]` its version's row id;
+/// `complete` until a push went over the budget (then nothing more is kept
+/// and the keys are computed again).
+struct KeptKeys {
+    ids: Vec<u64>,
+    ends: Vec<u32>,
+    bytes: Vec<u8>,
+    budget: usize,
+    complete: bool,
+}
+
+impl KeptKeys {
+    fn new(budget: usize) -> KeptKeys {
+        KeptKeys {
+            ids: Vec::new(),
+            ends: Vec::new(),
+            bytes: Vec::new(),
+            budget,
+            complete: true,
+        }
+    }
+
+    fn push(&mut self, id: u64, prefix: &[u8]) {
+        if !self.complete {
+            return;
+        }
+        let used = self.bytes.len() + self.ids.len() * 12 + prefix.len() + 12;
+        if used > self.budget || self.bytes.len() + prefix.len() > u32::MAX as usize {
+            *self = KeptKeys {
+                complete: false,
+                ..KeptKeys::new(0)
+            };
+            return;
+        }
+        self.bytes.extend_from_slice(prefix);
+        self.ends.push(self.bytes.len() as u32);
+        self.ids.push(id);
+    }
+
+    /// The n-th version's row id and prefix (`n` below the count kept).
+    fn get(&self, n: usize) -> (u64, &[u8]) {
+        let start = if n == 0 { 0 } else { self.ends[n - 1] as usize };
+        (self.ids[n], &self.bytes[start..self.ends[n] as usize])
     }
 }
 
@@ -286,7 +426,12 @@ impl KeysOf {
             let prev = pg_sys::MemoryContextSwitchTo(self.cxt);
             rows::decode(self.rel, id, v);
             let tup = rows::build_tuple(v, id, (*self.rel).rd_id, self.cxt);
-            pg_sys::heap_deform_tuple(tup, (*self.rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
+            pg_sys::heap_deform_tuple(
+                tup,
+                (*self.rel).rd_att,
+                values.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+            );
             let p = d.try_prefix(values, nulls);
             pg_sys::MemoryContextSwitchTo(prev);
             pg_sys::MemoryContextReset(self.cxt);
@@ -519,7 +664,8 @@ unsafe fn cluster_by_index_scan(
     let limit = from.tree.next_id();
     // One bit per old row id: copied already (from the index).
     let mut done = vec![0u64; (limit as usize).div_ceil(64)];
-    let seen = |done: &[u64], id: u64| id < limit && done[(id / 64) as usize] & (1 << (id % 64)) != 0;
+    let seen =
+        |done: &[u64], id: u64| id < limit && done[(id / 64) as usize] & (1 << (id % 64)) != 0;
     // SAFETY: per the contract; the scan is ended before returning.
     unsafe {
         let scan = pg_sys::index_beginscan(old, index, &raw mut pg_sys::SnapshotAnyData, 0, 0);
@@ -530,7 +676,9 @@ unsafe fn cluster_by_index_scan(
             if tid.is_null() {
                 break;
             }
-            let Some(id) = rows::from_item_pointer(&*tid) else { continue };
+            let Some(id) = rows::from_item_pointer(&*tid) else {
+                continue;
+            };
             if id >= limit || seen(&done, id) {
                 continue;
             }

@@ -343,9 +343,8 @@ unsafe extern "C-unwind" fn multi_insert(
 ) {
     // SAFETY: PostgreSQL passes nslots valid slots.
     unsafe {
-        for i in 0..nslots as usize {
-            crate::am::modify::insert(rel, *slots.add(i), cid, None);
-        }
+        let slots = std::slice::from_raw_parts(slots, nslots.max(0) as usize);
+        crate::am::modify::insert_many(rel, slots, cid);
     }
 }
 
@@ -512,7 +511,11 @@ unsafe extern "C-unwind" fn relation_copy_for_cluster(
             old_index,
             use_sort,
             oldest_xmin,
-            (&mut *num_tuples, &mut *tups_vacuumed, &mut *tups_recently_dead),
+            (
+                &mut *num_tuples,
+                &mut *tups_vacuumed,
+                &mut *tups_recently_dead,
+            ),
         )
     }
 }

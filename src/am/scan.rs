@@ -6,13 +6,13 @@
 // are the callbacks'.
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
+use crate::am::hot;
 use crate::am::rows::{
     self, decode, from_item_pointer, get_version, satisfies, store_version, table_of,
 };
-use crate::am::hot;
 use crate::am::ssi;
-use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use crate::am::table::{IdRange, Table};
+use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use orioledb_engine::{Cursor, Direction};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -74,8 +74,12 @@ impl SeqCursor {
             return SeqCursor::Ids(table.ids(lo, hi, dir));
         }
         SeqCursor::Keys(match (dir, from) {
-            (Direction::Forward, Some(k)) => table.versions(Bound::Excluded(k), Bound::Unbounded, dir),
-            (Direction::Backward, Some(k)) => table.versions(Bound::Unbounded, Bound::Excluded(k), dir),
+            (Direction::Forward, Some(k)) => {
+                table.versions(Bound::Excluded(k), Bound::Unbounded, dir)
+            }
+            (Direction::Backward, Some(k)) => {
+                table.versions(Bound::Unbounded, Bound::Excluded(k), dir)
+            }
             (_, None) => table.versions(Bound::Unbounded, Bound::Unbounded, dir),
         })
     }
@@ -144,7 +148,11 @@ pub unsafe fn parallel_initialize(
 /// Hands the chunks out again (a rescan of the parallel plan).
 pub unsafe fn parallel_reinitialize(pscan: pg_sys::ParallelTableScanDesc) {
     // SAFETY: `pscan` was set up by parallel_initialize.
-    unsafe { (*pscan.cast::<OParallel>()).next.store(0, Ordering::Relaxed) };
+    unsafe {
+        (*pscan.cast::<OParallel>())
+            .next
+            .store(0, Ordering::Relaxed)
+    };
 }
 
 /// The versions of the chunks this process takes from a parallel scan,
@@ -183,7 +191,10 @@ impl Iterator for ParallelIds {
                 self.current = None;
                 return None;
             }
-            self.current = Some(self.tree.id_range(first, first.saturating_add(p.chunk).min(p.end)));
+            self.current = Some(
+                self.tree
+                    .id_range(first, first.saturating_add(p.chunk).min(p.end)),
+            );
         }
     }
 }
@@ -393,8 +404,7 @@ pub unsafe fn scan_getnextslot(
                 (Some(SeqCursor::Ids(_)), _) => true,
                 (Some(SeqCursor::Keys(_)), _) => false,
                 (None, _) => {
-                    st.tree.desc().is_some()
-                        && st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES
+                    st.tree.desc().is_some() && st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES
                 }
             };
             st.cursor = Some(SeqCursor::open(&st.tree, by_id, dir, st.last.clone()));
@@ -654,7 +664,10 @@ pub unsafe fn sample_next_block(
         }
         let first = next as u64 * tid::PER_BLOCK;
         sample.rows = st.tree.id_range(first, first + tid::PER_BLOCK).collect();
-        sample.maxoffset = sample.rows.last().map_or(0, |(id, _)| tid::to_pointer(*id).1);
+        sample.maxoffset = sample
+            .rows
+            .last()
+            .map_or(0, |(id, _)| tid::to_pointer(*id).1);
         sample.block = Some(next);
         true
     }
@@ -674,7 +687,9 @@ pub unsafe fn sample_next_tuple(
         let snapshot = (*scan).rs_snapshot;
         let st = &*(*scan.cast::<OScan>()).state;
         let tsm = (*scanstate).tsmroutine;
-        let next_tuple = (*tsm).NextSampleTuple.expect("tablesample method without NextSampleTuple");
+        let next_tuple = (*tsm)
+            .NextSampleTuple
+            .expect("tablesample method without NextSampleTuple");
         let Some(block) = st.sample.block else {
             pg_sys::ExecClearTuple(slot);
             return false;
@@ -833,7 +848,12 @@ pub unsafe fn tuple_fetch_row_version(
 ///
 /// # Safety
 /// Valid open relation and snapshot.
-unsafe fn read_checked(rel: pg_sys::Relation, id: u64, h: &Header, snapshot: pg_sys::Snapshot) -> bool {
+unsafe fn read_checked(
+    rel: pg_sys::Relation,
+    id: u64,
+    h: &Header,
+    snapshot: pg_sys::Snapshot,
+) -> bool {
     // SAFETY: caller guarantees valid pointers.
     unsafe {
         let visible = satisfies(h, snapshot, rel);
@@ -1126,7 +1146,10 @@ pub unsafe fn index_build_range_scan(
                         &mut Hints::default(),
                     );
                     if hot::hot_updated(&h)
-                        && matches!(state, VacuumState::RecentlyDead | VacuumState::DeleteInProgress)
+                        && matches!(
+                            state,
+                            VacuumState::RecentlyDead | VacuumState::DeleteInProgress
+                        )
                     {
                         // Its chain's entry is made from the newest member;
                         // old snapshots, which may see this one with other
@@ -1519,8 +1542,7 @@ fn analyzing() -> bool {
     unsafe {
         let be = pg_sys::MyBEEntry;
         !be.is_null()
-            && (*be).st_progress_command
-                == pg_sys::ProgressCommandType::PROGRESS_COMMAND_ANALYZE
+            && (*be).st_progress_command == pg_sys::ProgressCommandType::PROGRESS_COMMAND_ANALYZE
     }
 }
 
@@ -1675,7 +1697,10 @@ mod unit {
         let no = || false;
         assert_eq!(ordinary_entry(VacuumState::Dead, false, yes, yes), None);
         let e = |alive, counted| Some(Entry { alive, counted });
-        assert_eq!(ordinary_entry(VacuumState::Live, false, no, no), e(true, true));
+        assert_eq!(
+            ordinary_entry(VacuumState::Live, false, no, no),
+            e(true, true)
+        );
         assert_eq!(
             ordinary_entry(VacuumState::RecentlyDead, true, yes, yes),
             e(false, false)

@@ -323,7 +323,8 @@ impl Table {
                 (&map_key(id), prefix),
                 &k,
                 value,
-                base.as_ref().map(|(bk, bv)| (&bk[..], *bv, version::HEADER)),
+                base.as_ref()
+                    .map(|(bk, bv)| (&bk[..], *bv, version::HEADER)),
             )
         } else {
             self.tree.insert(&k, value)
@@ -333,6 +334,56 @@ impl Table {
             remember_key(self.tree.id(), id, &k);
         }
         fresh
+    }
+
+    /// Stores new versions `(row id, key prefix, value)` as a batch (a
+    /// load: COPY, a re-key's copy): each key range in key order through
+    /// [`Tree::insert_run`], a leaf per descent and log record — map
+    /// entries first, so a version is never without its entry. Returns a
+    /// row id that is taken already (then part of the batch may be in).
+    pub fn insert_many(&self, rows: &[(u64, Vec<u8>, Vec<u8>)]) -> Option<u64> {
+        self.insert_map_entries(rows)
+            .or_else(|| self.insert_versions(rows))
+    }
+
+    /// The map entries of new versions `(row id, key prefix, _)` as a
+    /// batch (nothing in the row-id layout); a row id that has one already.
+    pub fn insert_map_entries(&self, rows: &[(u64, Vec<u8>, Vec<u8>)]) -> Option<u64> {
+        let Layout::Keyed(_) = self.layout else {
+            return None;
+        };
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        order.sort_by_key(|&i| rows[i].0);
+        let maps: Vec<[u8; 9]> = order.iter().map(|&i| map_key(rows[i].0)).collect();
+        let items: Vec<(&[u8], &[u8])> = order
+            .iter()
+            .zip(&maps)
+            .map(|(&i, m)| (&m[..], &rows[i].1[..]))
+            .collect();
+        self.run(&items).map(|at| rows[order[at]].0)
+    }
+
+    /// New versions `(row id, key prefix, value)` whose map entries are in
+    /// as a batch; a row id that is taken.
+    pub fn insert_versions(&self, rows: &[(u64, Vec<u8>, Vec<u8>)]) -> Option<u64> {
+        let keys: Vec<Vec<u8>> = rows
+            .iter()
+            .map(|(id, p, _)| self.version_key(p, *id))
+            .collect();
+        let mut order: Vec<usize> = (0..rows.len()).collect();
+        let cmp = self.tree.cmp();
+        order.sort_by(|&a, &b| cmp.cmp(&keys[a], &keys[b]));
+        let items: Vec<(&[u8], &[u8])> = order
+            .iter()
+            .map(|&i| (&keys[i][..], &rows[i].2[..]))
+            .collect();
+        self.run(&items).map(|at| rows[order[at]].0)
+    }
+
+    fn run(&self, items: &[(&[u8], &[u8])]) -> Option<usize> {
+        self.tree
+            .insert_run(items)
+            .unwrap_or_else(|e| crate::pg::engine::report(e))
     }
 
     /// Largest version value that fits beside a key with `prefix`.
@@ -358,16 +409,25 @@ impl Table {
 
     /// Versions in key order between `lo` and `hi` (both clamped to the
     /// version range).
-    pub fn versions(
-        &self,
-        lo: Bound<Vec<u8>>,
-        hi: Bound<Vec<u8>>,
-        dir: Direction,
-    ) -> Cursor {
+    pub fn versions(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, dir: Direction) -> Cursor {
         let (alo, ahi) = self.all_versions();
         let lo = if let Bound::Unbounded = lo { alo } else { lo };
         let hi = if let Bound::Unbounded = hi { ahi } else { hi };
         self.tree.range(lo, hi, dir)
+    }
+
+    /// Every version in key order, a leaf at a time (no allocation per
+    /// version), while `f` returns true.
+    pub fn for_each_version(&self, mut f: impl FnMut(&[u8], &[u8]) -> bool) {
+        let mut c = self.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward);
+        while let Some(leaf) = c.next_leaf() {
+            let leaf = leaf.unwrap_or_else(|e| crate::pg::engine::report(e));
+            for (k, v) in leaf.items() {
+                if !f(k, v) {
+                    return;
+                }
+            }
+        }
     }
 
     /// Versions with row ids in `first..end`, in row-id order.

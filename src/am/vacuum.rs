@@ -36,14 +36,12 @@
 
 use crate::am::rows::{self, decode, from_item_pointer, table_of, Horizon};
 use crate::am::table::Table;
-use orioledb_engine::version::{self, Hints, VacuumState, Xid};
 use orioledb_engine::btree::Change;
-use orioledb_engine::Direction;
+use orioledb_engine::version::{self, Hints, VacuumState, Xid};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use std::ffi::CStr;
-use std::ops::Bound;
 
 /// What `index_bulk_delete`'s callback needs. Invariant: `rel` is the open
 /// (VACUUM-locked) table whose primary tree `table` is, for the whole
@@ -155,24 +153,22 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs
     // SAFETY: a pure comparison of transaction ids.
     let old = |x: Xid| unsafe { pg_sys::TransactionIdPrecedes(x.into(), cutoffs.freeze_limit) };
     let mut counts = Counts::default();
-    for (n, item) in table
-        .versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
-        .enumerate()
-    {
+    let mut n = 0u32;
+    table.for_each_version(|k, v| {
+        n = n.wrapping_add(1);
         if n % 1024 == 0 {
             pgrx::check_for_interrupts!();
         }
-        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-        let id = table.id_of(&k);
+        let id = table.id_of(k);
         // SAFETY: as above.
-        let mut h = unsafe { decode(rel, id, &v) };
+        let mut h = unsafe { decode(rel, id, v) };
         let mut f = version::freeze(&h, &rows::PgXacts, &old);
         if f.header.is_some() {
             // Decided again on the current value under its leaf latch: a
             // concurrent change may have come in between.
             let now = table
                 .tree
-                .modify(&k, |cur| {
+                .modify(k, |cur| {
                     let Some(cur) = cur else {
                         return (Change::Keep, None);
                     };
@@ -200,7 +196,7 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs
                     f = nf;
                 }
                 // Pruned meanwhile: names nothing any more.
-                None => continue,
+                None => return true,
             }
         }
         counts.fold(&f);
@@ -216,7 +212,8 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs
             // inserts that will count themselves when they commit.
             VacuumState::Dead | VacuumState::InsertInProgress => {}
         }
-    }
+        true
+    });
     counts
 }
 
@@ -249,8 +246,12 @@ pub unsafe fn vacuum(
             PgLogLevel::DEBUG2
         };
         let report = |msg: String| {
-            ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg, "orioledb_rs")
-                .report(level)
+            ErrorReport::new(
+                PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
+                msg,
+                "orioledb_rs",
+            )
+            .report(level)
         };
         let mut cutoffs = Cutoffs {
             oldest_xmin: pg_sys::InvalidTransactionId,

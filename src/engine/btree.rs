@@ -128,6 +128,23 @@ fn as_slices(items: &[(Vec<u8>, Vec<u8>)]) -> impl Iterator<Item = (&[u8], &[u8]
     items.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
 }
 
+/// The size limits every put checks before touching a page.
+fn check_sizes(key: &[u8], val: &[u8]) -> Result<()> {
+    if key.len() > MAX_KEY {
+        return Err(EngineError::KeyTooLarge {
+            len: key.len(),
+            max: MAX_KEY,
+        });
+    }
+    if key.len() + val.len() > MAX_ITEM {
+        return Err(EngineError::ItemTooLarge {
+            len: key.len() + val.len(),
+            max: MAX_ITEM,
+        });
+    }
+    Ok(())
+}
+
 fn child_value(c: u32) -> [u8; 4] {
     c.to_le_bytes()
 }
@@ -421,6 +438,74 @@ impl Tree {
         self.apply(key, Log::As(&rec), |cur| absent(cur, val))
     }
 
+    /// Inserts `items`, new keys in strictly ascending order, as a load
+    /// does: the items that fall into one leaf and fit there go in under
+    /// one descent and one latch, logged as one record; an item its leaf
+    /// has no room for takes the ordinary path (pruning, a split), and the
+    /// run goes on from there. Returns the index of the first item whose
+    /// key exists (the items before it are written, none from it on), or
+    /// None when all are in.
+    pub fn insert_run(&self, items: &[(&[u8], &[u8])]) -> Result<Option<usize>> {
+        for (k, v) in items {
+            check_sizes(k, v)?;
+        }
+        let _b = Barrier::enter(&self.inner.pool);
+        let cmp = self.cmp();
+        let mut i = 0;
+        while i < items.len() {
+            let epoch = self.inner.epoch();
+            let mut g = self.descend(
+                Target::Key(items[i].0),
+                0,
+                LatchMode::Exclusive,
+                &mut Vec::new(),
+            )?;
+            let high = g.page().high().map(<[u8]>::to_vec);
+            let mut j = i;
+            let mut exists = false;
+            while let Some(&(k, v)) = items.get(j) {
+                if high
+                    .as_deref()
+                    .is_some_and(|h| cmp.cmp(k, h) != Ordering::Less)
+                {
+                    break;
+                }
+                let Err(at) = g.page().search(&*cmp, k) else {
+                    exists = true;
+                    break;
+                };
+                if j == i {
+                    self.inner.before_modify(&mut g)?;
+                }
+                if !g.page_mut().insert_at(at, k, v) {
+                    break;
+                }
+                j += 1;
+            }
+            if j > i {
+                g.mark_dirty(epoch);
+                if self.inner.wal.is_some() {
+                    let items = items[i..j].iter().copied();
+                    self.inner
+                        .log_changed_encoded(&crate::wal::encode_put_run(self.id, items));
+                }
+            }
+            drop(g);
+            if exists {
+                return Ok(Some(j));
+            }
+            if j == i {
+                // No room for it in its leaf: prune or split as any insert.
+                if !self.insert(items[i].0, items[i].1)? {
+                    return Ok(Some(i));
+                }
+                j += 1;
+            }
+            i = j;
+        }
+        Ok(None)
+    }
+
     pub(crate) fn apply<R>(
         &self,
         key: &[u8],
@@ -478,7 +563,12 @@ impl Tree {
         let rec = self.inner.wal.as_ref().and(match log {
             Log::No => None,
             Log::As(r) => Some(std::borrow::Cow::Borrowed(r)),
-            Log::Yes => Some(std::borrow::Cow::Owned(self.put_record(g.page(), pos, key, &val))),
+            Log::Yes => Some(std::borrow::Cow::Owned(self.put_record(
+                g.page(),
+                pos,
+                key,
+                &val,
+            ))),
         });
         self.inner.before_modify(&mut g)?;
         let split = self.put_leaf(&mut g, key, val, pos, epoch)?;

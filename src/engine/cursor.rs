@@ -8,6 +8,7 @@ use crate::btree::Target;
 use crate::engine::Tree;
 use crate::error::Result;
 use crate::latch::LatchMode;
+use crate::page::PageRef;
 use std::cmp::Ordering;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -75,11 +76,46 @@ impl Cursor {
         }
     }
 
+    /// The next leaf's items in the cursor's range as one copy of the page
+    /// (no allocation per item: loads and copies walk whole trees this
+    /// way); None at the end. Do not mix with [`Iterator::next`].
+    pub fn next_leaf(&mut self) -> Option<Result<Leaf>> {
+        loop {
+            if matches!(self.next, Next::Done) {
+                return None;
+            }
+            match self.read_leaf() {
+                Ok(Some(leaf)) => return Some(Ok(leaf)),
+                Ok(None) => {}
+                Err(e) => {
+                    self.next = Next::Done;
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+
     fn fill(&mut self) -> Result<()> {
+        if let Some(leaf) = self.read_leaf()? {
+            let items = leaf.items().map(|(k, v)| (k.to_vec(), v.to_vec()));
+            if self.dir == Direction::Backward {
+                let mut items: Vec<_> = items.collect();
+                items.reverse();
+                self.batch.extend(items);
+            } else {
+                self.batch.extend(items);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the next leaf: a copy of it with the items in range (None
+    /// when none are), and where to go on from.
+    fn read_leaf(&mut self) -> Result<Option<Leaf>> {
         let cmp = self.tree.cmp();
         let next = std::mem::replace(&mut self.next, Next::Done);
         let target = match (&next, self.dir) {
-            (Next::Done, _) => return Ok(()),
+            (Next::Done, _) => return Ok(None),
             (Next::Start, Direction::Forward) => match &self.lo {
                 Bound::Unbounded => Target::First,
                 Bound::Included(k) | Bound::Excluded(k) => Target::Key(k),
@@ -115,10 +151,11 @@ impl Cursor {
             Next::Below(b) => end = end.min(first_at_least(b)),
             _ => {}
         }
-        let mut items = Vec::with_capacity(end.saturating_sub(start));
-        for i in start..end {
-            items.push((p.key(i).to_vec(), p.value(i).to_vec()));
-        }
+        let leaf = (start < end).then(|| Leaf {
+            page: p.0.to_vec(),
+            start,
+            end,
+        });
         self.next = match self.dir {
             Direction::Forward => match p.high() {
                 Some(h) if self.below_hi(h) => Next::From(h.to_vec()),
@@ -136,11 +173,23 @@ impl Cursor {
             },
         };
         drop(g);
-        if self.dir == Direction::Backward {
-            items.reverse();
-        }
-        self.batch.extend(items);
-        Ok(())
+        Ok(leaf)
+    }
+}
+
+/// A copy of a leaf with the positions `start..end` of the items a cursor
+/// returns from it. Invariant: `start < end <= ` the page's item count.
+pub struct Leaf {
+    page: Vec<u8>,
+    start: usize,
+    end: usize,
+}
+
+impl Leaf {
+    /// The items, in key order.
+    pub fn items(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        let p = PageRef(&self.page);
+        (self.start..self.end).map(move |i| (p.key(i), p.value(i)))
     }
 }
 

@@ -472,9 +472,16 @@ impl Inner {
     /// inside the sink's critical section, so a failure to log is fatal too
     /// (PostgreSQL's order: change the page, XLogInsert, under the lock).
     pub fn log_changed(&self, rec: &Record) {
+        if self.wal.is_some() {
+            self.log_changed_encoded(&rec.encode());
+        }
+    }
+
+    /// [`Inner::log_changed`] of a record encoded already.
+    pub fn log_changed_encoded(&self, rec: &[u8]) {
         if let Some(w) = &self.wal {
             w.enter_critical();
-            w.log(&rec.encode());
+            w.log(rec);
             w.leave_critical();
         }
     }
@@ -975,6 +982,12 @@ impl Engine {
                 let t = self.tree_with(id, cmp(id))?;
                 t.write_inner(&first.0, &first.1, None, false)?;
                 t.write_inner(&key, &value, None, false)?;
+            }
+            Record::PutRun { items, .. } => {
+                let t = self.tree_with(id, cmp(id))?;
+                for (k, v) in &items {
+                    t.write_inner(k, v, None, false)?;
+                }
             }
             Record::PutPairDelta {
                 first,

@@ -138,6 +138,12 @@ pub enum Record {
         base: Vec<u8>,
         delta: Delta,
     },
+    /// New keys in ascending order, put into one leaf by one change (a
+    /// load's batch: `Tree::insert_run`).
+    PutRun {
+        tree: TreeId,
+        items: Vec<(Vec<u8>, Vec<u8>)>,
+    },
 }
 
 /// A value as `head`, then `prefix` bytes of a base value from offset
@@ -162,7 +168,12 @@ impl Delta {
         let (n, b) = (&new[h..], &base[h..]);
         let prefix = n.iter().zip(b).take_while(|(x, y)| x == y).count();
         let (n, b) = (&n[prefix..], &b[prefix..]);
-        let suffix = n.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
+        let suffix = n
+            .iter()
+            .rev()
+            .zip(b.iter().rev())
+            .take_while(|(x, y)| x == y)
+            .count();
         let middle = &n[..n.len() - suffix];
         if h + middle.len() + 6 >= new.len() {
             return None;
@@ -241,6 +252,28 @@ pub fn apply_patch(value: &[u8], ranges: &[(u16, Vec<u8>)]) -> Option<Vec<u8>> {
     Some(v)
 }
 
+/// The encoding of a [`Record::PutRun`] of `items`, made from borrowed
+/// items (a load logs a leaf's worth at a time without copying them twice).
+pub fn encode_put_run<'a>(
+    tree: TreeId,
+    items: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> Vec<u8> {
+    let mut b = Vec::with_capacity(PAGE_SIZE_HINT);
+    b.push(12);
+    b.extend_from_slice(&tree.db.to_le_bytes());
+    b.extend_from_slice(&tree.rel.to_le_bytes());
+    for (k, v) in items {
+        for x in [k, v] {
+            b.extend_from_slice(&(x.len() as u16).to_le_bytes());
+            b.extend_from_slice(x);
+        }
+    }
+    b
+}
+
+/// What a leaf's worth of items takes, to size the buffer once.
+const PAGE_SIZE_HINT: usize = 8192 + 1024;
+
 impl Record {
     pub fn tree(&self) -> TreeId {
         match self {
@@ -252,11 +285,15 @@ impl Record {
             | Record::Patch { tree, .. }
             | Record::PutPair { tree, .. }
             | Record::PutPairDelta { tree, .. }
+            | Record::PutRun { tree, .. }
             | Record::Truncate { tree } => *tree,
         }
     }
 
     pub fn encode(&self) -> Vec<u8> {
+        if let Record::PutRun { tree, items } = self {
+            return encode_put_run(*tree, items.iter().map(|(k, v)| (&k[..], &v[..])));
+        }
         let mut b = Vec::with_capacity(32);
         let (kind, tree) = match self {
             Record::Create { tree, .. } => (1u8, tree),
@@ -268,6 +305,7 @@ impl Record {
             Record::Patch { tree, .. } => (7, tree),
             Record::PutPair { tree, .. } => (8, tree),
             Record::PutPairDelta { tree, .. } => (9, tree),
+            Record::PutRun { tree, .. } => (12, tree),
         };
         b.push(kind);
         b.extend_from_slice(&tree.db.to_le_bytes());
@@ -320,6 +358,7 @@ impl Record {
                 b.extend_from_slice(&delta.suffix.to_le_bytes());
                 b.extend_from_slice(&delta.middle);
             }
+            Record::PutRun { .. } => unreachable!("encoded above"),
         }
         b
     }
@@ -382,7 +421,9 @@ impl Record {
                     let off = u16of(&mut at)?;
                     let n = take(&mut at, 1)?[0] as usize;
                     if n == 0 || off + n > len {
-                        return Err(format!("patch range {off}+{n} outside a value of {len} bytes"));
+                        return Err(format!(
+                            "patch range {off}+{n} outside a value of {len} bytes"
+                        ));
                     }
                     ranges.push((off as u16, take(&mut at, n)?.to_vec()));
                 }
@@ -418,6 +459,13 @@ impl Record {
                         suffix,
                     },
                 }
+            }
+            12 => {
+                let mut items = Vec::new();
+                while at < b.len() {
+                    items.push((with_len(&mut at)?, with_len(&mut at)?));
+                }
+                Record::PutRun { tree, items }
             }
             k => return Err(format!("unknown log record kind {k}")),
         };
@@ -517,6 +565,10 @@ mod tests {
                     suffix: 9,
                 },
             },
+            Record::PutRun {
+                tree: t,
+                items: vec![(b"r1".to_vec(), vec![1; 30]), (b"r2".to_vec(), Vec::new())],
+            },
         ];
         for r in &recs {
             let b = r.encode();
@@ -548,14 +600,22 @@ mod tests {
         other[0..8].copy_from_slice(&[3; 8]);
         assert_eq!(d.apply(&other).unwrap(), new);
         let longer: Vec<u8> = new.iter().chain(&[1, 2, 3]).copied().collect();
-        assert_eq!(Delta::between(&longer, &base, 8).unwrap().apply(&base).unwrap(), longer);
+        assert_eq!(
+            Delta::between(&longer, &base, 8)
+                .unwrap()
+                .apply(&base)
+                .unwrap(),
+            longer
+        );
         let unrelated = vec![0xEE; 120];
         assert!(Delta::between(&unrelated, &base, 8).is_none());
         // Random values: whatever between returns rebuilds the value.
         let mut x = 99u64;
         for _ in 0..2000 {
             let mut step = || {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 (x >> 33) as usize
             };
             let b: Vec<u8> = (0..step() % 200).map(|_| (step() % 3) as u8).collect();
@@ -594,7 +654,9 @@ mod tests {
         for _ in 0..2000 {
             let mut a = vec![0u8; 1 + (x % 300) as usize];
             for b in a.iter_mut() {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 *b = (x >> 60) as u8 & 3;
             }
             let mut b = a.clone();

@@ -217,6 +217,10 @@ fn replay_one(bytes: &[u8]) {
             tree, first, key, ..
         } => (key == crate::am::table::DESC_KEY || first.0 == crate::am::table::DESC_KEY)
             .then_some(*tree),
+        Record::PutRun { tree, items } => items
+            .iter()
+            .any(|(k, _)| k == crate::am::table::DESC_KEY)
+            .then_some(*tree),
         Record::IdLimit { .. } => None,
         r => Some(r.tree()),
     };
@@ -306,6 +310,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         7 => c"PATCH",
         8 => c"PUT_PAIR",
         9 => c"PUT_PAIR_DELTA",
+        12 => c"PUT_RUN",
         KIND_REDO_POINT => c"REDO_POINT",
         _ => c"UNKNOWN",
     };
@@ -383,6 +388,13 @@ pub fn describe(r: &Record) -> String {
             hex(key),
             hex(base),
             delta.head.len() + delta.middle.len()
+        ),
+        Record::PutRun { items, .. } => format!(
+            "{tree} {} keys from {} to {}, {} bytes",
+            items.len(),
+            items.first().map_or_else(String::new, |i| hex(&i.0)),
+            items.last().map_or_else(String::new, |i| hex(&i.0)),
+            items.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>()
         ),
     }
 }

@@ -71,3 +71,67 @@ pub fn assert_valid(t: &Tree) {
         panic!("tree {} fails the checker: {e}", t.id());
     }
 }
+
+/// A load's batches (`Tree::insert_run`): ascending keys fill leaves as
+/// ordered single inserts do (an append split leaves the left page 90%
+/// full), with one log record per leaf rather than per key; a run into
+/// the middle of a tree still lands every key; a key that exists stops
+/// the run there and reports its index.
+#[test]
+fn insert_runs_pack_leaves_and_stop_at_a_taken_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(crate::wal::MemWal::default());
+    let e = Engine::open_logged(dir.path(), 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    let t = e
+        .open_tree(crate::TreeId::new(1, 1), TreeOptions::default())
+        .unwrap();
+    let mut model = BTreeMap::new();
+    let items: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000u64)
+        .filter(|i| i % 3 != 0)
+        .map(|i| (key(i), value(i, 0, 90)))
+        .collect();
+    for chunk in items.chunks(1000) {
+        let run: Vec<(&[u8], &[u8])> = chunk.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        let before = wal.insert_position();
+        assert_eq!(t.insert_run(&run).unwrap(), None);
+        // About a record per leaf (plus the splits' single inserts).
+        assert!(wal.insert_position() - before < 2 * 1000 / 40, "one record per key");
+    }
+    model.extend(items.iter().cloned());
+    let pages = t.stats().pages;
+    let bytes: usize = items.iter().map(|(k, v)| k.len() + v.len() + 8).sum();
+    assert!(
+        (pages as usize) * crate::page::PAGE_SIZE < bytes * 100 / 80,
+        "leaves under 80% full: {pages} pages for {bytes} bytes"
+    );
+    // Into the middle of the tree: the keys skipped above.
+    let gaps: Vec<(Vec<u8>, Vec<u8>)> = (0..20_000u64)
+        .filter(|i| i % 3 == 0)
+        .map(|i| (key(i), value(i, 1, 40)))
+        .collect();
+    let run: Vec<(&[u8], &[u8])> = gaps.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+    assert_eq!(t.insert_run(&run).unwrap(), None);
+    model.extend(gaps.iter().cloned());
+    assert_valid(&t);
+    assert!(contents(&t) == model);
+    // A taken key: the run stops at it, the keys before it are in.
+    let (k30, v30) = (key(30_000), value(30_000, 0, 10));
+    let taken = key(100);
+    let run: Vec<(&[u8], &[u8])> = vec![(&k30[..], &v30[..])];
+    assert_eq!(t.insert_run(&run).unwrap(), None);
+    let (k1, v1) = (key(29_999), value(1, 1, 10));
+    let run: Vec<(&[u8], &[u8])> = vec![(&taken[..], &v1[..]), (&k1[..], &v1[..])];
+    assert_eq!(t.insert_run(&run).unwrap(), Some(0));
+    assert_eq!(t.get(&k1).unwrap(), None);
+    assert_eq!(t.get(&taken).unwrap(), model.get(&taken).cloned());
+    // Replaying the log into an empty engine gives the same tree.
+    let dir2 = tempfile::tempdir().unwrap();
+    let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
+    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
+    for rec in wal.since(1) {
+        e2.replay(&rec, &bytewise).unwrap();
+    }
+    let t2 = e2.tree(crate::TreeId::new(1, 1)).unwrap();
+    assert_valid(&t2);
+    assert!(contents(&t2) == contents(&t));
+}

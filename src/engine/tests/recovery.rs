@@ -57,7 +57,7 @@ fn random_change(
     if upsert {
         let mut v = value(step, seed, 10 + rng.below(300) as usize);
         let pair = key(1000 + rng.below(600));
-        match (rng.below(3), m.get(&k)) {
+        match (rng.below(4), m.get(&k)) {
             // A few bytes of an existing value: logged as a patch.
             (0, Some(old)) => {
                 v = old.clone();
@@ -82,6 +82,19 @@ fn random_change(
                 let based = base.as_ref().map(|(bk, bv)| (&bk[..], &bv[..], 8));
                 assert!(t.insert_pair_based((&pair, &pv), &k, &v, based).unwrap());
                 m.insert(pair, pv);
+            }
+            // A load's batch: new ascending keys, a leaf per record.
+            (3, None) => {
+                let first = 2000 + rng.below(3000);
+                let run: Vec<(Vec<u8>, Vec<u8>)> = (first..first + 1 + rng.below(60))
+                    .map(key)
+                    .filter(|rk| !m.contains_key(rk))
+                    .map(|rk| (rk, value(step, seed, 10 + rng.below(200) as usize)))
+                    .collect();
+                let items: Vec<(&[u8], &[u8])> = run.iter().map(|(a, b)| (&a[..], &b[..])).collect();
+                assert_eq!(t.insert_run(&items).unwrap(), None);
+                m.extend(run);
+                t.upsert(&k, &v).unwrap();
             }
             _ => t.upsert(&k, &v).unwrap(),
         }
@@ -146,7 +159,7 @@ fn replay_after_crash_restores_every_change() {
         drop(e); // crash: the pool and everything not checkpointed is gone
         // The workload logs every kind of change, patches and pairs too.
         let kinds: std::collections::BTreeSet<u8> = wal.since(1).iter().map(|r| r[0]).collect();
-        assert!(kinds.is_superset(&[2, 10, 11, 7, 8, 9].into()), "seed {seed}: kinds {kinds:?}");
+        assert!(kinds.is_superset(&[2, 10, 11, 7, 8, 9, 12].into()), "seed {seed}: kinds {kinds:?}");
         let e = recover(dir.path(), &wal);
         assert_eq!(e.durable_checkpoint(), durable);
         assert!(
