@@ -13,23 +13,61 @@ use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::CStr;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// Transaction state from clog and the proc array.
 pub struct PgXacts;
 
+/// The transaction id clog said committed last in this transaction (0:
+/// none). Committed is final, so asking again for the same id — the
+/// inserter of every row of a load, read row after row — needs no call
+/// into PostgreSQL (each costs a `sigsetjmp` guard). Cleared at
+/// transaction end, so an id reused after wraparound is never confused.
+static LAST_COMMITTED: AtomicU32 = AtomicU32::new(0);
+
+/// `TransactionIdPrecedes`: modulo-2^32 order of normal ids, plain order
+/// when either is a permanent id (below `FirstNormalTransactionId`).
+pub fn xid_precedes(a: Xid, b: Xid) -> bool {
+    const FIRST_NORMAL: Xid = 3;
+    if a < FIRST_NORMAL || b < FIRST_NORMAL {
+        return a < b;
+    }
+    (a.wrapping_sub(b) as i32) < 0
+}
+
 impl version::Xacts for PgXacts {
     fn is_current(&self, xid: Xid) -> bool {
-        // SAFETY: plain lookups of transaction state.
-        unsafe { pg_sys::TransactionIdIsCurrentTransactionId(xid.into()) }
+        // SAFETY: MyProc is this backend's PGPROC (set before any query
+        // runs); its xid is the top-level transaction id once assigned, and
+        // every subtransaction id is assigned after its parent's, so an id
+        // older than it (or any id while none is assigned) is not ours. A
+        // parallel worker has no xid of its own (its leader's are in
+        // ParallelCurrentXids): it always asks PostgreSQL.
+        unsafe {
+            if pg_sys::ParallelWorkerNumber < 0 && !pg_sys::MyProc.is_null() {
+                let top = (*pg_sys::MyProc).xid.into_inner();
+                if top == 0 || xid_precedes(xid, top) {
+                    return false;
+                }
+            }
+            pg_sys::TransactionIdIsCurrentTransactionId(xid.into())
+        }
     }
     fn in_progress(&self, xid: Xid) -> bool {
-        // SAFETY: as above.
+        // SAFETY: plain lookups of transaction state.
         unsafe { pg_sys::TransactionIdIsInProgress(xid.into()) }
     }
     fn did_commit(&self, xid: Xid) -> bool {
+        if xid != 0 && LAST_COMMITTED.load(Ordering::Relaxed) == xid {
+            return true;
+        }
         // SAFETY: as above.
-        unsafe { pg_sys::TransactionIdDidCommit(xid.into()) }
+        let committed = unsafe { pg_sys::TransactionIdDidCommit(xid.into()) };
+        if committed {
+            LAST_COMMITTED.store(xid, Ordering::Relaxed);
+        }
+        committed
     }
     fn multi_running(&self, multi: Xid) -> bool {
         // SAFETY: reads the multixact SLRU. A multi left in a version is
@@ -85,8 +123,20 @@ pub struct PgSnapshot(pub pg_sys::Snapshot);
 
 impl version::Snapshot for PgSnapshot {
     fn in_snapshot(&self, xid: Xid) -> bool {
-        // SAFETY: self.0 is a live MVCC snapshot (type invariant).
-        unsafe { pg_sys::XidInMVCCSnapshot(xid.into(), self.0) }
+        // SAFETY: self.0 is a live MVCC snapshot (type invariant). Ids
+        // below its xmin finished before it, ids from its xmax on had not
+        // started: `XidInMVCCSnapshot`'s own first two tests, answered
+        // here without a guarded call; only the ids between need its lists.
+        unsafe {
+            let (xmin, xmax) = ((*self.0).xmin.into_inner(), (*self.0).xmax.into_inner());
+            if xid_precedes(xid, xmin) {
+                return false;
+            }
+            if !xid_precedes(xid, xmax) {
+                return true;
+            }
+            pg_sys::XidInMVCCSnapshot(xid.into(), self.0)
+        }
     }
     fn curcid(&self) -> u32 {
         // SAFETY: as above.
@@ -212,6 +262,7 @@ thread_local! {
 /// (`table::forget_doomed_map_entries`) and dooms the toast values of a
 /// version never placed (`toast::at_transaction_end`).
 pub fn at_transaction_end(abort: bool) {
+    LAST_COMMITTED.store(0, Ordering::Relaxed);
     TREES.with(|t| t.borrow_mut().clear());
     crate::am::table::forget_keys();
     if abort {
@@ -680,6 +731,17 @@ pub unsafe fn decode(rel: pg_sys::Relation, id: u64, value: &[u8]) -> Header {
 #[cfg(test)]
 mod unit {
     use super::*;
+
+    #[test]
+    fn xid_order_is_transaction_id_precedes() {
+        assert!(xid_precedes(3, 4) && !xid_precedes(4, 3) && !xid_precedes(5, 5));
+        // Modulo 2^32 for normal ids: just past the wrap still follows.
+        assert!(xid_precedes(u32::MAX - 5, 10));
+        assert!(!xid_precedes(10, u32::MAX - 5));
+        // Permanent ids (bootstrap 1, frozen 2) precede every normal id.
+        assert!(xid_precedes(2, u32::MAX) && xid_precedes(1, 3) && !xid_precedes(3, 2));
+        assert!(xid_precedes(0, 2) && !xid_precedes(2, 0));
+    }
 
     #[test]
     fn tid_range_bounds_map_to_row_ids() {

@@ -13,7 +13,7 @@ use crate::am::rows::{
 use crate::am::ssi;
 use crate::am::table::{IdRange, Table};
 use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
-use orioledb_engine::{Cursor, Direction};
+use orioledb_engine::{Direction, LeafWalk};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use pgrx::PgMemoryContexts;
@@ -22,15 +22,20 @@ use std::ffi::c_int;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// Rust-side state of a scan. Invariant: `last` is the key of the last
-/// row returned (visible or not), so a direction change resumes next to it.
+/// Rust-side state of a scan. Invariant: a sequential walk that changes
+/// direction resumes next to the last row it examined (visible or not):
+/// `cursor`'s position, or `last` while a new walk is being opened.
 struct ScanState {
     tree: Table,
     cursor: Option<SeqCursor>,
     /// ANALYZE: the versions of the sampled block.
     analyze: Option<IdRange>,
     dir: Direction,
+    /// Where a sequential walk resumes when it turns round: set from the
+    /// spent walk's position when it is replaced.
     last: Option<Vec<u8>>,
+    /// The sequential walk returned its last row in its direction.
+    at_end: bool,
     /// SERIALIZABLE: report rw-conflicts out for the versions examined.
     ssi_out: bool,
     /// TID block of the version read last, for block statistics.
@@ -53,8 +58,9 @@ struct ScanState {
 /// depends on row order (an UPDATE shifting unique keys), behave as on heap.
 /// Larger keyed tables are read in key order, one leaf after the other.
 enum SeqCursor {
-    Keys(Cursor),
-    Ids(IdRange),
+    Keys(LeafWalk),
+    /// The walk and the version it returned last.
+    Ids(IdRange, Option<(u64, Vec<u8>)>),
 }
 
 /// Keyed tables up to this many tree pages are scanned in row-id order.
@@ -71,9 +77,9 @@ impl SeqCursor {
                 (Direction::Backward, Some(id)) => (0, id),
                 (_, None) => (0, u64::MAX),
             };
-            return SeqCursor::Ids(table.ids(lo, hi, dir));
+            return SeqCursor::Ids(table.ids(lo, hi, dir), None);
         }
-        SeqCursor::Keys(match (dir, from) {
+        SeqCursor::Keys(LeafWalk::new(match (dir, from) {
             (Direction::Forward, Some(k)) => {
                 table.versions(Bound::Excluded(k), Bound::Unbounded, dir)
             }
@@ -81,21 +87,28 @@ impl SeqCursor {
                 table.versions(Bound::Unbounded, Bound::Excluded(k), dir)
             }
             (_, None) => table.versions(Bound::Unbounded, Bound::Unbounded, dir),
-        })
+        }))
     }
 
-    /// The next version: its row id, its position (for [`Self::open`]) and
-    /// its value.
-    fn next(&mut self, table: &Table) -> Option<(u64, Vec<u8>, Vec<u8>)> {
+    /// The next version: its row id and its value.
+    fn next(&mut self, table: &Table) -> Option<(u64, &[u8])> {
         match self {
-            SeqCursor::Keys(c) => {
-                let (k, v) = c.next()?.unwrap_or_else(|e| crate::pg::engine::report(e));
-                Some((table.id_of(&k), k, v))
+            SeqCursor::Keys(w) => {
+                let (k, v) = w.next()?.unwrap_or_else(|e| crate::pg::engine::report(e));
+                Some((table.id_of(k), v))
             }
-            SeqCursor::Ids(r) => {
-                let (id, v) = r.next()?;
-                Some((id, tid::key(id).to_vec(), v))
+            SeqCursor::Ids(r, last) => {
+                *last = r.next();
+                last.as_ref().map(|(id, v)| (*id, &v[..]))
             }
+        }
+    }
+
+    /// The position of the version returned last (for [`Self::open`]).
+    fn position(&self) -> Option<Vec<u8>> {
+        match self {
+            SeqCursor::Keys(w) => w.last_key().map(<[u8]>::to_vec),
+            SeqCursor::Ids(_, last) => last.as_ref().map(|(id, _)| tid::key(*id).to_vec()),
         }
     }
 }
@@ -288,6 +301,7 @@ pub unsafe fn scan_begin(
             analyze: None,
             dir: Direction::Forward,
             last: None,
+            at_end: false,
             ssi_out: ssi::out_needed(rel, snapshot),
             stat_block: u64::MAX,
             bitmap: VecDeque::new(),
@@ -399,28 +413,38 @@ pub unsafe fn scan_getnextslot(
         let dir = direction_of(direction);
         if st.cursor.is_none() || st.dir != dir {
             // Chosen per walk, from the start (a rescan may choose anew; a
-            // scroll cursor turning round keeps its order).
-            let by_id = match (&st.cursor, &st.last) {
-                (Some(SeqCursor::Ids(_)), _) => true,
-                (Some(SeqCursor::Keys(_)), _) => false,
-                (None, _) => {
-                    st.tree.desc().is_some() && st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES
-                }
+            // scroll cursor turning round keeps its order and goes on from
+            // the row it returned last).
+            let by_id = match &st.cursor {
+                Some(SeqCursor::Ids(..)) => true,
+                Some(SeqCursor::Keys(_)) => false,
+                None => st.tree.desc().is_some() && st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES,
             };
-            st.cursor = Some(SeqCursor::open(&st.tree, by_id, dir, st.last.clone()));
+            if let Some(c) = &st.cursor {
+                st.last = if st.at_end { None } else { c.position() };
+            }
+            st.cursor = Some(SeqCursor::open(&st.tree, by_id, dir, st.last.take()));
+            st.at_end = false;
             st.dir = dir;
         }
-        let cursor = st.cursor.as_mut().expect("just set");
-        while let Some((id, k, v)) = cursor.next(&st.tree) {
-            let h = decode(rel, id, &v);
-            st.last = Some(k);
-            count_block(&mut st.stat_block, rel, id);
+        let ScanState {
+            cursor,
+            tree,
+            stat_block,
+            ssi_out,
+            at_end,
+            ..
+        } = st;
+        let cursor = cursor.as_mut().expect("just set");
+        while let Some((id, v)) = cursor.next(tree) {
+            let h = decode(rel, id, v);
+            count_block(stat_block, rel, id);
             let visible = satisfies(&h, snapshot, rel);
-            if st.ssi_out {
+            if *ssi_out {
                 ssi::check_out(rel, &h, visible, snapshot);
             }
             if visible {
-                store_version(rel, slot, id, &v);
+                store_version(rel, slot, id, v);
                 rows::count_scan_stat(rel, rows::ScanStat::Returned);
                 return true;
             }
@@ -428,7 +452,7 @@ pub unsafe fn scan_getnextslot(
         // At the end in this direction: a scroll cursor turning round
         // starts again from this end (heap's behaviour), while asking again
         // in the same direction still finds nothing (the spent cursor stays).
-        st.last = None;
+        *at_end = true;
         pg_sys::ExecClearTuple(slot);
         false
     }

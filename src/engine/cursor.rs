@@ -188,8 +188,72 @@ pub struct Leaf {
 impl Leaf {
     /// The items, in key order.
     pub fn items(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
+        (0..self.len()).map(move |n| self.item(n))
+    }
+
+    /// How many items.
+    pub fn len(&self) -> usize {
+        self.end - self.start
+    }
+
+    /// Whether there are none (never: see the invariant).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The `n`-th item in key order (`n < len()`).
+    pub fn item(&self, n: usize) -> (&[u8], &[u8]) {
         let p = PageRef(&self.page);
-        (self.start..self.end).map(move |i| (p.key(i), p.value(i)))
+        (p.key(self.start + n), p.value(self.start + n))
+    }
+}
+
+/// A cursor read a leaf copy at a time, its items handed out borrowed (a
+/// sequential scan without an allocation per row). Invariant: `taken`
+/// items of `leaf` were handed out, in the cursor's direction.
+pub struct LeafWalk {
+    cursor: Cursor,
+    leaf: Option<Leaf>,
+    taken: usize,
+}
+
+impl LeafWalk {
+    pub fn new(cursor: Cursor) -> LeafWalk {
+        LeafWalk {
+            cursor,
+            leaf: None,
+            taken: 0,
+        }
+    }
+
+    /// The next item; None at the end (and on every call after it).
+    pub fn next(&mut self) -> Option<Result<(&[u8], &[u8])>> {
+        while self.leaf.as_ref().is_none_or(|l| self.taken >= l.len()) {
+            match self.cursor.next_leaf()? {
+                Ok(l) => {
+                    self.leaf = Some(l);
+                    self.taken = 0;
+                }
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        let l = self.leaf.as_ref().expect("filled above");
+        let n = match self.cursor.dir {
+            Direction::Forward => self.taken,
+            Direction::Backward => l.len() - 1 - self.taken,
+        };
+        self.taken += 1;
+        Some(Ok(l.item(n)))
+    }
+
+    /// The key of the item handed out last (None before the first).
+    pub fn last_key(&self) -> Option<&[u8]> {
+        let l = self.leaf.as_ref().filter(|_| self.taken > 0)?;
+        let n = match self.cursor.dir {
+            Direction::Forward => self.taken - 1,
+            Direction::Backward => l.len() - self.taken,
+        };
+        Some(l.item(n).0)
     }
 }
 
