@@ -408,18 +408,43 @@ impl Table {
     }
 
     /// Versions in key order between `lo` and `hi` (both clamped to the
-    /// version range).
+    /// version range: a bound in the descriptor or map range of a keyed
+    /// tree — a leaf's bounds, say — stands for that range's end).
     pub fn versions(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, dir: Direction) -> Cursor {
+        use std::cmp::Ordering::*;
         let (alo, ahi) = self.all_versions();
-        let lo = if let Bound::Unbounded = lo { alo } else { lo };
-        let hi = if let Bound::Unbounded = hi { ahi } else { hi };
+        let tag = |b: &Bound<Vec<u8>>| match (b, &self.layout) {
+            (Bound::Included(k) | Bound::Excluded(k), Layout::Keyed(_)) => {
+                k.first().copied().unwrap_or(0).cmp(&VERSION_TAG)
+            }
+            _ => Equal,
+        };
+        let (lo, hi) = match (tag(&lo), tag(&hi)) {
+            // Wholly outside the versions: an empty range.
+            (Greater, _) | (_, Less) => (ahi.clone(), ahi),
+            (lt, ht) => (
+                if lt == Less || matches!(lo, Bound::Unbounded) { alo } else { lo },
+                if ht == Greater || matches!(hi, Bound::Unbounded) { ahi } else { hi },
+            ),
+        };
         self.tree.range(lo, hi, dir)
     }
 
     /// Every version in key order, a leaf at a time (no allocation per
     /// version), while `f` returns true.
-    pub fn for_each_version(&self, mut f: impl FnMut(&[u8], &[u8]) -> bool) {
-        let mut c = self.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward);
+    pub fn for_each_version(&self, f: impl FnMut(&[u8], &[u8]) -> bool) {
+        self.for_each_version_in(Bound::Unbounded, Bound::Unbounded, f)
+    }
+
+    /// [`Table::for_each_version`] between `lo` and `hi` (clamped to the
+    /// version range).
+    pub fn for_each_version_in(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) {
+        let mut c = self.versions(lo, hi, Direction::Forward);
         while let Some(leaf) = c.next_leaf() {
             let leaf = leaf.unwrap_or_else(|e| crate::pg::engine::report(e));
             for (k, v) in leaf.items() {

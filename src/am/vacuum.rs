@@ -42,6 +42,7 @@ use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use std::ffi::CStr;
+use std::ops::Bound;
 
 /// What `index_bulk_delete`'s callback needs. Invariant: `rel` is the open
 /// (VACUUM-locked) table whose primary tree `table` is, for the whole
@@ -49,6 +50,48 @@ use std::ffi::CStr;
 struct DeadCheck {
     rel: pg_sys::Relation,
     table: Table,
+    /// Row ids the counting pass found alive (see [`Alive`]).
+    alive: Alive,
+}
+
+/// Row ids whose index entries must stay: the counting pass saw a version
+/// there (or a member of the HOT chain rooted there) that is not dead to
+/// everyone. A bit set is final for this VACUUM — such an entry is kept
+/// without looking (at worst one that just died waits for the next
+/// VACUUM); an id without its bit is looked up (`scan::chain_dead`), so
+/// versions inserted after the pass are never taken for dead. Invariant:
+/// bit `id` is word `id / 64`; ids from `limit` on are not recorded (the
+/// bitmap stays within `maintenance_work_mem`).
+#[derive(Default)]
+struct Alive {
+    words: Vec<u64>,
+    limit: u64,
+}
+
+impl Alive {
+    fn with_budget(bytes: usize) -> Alive {
+        Alive {
+            words: Vec::new(),
+            limit: bytes as u64 * 8,
+        }
+    }
+
+    fn set(&mut self, id: u64) {
+        if id >= self.limit {
+            return;
+        }
+        let w = (id / 64) as usize;
+        if self.words.len() <= w {
+            self.words.resize(w + 1, 0);
+        }
+        self.words[w] |= 1 << (id % 64);
+    }
+
+    fn get(&self, id: u64) -> bool {
+        self.words
+            .get((id / 64) as usize)
+            .is_some_and(|w| w & (1 << (id % 64)) != 0)
+    }
 }
 
 /// `IndexBulkDeleteCallback`: whether the index entry pointing at `tid` may
@@ -67,7 +110,7 @@ unsafe extern "C-unwind" fn entry_is_dead(
         let Some(id) = from_item_pointer(&*tid) else {
             return false;
         };
-        crate::am::scan::chain_dead(check.rel, &check.table, id)
+        !check.alive.get(id) && crate::am::scan::chain_dead(check.rel, &check.table, id)
     }
 }
 
@@ -92,6 +135,8 @@ struct Counts {
     /// index cleanup: the visibility map may mark a block only if it has
     /// lost none since (see am::vismap).
     per_block: Vec<u16>,
+    /// The row ids whose index entries stay without a lookup.
+    alive: Alive,
 }
 
 /// VACUUM's transaction horizons (`vacuum_set_xid_limits`).
@@ -129,11 +174,15 @@ impl Counts {
     }
 }
 
-/// Prunes every leaf of the table's tree and counts what is left.
+/// Prunes every leaf of the table's tree and counts what is left, leaf by
+/// leaf: each leaf's versions are counted right after it was pruned, while
+/// it is still in the pool (a table larger than the pool is read once).
 ///
 /// # Safety
 /// `rel` must be a valid open orioledb relation (not a toast relation).
 unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs) -> Counts {
+    // SAFETY: per the contract.
+    let mut count = unsafe { Counter::new(rel, table, cutoffs) };
     let mut at: Option<Vec<u8>> = None;
     loop {
         pgrx::check_for_interrupts!();
@@ -142,79 +191,119 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs
             .prune_leaf_at(at.as_deref())
             .unwrap_or_else(|e| crate::pg::engine::report(e));
         rows::after_change();
+        let lo = at.map_or(Bound::Unbounded, Bound::Included);
+        let hi = next.clone().map_or(Bound::Unbounded, Bound::Excluded);
+        table.for_each_version_in(lo, hi, |k, v| {
+            // SAFETY: per the contract.
+            unsafe { count.version(k, v) };
+            true
+        });
         match next {
             Some(k) => at = Some(k),
             None => break,
         }
     }
-    // SAFETY: caller guarantees an open relation.
-    let horizon = unsafe { Horizon::of(rel) };
-    let removable = |x: Xid| horizon.removable(x);
-    // SAFETY: a pure comparison of transaction ids.
-    let old = |x: Xid| unsafe { pg_sys::TransactionIdPrecedes(x.into(), cutoffs.freeze_limit) };
-    let mut counts = Counts::default();
-    let mut n = 0u32;
-    table.for_each_version(|k, v| {
-        n = n.wrapping_add(1);
-        if n % 1024 == 0 {
-            pgrx::check_for_interrupts!();
+    count.counts
+}
+
+/// What VACUUM's count needs while it walks the versions.
+struct Counter<'a> {
+    rel: pg_sys::Relation,
+    table: &'a Table,
+    horizon: Horizon,
+    freeze_limit: Xid,
+    counts: Counts,
+}
+
+impl Counter<'_> {
+    /// # Safety
+    /// `rel` is a valid open orioledb relation whose tree is `table`.
+    unsafe fn new(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs) -> Counter<'_> {
+        Counter {
+            rel,
+            table,
+            // SAFETY: per the contract.
+            horizon: unsafe { Horizon::of(rel) },
+            freeze_limit: cutoffs.freeze_limit.into_inner(),
+            counts: Counts {
+                // SAFETY: a GUC read on the backend's own thread.
+                alive: Alive::with_budget(unsafe { pg_sys::maintenance_work_mem } as usize * 1024),
+                ..Counts::default()
+            },
         }
-        let id = table.id_of(k);
-        // SAFETY: as above.
-        let mut h = unsafe { decode(rel, id, v) };
-        let mut f = version::freeze(&h, &rows::PgXacts, &old);
-        if f.header.is_some() {
-            // Decided again on the current value under its leaf latch: a
-            // concurrent change may have come in between.
-            let now = table
-                .tree
-                .modify(k, |cur| {
-                    let Some(cur) = cur else {
-                        return (Change::Keep, None);
-                    };
-                    let Some(ch) = version::Header::decode(cur) else {
-                        return (Change::Keep, None);
-                    };
-                    let f = version::freeze(&ch, &rows::PgXacts, &old);
-                    match f.header {
-                        Some(nh) => {
-                            let mut nv = cur.to_vec();
-                            nh.encode_into(&mut nv);
-                            (Change::Put(nv), Some((nh, f)))
+    }
+
+    /// Freezes version `k` (value `v`) if it is old enough and counts it.
+    ///
+    /// # Safety
+    /// As for [`Counter::new`].
+    unsafe fn version(&mut self, k: &[u8], v: &[u8]) {
+        let (rel, table, counts) = (self.rel, self.table, &mut self.counts);
+        let horizon = &self.horizon;
+        let removable = |x: Xid| horizon.removable(x);
+        let freeze_limit = self.freeze_limit;
+        let old = |x: Xid| rows::xid_precedes(x, freeze_limit);
+        {
+            let id = table.id_of(k);
+            // SAFETY: per the contract.
+            let mut h = unsafe { decode(rel, id, v) };
+            let mut f = version::freeze(&h, &rows::PgXacts, &old);
+            if f.header.is_some() {
+                // Decided again on the current value under its leaf latch: a
+                // concurrent change may have come in between.
+                let now = table
+                    .tree
+                    .modify(k, |cur| {
+                        let Some(cur) = cur else {
+                            return (Change::Keep, None);
+                        };
+                        let Some(ch) = version::Header::decode(cur) else {
+                            return (Change::Keep, None);
+                        };
+                        let f = version::freeze(&ch, &rows::PgXacts, &old);
+                        match f.header {
+                            Some(nh) => {
+                                let mut nv = cur.to_vec();
+                                nh.encode_into(&mut nv);
+                                (Change::Put(nv), Some((nh, f)))
+                            }
+                            None => (Change::Keep, Some((ch, f))),
                         }
-                        None => (Change::Keep, Some((ch, f))),
+                    })
+                    .unwrap_or_else(|e| crate::pg::engine::report(e));
+                rows::after_change();
+                match now {
+                    Some((nh, nf)) => {
+                        if nf.header.is_some() {
+                            counts.frozen += 1;
+                        }
+                        h = nh;
+                        f = nf;
                     }
-                })
-                .unwrap_or_else(|e| crate::pg::engine::report(e));
-            rows::after_change();
-            match now {
-                Some((nh, nf)) => {
-                    if nf.header.is_some() {
-                        counts.frozen += 1;
-                    }
-                    h = nh;
-                    f = nf;
+                    // Pruned meanwhile: names nothing any more.
+                    None => return,
                 }
-                // Pruned meanwhile: names nothing any more.
-                None => return true,
+            }
+            counts.fold(&f);
+            let block = (id / version::tid::PER_BLOCK) as usize;
+            if counts.per_block.len() <= block {
+                counts.per_block.resize(block + 1, 0);
+            }
+            counts.per_block[block] += 1;
+            let state = version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
+            match state {
+                VacuumState::Live | VacuumState::DeleteInProgress => counts.live += 1.0,
+                VacuumState::RecentlyDead => counts.recently_dead += 1.0,
+                // Dead versions a concurrent pruner has not reached yet, and
+                // inserts that will count themselves when they commit.
+                VacuumState::Dead | VacuumState::InsertInProgress => {}
+            }
+            if state != VacuumState::Dead {
+                // Index entries name a chain's root: a live member keeps it.
+                counts.alive.set(crate::am::hot::root_of(&h, v, id));
             }
         }
-        counts.fold(&f);
-        let block = (id / version::tid::PER_BLOCK) as usize;
-        if counts.per_block.len() <= block {
-            counts.per_block.resize(block + 1, 0);
-        }
-        counts.per_block[block] += 1;
-        match version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default()) {
-            VacuumState::Live | VacuumState::DeleteInProgress => counts.live += 1.0,
-            VacuumState::RecentlyDead => counts.recently_dead += 1.0,
-            // Dead versions a concurrent pruner has not reached yet, and
-            // inserts that will count themselves when they commit.
-            VacuumState::Dead | VacuumState::InsertInProgress => {}
-        }
-        true
-    });
-    counts
+    }
 }
 
 /// The name of an open relation, for messages.
@@ -290,7 +379,7 @@ pub unsafe fn vacuum(
         let relname = name(rel);
         report(format!("orioledb: vacuuming table \"{relname}\""));
         let table = table_of(rel);
-        let counts = prune_and_count(rel, &table, cutoffs);
+        let mut counts = prune_and_count(rel, &table, cutoffs);
         // Every xid older than the freeze limit was frozen or removed, so
         // the oldest one left (or the horizon, when none is older) can be
         // the table's new relfrozenxid — unless a MultiXactId in use is
@@ -334,6 +423,7 @@ pub unsafe fn vacuum(
             let mut check = DeadCheck {
                 rel,
                 table: table.clone(),
+                alive: std::mem::take(&mut counts.alive),
             };
             let old_tuples = ((*(*rel).rd_rel).reltuples as f64).max(0.0);
             for i in 0..nindexes as usize {
