@@ -24,7 +24,7 @@ use orioledb_engine::btree::Change;
 use orioledb_engine::cmp::Bytewise;
 use orioledb_engine::keys::{push_version_suffix, version_suffix, SUFFIX};
 use orioledb_engine::version::{self, tid};
-use orioledb_engine::{Cursor, Direction, Tree, TreeId};
+use orioledb_engine::{Cursor, Direction, Leaf, Tree, TreeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -474,6 +474,7 @@ impl Table {
                 .tree
                 .range(Bound::Included(lo), Bound::Excluded(hi), dir),
             redirects: false,
+            leaf: None,
         }
     }
 
@@ -495,6 +496,29 @@ pub struct IdRange {
     cursor: Cursor,
     /// Also yield map entries without a version (empty values).
     redirects: bool,
+    /// Primary-key layout: the leaf the last version was read from, a copy
+    /// as a cursor's (rows loaded in key order have the next row id's
+    /// version beside it: no descent per row).
+    leaf: Option<Leaf>,
+}
+
+impl IdRange {
+    /// The value of version key `key`, from the cached leaf when it holds
+    /// the key's range.
+    fn version(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+        let cmp = self.table.tree.cmp();
+        if let Some(found) = self.leaf.as_ref().and_then(|l| l.lookup(&*cmp, key)) {
+            return found.map(<[u8]>::to_vec);
+        }
+        let leaf = self
+            .table
+            .tree
+            .leaf_at(key)
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        let found = leaf.lookup(&*cmp, key).flatten().map(<[u8]>::to_vec);
+        self.leaf = Some(leaf);
+        found
+    }
 }
 
 impl Iterator for IdRange {
@@ -511,12 +535,7 @@ impl Iterator for IdRange {
                 Layout::Keyed(_) => {
                     let id = u64::from_be_bytes(k[1..9].try_into().expect("map key"));
                     let key = self.table.version_key(&v, id);
-                    if let Some(value) = self
-                        .table
-                        .tree
-                        .get(&key)
-                        .unwrap_or_else(|e| crate::pg::engine::report(e))
-                    {
+                    if let Some(value) = self.version(&key) {
                         return Some((id, value));
                     }
                     if self.redirects {

@@ -8,6 +8,7 @@ use crate::btree::Target;
 use crate::engine::Tree;
 use crate::error::Result;
 use crate::latch::LatchMode;
+use crate::cmp::KeyCmp;
 use crate::page::PageRef;
 use std::cmp::Ordering;
 use std::collections::VecDeque;
@@ -41,6 +42,19 @@ pub struct Cursor {
 }
 
 impl Tree {
+    /// A copy of the leaf whose range holds `key` (all its items): point
+    /// lookups of nearby keys can be answered from it
+    /// ([`Leaf::lookup`]) as a cursor's would.
+    pub fn leaf_at(&self, key: &[u8]) -> Result<Leaf> {
+        let g = self.descend(Target::Key(key), 0, LatchMode::Shared, &mut Vec::new())?;
+        let p = g.page();
+        Ok(Leaf {
+            page: p.0.to_vec(),
+            start: 0,
+            end: p.nitems(),
+        })
+    }
+
     pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, dir: Direction) -> Cursor {
         Cursor {
             tree: self.clone(),
@@ -178,7 +192,8 @@ impl Cursor {
 }
 
 /// A copy of a leaf with the positions `start..end` of the items a cursor
-/// returns from it. Invariant: `start < end <= ` the page's item count.
+/// returns from it. Invariant: `start <= end <= ` the page's item count
+/// (`start < end` for a cursor's leaves).
 pub struct Leaf {
     page: Vec<u8>,
     start: usize,
@@ -199,6 +214,18 @@ impl Leaf {
     /// Whether there are none (never: see the invariant).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// What this copy says about `key`: None if the leaf's range does not
+    /// hold it, else its value then (Some(None): absent).
+    pub fn lookup(&self, cmp: &dyn KeyCmp, key: &[u8]) -> Option<Option<&[u8]>> {
+        let p = PageRef(&self.page);
+        if p.low().is_some_and(|l| cmp.cmp(key, l) == Ordering::Less)
+            || p.high().is_some_and(|h| cmp.cmp(key, h) != Ordering::Less)
+        {
+            return None;
+        }
+        Some(p.search(cmp, key).ok().map(|i| p.value(i)))
     }
 
     /// The `n`-th item in key order (`n < len()`).

@@ -23,7 +23,7 @@ pub mod version;
 pub mod wal;
 
 pub use check::CheckReport;
-pub use cursor::{Cursor, Direction, LeafWalk};
+pub use cursor::{Cursor, Direction, Leaf, LeafWalk};
 pub use engine::{Engine, Replayed, SharedMeta, Tree, TreeOptions, TreeStats};
 pub use error::{EngineError, Result};
 pub use id::TreeId;
