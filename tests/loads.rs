@@ -9,15 +9,6 @@ mod common;
 
 use common::*;
 
-fn key_of(c: &mut postgres::Client, table: &str) -> String {
-    c.query_one(
-        "SELECT key FROM orioledb_trees WHERE reloid = $1::text::regclass",
-        &[&table],
-    )
-    .unwrap()
-    .get(0)
-}
-
 /// A re-key copies in batches, map entries first, then versions; the keys
 /// computed by its first pass are kept while they fit in
 /// maintenance_work_mem and computed again otherwise. Both ways, with rows

@@ -10,16 +10,6 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-
-fn key_of(c: &mut postgres::Client, table: &str) -> String {
-    c.query_one(
-        "SELECT key FROM orioledb_trees WHERE reloid = $1::text::regclass",
-        &[&table],
-    )
-    .unwrap()
-    .get(0)
-}
-
 #[test]
 fn tables_are_stored_and_read_in_key_order() {
     let (env, _g) = require_server!();

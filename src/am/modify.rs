@@ -27,6 +27,18 @@ fn current_xid() -> Xid {
     unsafe { pg_sys::GetCurrentTransactionId() }.into_inner()
 }
 
+/// Workers are read-only; the leader of a parallel plan may write (CREATE
+/// TABLE AS over a parallel query), as on heap.
+fn refuse_in_parallel_worker() {
+    // SAFETY: a plain read of this process's worker number.
+    if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
+        raise(
+            PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
+            "cannot insert tuples in a parallel worker".into(),
+        );
+    }
+}
+
 /// Inserts the slot's row as a new version; sets the slot's TID.
 ///
 /// # Safety
@@ -39,14 +51,7 @@ pub unsafe fn insert(
 ) {
     // SAFETY: caller guarantees valid pointers.
     unsafe {
-        // Workers are read-only; the leader of a parallel plan may write
-        // (CREATE TABLE AS over a parallel query), as on heap.
-        if pg_sys::ParallelWorkerNumber >= 0 {
-            raise(
-                PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
-                "cannot insert tuples in a parallel worker".into(),
-            );
-        }
+        refuse_in_parallel_worker();
         let tree = table_of(rel);
         let xid = current_xid();
         let mut h = Header::new(xid, cid, 0);
@@ -95,12 +100,7 @@ pub unsafe fn insert_many(
 ) {
     // SAFETY: caller guarantees valid pointers.
     unsafe {
-        if pg_sys::ParallelWorkerNumber >= 0 {
-            raise(
-                PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
-                "cannot insert tuples in a parallel worker".into(),
-            );
-        }
+        refuse_in_parallel_worker();
         let tree = table_of(rel);
         let h = Header::new(current_xid(), cid, 0);
         crate::am::toast::begin_version();
