@@ -195,7 +195,9 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
             keys: &keys,
             kept: &kept,
         };
-        copy_pass(rel, &source, &new, false);
+        if new.desc().is_some() {
+            copy_pass(rel, &source, &new, false);
+        }
         let had_chains = copy_pass(rel, &source, &new, true);
         if had_chains {
             let mut params = pg_sys::ReindexParams::default();

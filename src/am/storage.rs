@@ -10,7 +10,7 @@
 //! when it aborts, and handed to the parent when it commits.
 
 use crate::pg::engine::{engine, report, tree_id};
-use orioledb_engine::{TreeId, TreeOptions};
+use orioledb_engine::{EngineError, TreeId, TreeOptions};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::cell::RefCell;
@@ -97,7 +97,17 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
         // table dropped after the last engine checkpoint): start it empty.
         engine.truncate_tree(id).unwrap_or_else(|e| report(e));
     }
-    engine.open_tree(id, opts).unwrap_or_else(|e| report(e));
+    let opened = match engine.open_tree(id, opts.clone()) {
+        // The metadata and slots of dropped tables come back at the next
+        // engine checkpoint: a server creating and dropping tables faster
+        // than the checkpointer runs takes one now rather than failing.
+        Err(EngineError::MetadataFull(_) | EngineError::TooManyTrees(_)) => {
+            crate::pg::engine::checkpoint().unwrap_or_else(|e| report(e));
+            engine.open_tree(id, opts)
+        }
+        r => r,
+    };
+    opened.unwrap_or_else(|e| report(e));
     remember(id, When::DropAtAbort);
     if replacing {
         let old_id = tree_id(old.dbNode, old.relNode);

@@ -206,6 +206,25 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs
     count.counts
 }
 
+/// The memory VACUUM may use for row ids, in kB: `autovacuum_work_mem` in
+/// autovacuum workers when it is set, else `maintenance_work_mem`, as heap's
+/// dead-TID store.
+fn work_mem_kb() -> usize {
+    extern "C" {
+        // postmaster/autovacuum.h; neither raises an ERROR.
+        fn IsAutoVacuumWorkerProcess() -> bool;
+        static autovacuum_work_mem: std::ffi::c_int;
+    }
+    // SAFETY: GUC reads and a process-type check on the backend's thread.
+    unsafe {
+        if IsAutoVacuumWorkerProcess() && autovacuum_work_mem != -1 {
+            autovacuum_work_mem as usize
+        } else {
+            pg_sys::maintenance_work_mem as usize
+        }
+    }
+}
+
 /// What VACUUM's count needs while it walks the versions.
 struct Counter<'a> {
     rel: pg_sys::Relation,
@@ -226,8 +245,7 @@ impl Counter<'_> {
             horizon: unsafe { Horizon::of(rel) },
             freeze_limit: cutoffs.freeze_limit.into_inner(),
             counts: Counts {
-                // SAFETY: a GUC read on the backend's own thread.
-                alive: Alive::with_budget(unsafe { pg_sys::maintenance_work_mem } as usize * 1024),
+                alive: Alive::with_budget(work_mem_kb() * 1024),
                 ..Counts::default()
             },
         }

@@ -446,11 +446,18 @@ impl Tree {
     /// key exists (the items before it are written, none from it on), or
     /// None when all are in.
     pub fn insert_run(&self, items: &[(&[u8], &[u8])]) -> Result<Option<usize>> {
-        for (k, v) in items {
+        let cmp = self.cmp();
+        for (n, (k, v)) in items.iter().enumerate() {
             check_sizes(k, v)?;
+            // Only the first item of a leaf's share is placed by a descent:
+            // out of order, a later one could land outside its leaf's range
+            // (and replay would put it elsewhere). Equal keys are allowed:
+            // the second is reported as taken.
+            if n > 0 && cmp.cmp(items[n - 1].0, k) == Ordering::Greater {
+                return Err(self.damaged("insert_run: keys not in ascending order"));
+            }
         }
         let _b = Barrier::enter(&self.inner.pool);
-        let cmp = self.cmp();
         let mut i = 0;
         while i < items.len() {
             let epoch = self.inner.epoch();

@@ -1063,6 +1063,13 @@ impl Engine {
         Ok(self.handle(slot, cmp, None))
     }
 
+    /// Metadata chunks in use and in all: those of dropped trees stay in
+    /// use until a checkpoint releases them, so a server that drops many
+    /// tables checkpoints early when few are left (`pg::checkpointer`).
+    pub fn metadata_use(&self) -> (usize, usize) {
+        (self.inner.meta.chunks_in_use(), self.inner.meta.nchunks)
+    }
+
     /// The last durable checkpoint number (0 = none yet).
     pub fn durable_checkpoint(&self) -> u64 {
         self.inner.meta.durable().load(Ordering::Acquire)

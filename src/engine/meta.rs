@@ -195,7 +195,7 @@ impl Drop for Owned {
 pub(crate) struct Meta {
     base: *mut u8,
     max_trees: usize,
-    nchunks: usize,
+    pub(crate) nchunks: usize,
     latches: Arc<dyn LatchSet>,
     _owned: Option<Arc<Owned>>,
 }
@@ -362,7 +362,6 @@ impl Meta {
     }
 
     /// Chunks of the arena in use (never-used ones and the free list aside).
-    #[cfg(test)]
     pub(crate) fn chunks_in_use(&self) -> usize {
         let h = self.header();
         self.latches

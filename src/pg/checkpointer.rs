@@ -31,6 +31,17 @@ fn checkpoint() {
     }
 }
 
+/// Whether the engine's metadata is three quarters used, and the last
+/// checkpoint was long enough ago to try another: the chunks of dropped
+/// trees are only released by a checkpoint, so a workload that creates and
+/// drops many tables (a test suite, temporary work tables) would otherwise
+/// run out between two scheduled checkpoints with the default settings.
+fn metadata_short(last: Instant) -> bool {
+    const AT_MOST_EVERY: Duration = Duration::from_secs(5);
+    let (used, total) = crate::pg::engine::engine().metadata_use();
+    used * 4 >= total * 3 && last.elapsed() >= AT_MOST_EVERY
+}
+
 /// The worker's main loop.
 #[pg_guard]
 #[unsafe(no_mangle)]
@@ -42,9 +53,10 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
     let mut last = Instant::now();
     loop {
         let due = last + crate::pg::guc::checkpoint_timeout();
+        // Awake every second to look at the metadata (below).
         let wait = due
             .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(10));
+            .clamp(Duration::from_millis(10), Duration::from_secs(1));
         let alive = BackgroundWorker::wait_latch(Some(wait));
         if BackgroundWorker::sighup_received() {
             // SAFETY: the documented way for a background worker to reload
@@ -55,7 +67,7 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
             checkpoint();
             break;
         }
-        if Instant::now() >= last + crate::pg::guc::checkpoint_timeout() {
+        if Instant::now() >= last + crate::pg::guc::checkpoint_timeout() || metadata_short(last) {
             checkpoint();
             crate::am::storage::sweep_orphans();
             last = Instant::now();

@@ -124,6 +124,11 @@ fn insert_runs_pack_leaves_and_stop_at_a_taken_key() {
     assert_eq!(t.insert_run(&run).unwrap(), Some(0));
     assert_eq!(t.get(&k1).unwrap(), None);
     assert_eq!(t.get(&taken).unwrap(), model.get(&taken).cloned());
+    // Keys out of order are refused before any page changes.
+    let (ka, kb) = (key(40_001), key(40_000));
+    let run: Vec<(&[u8], &[u8])> = vec![(&ka[..], &v1[..]), (&kb[..], &v1[..])];
+    assert!(t.insert_run(&run).is_err());
+    assert_eq!((t.get(&ka).unwrap(), t.get(&kb).unwrap()), (None, None));
     // Replaying the log into an empty engine gives the same tree.
     let dir2 = tempfile::tempdir().unwrap();
     let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
