@@ -55,7 +55,7 @@
 #   REGRESS_ORIOLEDB_PORT      (default 54331)
 #   REGRESS_TIMEOUT            seconds allowed for one run of the suite (default 3600)
 #   REGRESS_ORIOLEDB_CONF      extra postgresql.conf lines for the orioledb cluster
-#                              (default: main_buffers 512MB, checkpoint_timeout 1s; see below)
+#                              (default: none, the extension's defaults; see below)
 #   REGRESS_TESTS              test names to run with --subset instead of REGRESS_SUBSET
 set -euo pipefail
 # shellcheck source=lib.sh
