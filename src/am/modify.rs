@@ -39,6 +39,22 @@ fn refuse_in_parallel_worker() {
     }
 }
 
+/// The ERROR for a new version whose row id the tree holds already (row
+/// ids are never handed out twice: damage).
+///
+/// # Safety
+/// `rel` is an open relation.
+unsafe fn id_in_use(rel: pg_sys::Relation, id: u64) -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+        format!(
+            "orioledb: row id {id} of table \"{}\" is already in use",
+            // SAFETY: per the contract.
+            unsafe { rows::rel_name(rel) }
+        ),
+    )
+}
+
 /// Inserts the slot's row as a new version; sets the slot's TID.
 ///
 /// # Safety
@@ -66,13 +82,7 @@ pub unsafe fn insert(
         let fresh = tree.insert(id, &prefix, &v);
         crate::am::toast::placed();
         if !fresh {
-            raise(
-                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                format!(
-                    "orioledb: row id {id} of table \"{}\" is already in use",
-                    rows::rel_name(rel)
-                ),
-            );
+            id_in_use(rel, id);
         }
         crate::am::vismap::clear(rel, id);
         // After the write, not before: no page lock orders us against a
@@ -111,13 +121,7 @@ pub unsafe fn insert_many(
             rows.push((id, prefix, v));
         }
         if let Some(id) = tree.insert_many(&rows) {
-            raise(
-                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                format!(
-                    "orioledb: row id {id} of table \"{}\" is already in use",
-                    rows::rel_name(rel)
-                ),
-            );
+            id_in_use(rel, id);
         }
         crate::am::toast::placed();
         let mut cleared = None;
@@ -255,15 +259,9 @@ struct Applied {
 /// What to do with the version once it may be changed.
 #[derive(Clone, Copy)]
 enum Action {
-    Delete {
-        moved: bool,
-    },
+    Delete { moved: bool },
     /// `hot`: the new version joins the old one's chain (`am::hot`).
-    Update {
-        successor: u64,
-        keys: bool,
-        hot: bool,
-    },
+    Update { successor: u64, keys: bool, hot: bool },
     Lock(LockMode),
 }
 
@@ -463,8 +461,8 @@ fn decide_and_apply(
             carried.clear();
         }
         // Only a delete or update drops the version's values.
-        let toasted =
-            !matches!(action, Action::Lock(_)) && !version::tail_and_toast(&h, v).1.is_empty();
+        let toasted = !matches!(action, Action::Lock(_))
+            && !version::tail_and_toast(&h, v).1.is_empty();
         let applied = Applied {
             carried,
             toasted,
@@ -537,12 +535,7 @@ impl TupLock {
             LockMode::NoKeyExclusive => pg_sys::ExclusiveLock,
             LockMode::Exclusive => pg_sys::AccessExclusiveLock,
         } as pg_sys::LOCKMODE;
-        TupLock {
-            rel,
-            tid,
-            mode,
-            held: false,
-        }
+        TupLock { rel, tid, mode, held: false }
     }
 
     /// Takes the lock before sleeping on a holder of version `id`, unless
@@ -830,18 +823,7 @@ pub unsafe fn lock(
         };
         let mut tuplock = TupLock::new(rel, id, mode);
         let r = lock_chain(
-            rel,
-            &tree,
-            tidp,
-            slot,
-            id,
-            cid,
-            xid,
-            mode,
-            wait_policy,
-            find_last,
-            tmfd,
-            &mut tuplock,
+            rel, &tree, tidp, slot, id, cid, xid, mode, wait_policy, find_last, tmfd, &mut tuplock,
         );
         tuplock.release();
         r

@@ -67,7 +67,8 @@ pub unsafe fn primary_index_built(table: pg_sys::Relation, index: pg_sys::Relati
         if t.desc() == want.as_ref() {
             return;
         }
-        let created_here = (*table).rd_createSubid != 0 || (*table).rd_firstRelfilenodeSubid != 0;
+        let created_here = (*table).rd_createSubid != 0
+            || (*table).rd_firstRelfilenodeSubid != 0;
         if !has_versions(&t) && (created_here || held_exclusively(table)) {
             t.set_layout(want);
             rows::forget_tree(t.tree.id());
@@ -428,12 +429,7 @@ impl KeysOf {
             let prev = pg_sys::MemoryContextSwitchTo(self.cxt);
             rows::decode(self.rel, id, v);
             let tup = rows::build_tuple(v, id, (*self.rel).rd_id, self.cxt);
-            pg_sys::heap_deform_tuple(
-                tup,
-                (*self.rel).rd_att,
-                values.as_mut_ptr(),
-                nulls.as_mut_ptr(),
-            );
+            pg_sys::heap_deform_tuple(tup, (*self.rel).rd_att, values.as_mut_ptr(), nulls.as_mut_ptr());
             let p = d.try_prefix(values, nulls);
             pg_sys::MemoryContextSwitchTo(prev);
             pg_sys::MemoryContextReset(self.cxt);
@@ -666,8 +662,7 @@ unsafe fn cluster_by_index_scan(
     let limit = from.tree.next_id();
     // One bit per old row id: copied already (from the index).
     let mut done = vec![0u64; (limit as usize).div_ceil(64)];
-    let seen =
-        |done: &[u64], id: u64| id < limit && done[(id / 64) as usize] & (1 << (id % 64)) != 0;
+    let seen = |done: &[u64], id: u64| id < limit && done[(id / 64) as usize] & (1 << (id % 64)) != 0;
     // SAFETY: per the contract; the scan is ended before returning.
     unsafe {
         let scan = pg_sys::index_beginscan(old, index, &raw mut pg_sys::SnapshotAnyData, 0, 0);

@@ -511,11 +511,7 @@ unsafe extern "C-unwind" fn relation_copy_for_cluster(
             old_index,
             use_sort,
             oldest_xmin,
-            (
-                &mut *num_tuples,
-                &mut *tups_vacuumed,
-                &mut *tups_recently_dead,
-            ),
+            (&mut *num_tuples, &mut *tups_vacuumed, &mut *tups_recently_dead),
         )
     }
 }

@@ -161,11 +161,7 @@ pub unsafe fn parallel_initialize(
 /// Hands the chunks out again (a rescan of the parallel plan).
 pub unsafe fn parallel_reinitialize(pscan: pg_sys::ParallelTableScanDesc) {
     // SAFETY: `pscan` was set up by parallel_initialize.
-    unsafe {
-        (*pscan.cast::<OParallel>())
-            .next
-            .store(0, Ordering::Relaxed)
-    };
+    unsafe { (*pscan.cast::<OParallel>()).next.store(0, Ordering::Relaxed) };
 }
 
 /// The versions of the chunks this process takes from a parallel scan,
@@ -204,10 +200,7 @@ impl Iterator for ParallelIds {
                 self.current = None;
                 return None;
             }
-            self.current = Some(
-                self.tree
-                    .id_range(first, first.saturating_add(p.chunk).min(p.end)),
-            );
+            self.current = Some(self.tree.id_range(first, first.saturating_add(p.chunk).min(p.end)));
         }
     }
 }
@@ -688,10 +681,7 @@ pub unsafe fn sample_next_block(
         }
         let first = next as u64 * tid::PER_BLOCK;
         sample.rows = st.tree.id_range(first, first + tid::PER_BLOCK).collect();
-        sample.maxoffset = sample
-            .rows
-            .last()
-            .map_or(0, |(id, _)| tid::to_pointer(*id).1);
+        sample.maxoffset = sample.rows.last().map_or(0, |(id, _)| tid::to_pointer(*id).1);
         sample.block = Some(next);
         true
     }
@@ -711,9 +701,7 @@ pub unsafe fn sample_next_tuple(
         let snapshot = (*scan).rs_snapshot;
         let st = &*(*scan.cast::<OScan>()).state;
         let tsm = (*scanstate).tsmroutine;
-        let next_tuple = (*tsm)
-            .NextSampleTuple
-            .expect("tablesample method without NextSampleTuple");
+        let next_tuple = (*tsm).NextSampleTuple.expect("tablesample method without NextSampleTuple");
         let Some(block) = st.sample.block else {
             pg_sys::ExecClearTuple(slot);
             return false;
@@ -872,12 +860,7 @@ pub unsafe fn tuple_fetch_row_version(
 ///
 /// # Safety
 /// Valid open relation and snapshot.
-unsafe fn read_checked(
-    rel: pg_sys::Relation,
-    id: u64,
-    h: &Header,
-    snapshot: pg_sys::Snapshot,
-) -> bool {
+unsafe fn read_checked(rel: pg_sys::Relation, id: u64, h: &Header, snapshot: pg_sys::Snapshot) -> bool {
     // SAFETY: caller guarantees valid pointers.
     unsafe {
         let visible = satisfies(h, snapshot, rel);
@@ -1170,10 +1153,7 @@ pub unsafe fn index_build_range_scan(
                         &mut Hints::default(),
                     );
                     if hot::hot_updated(&h)
-                        && matches!(
-                            state,
-                            VacuumState::RecentlyDead | VacuumState::DeleteInProgress
-                        )
+                        && matches!(state, VacuumState::RecentlyDead | VacuumState::DeleteInProgress)
                     {
                         // Its chain's entry is made from the newest member;
                         // old snapshots, which may see this one with other
@@ -1566,7 +1546,8 @@ fn analyzing() -> bool {
     unsafe {
         let be = pg_sys::MyBEEntry;
         !be.is_null()
-            && (*be).st_progress_command == pg_sys::ProgressCommandType::PROGRESS_COMMAND_ANALYZE
+            && (*be).st_progress_command
+                == pg_sys::ProgressCommandType::PROGRESS_COMMAND_ANALYZE
     }
 }
 
@@ -1721,10 +1702,7 @@ mod unit {
         let no = || false;
         assert_eq!(ordinary_entry(VacuumState::Dead, false, yes, yes), None);
         let e = |alive, counted| Some(Entry { alive, counted });
-        assert_eq!(
-            ordinary_entry(VacuumState::Live, false, no, no),
-            e(true, true)
-        );
+        assert_eq!(ordinary_entry(VacuumState::Live, false, no, no), e(true, true));
         assert_eq!(
             ordinary_entry(VacuumState::RecentlyDead, true, yes, yes),
             e(false, false)

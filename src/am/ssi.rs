@@ -56,12 +56,7 @@ pub unsafe fn lock_relation(rel: pg_sys::Relation, snapshot: pg_sys::Snapshot) {
 ///
 /// # Safety
 /// Valid open relation; snapshot may be NULL.
-pub unsafe fn lock_tid(
-    rel: pg_sys::Relation,
-    id: u64,
-    xmin: version::Xid,
-    snapshot: pg_sys::Snapshot,
-) {
+pub unsafe fn lock_tid(rel: pg_sys::Relation, id: u64, xmin: version::Xid, snapshot: pg_sys::Snapshot) {
     if snapshot.is_null() {
         return;
     }

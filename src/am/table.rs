@@ -323,8 +323,7 @@ impl Table {
                 (&map_key(id), prefix),
                 &k,
                 value,
-                base.as_ref()
-                    .map(|(bk, bv)| (&bk[..], *bv, version::HEADER)),
+                base.as_ref().map(|(bk, bv)| (&bk[..], *bv, version::HEADER)),
             )
         } else {
             self.tree.insert(&k, value)

@@ -37,7 +37,7 @@
 use crate::am::rows::{self, decode, from_item_pointer, table_of, Horizon};
 use crate::am::table::Table;
 use orioledb_engine::btree::Change;
-use orioledb_engine::version::{self, Hints, VacuumState, Xid};
+use orioledb_engine::version::{self, Header, Hints, VacuumState, Xid};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -256,71 +256,74 @@ impl Counter<'_> {
     /// # Safety
     /// As for [`Counter::new`].
     unsafe fn version(&mut self, k: &[u8], v: &[u8]) {
-        let (rel, table, counts) = (self.rel, self.table, &mut self.counts);
+        let id = self.table.id_of(k);
+        // SAFETY: per the contract.
+        let h = unsafe { decode(self.rel, id, v) };
+        // Pruned meanwhile: names nothing any more.
+        let Some((h, f)) = self.freeze(k, h) else {
+            return;
+        };
+        let counts = &mut self.counts;
+        counts.fold(&f);
+        let block = (id / version::tid::PER_BLOCK) as usize;
+        if counts.per_block.len() <= block {
+            counts.per_block.resize(block + 1, 0);
+        }
+        counts.per_block[block] += 1;
         let horizon = &self.horizon;
         let removable = |x: Xid| horizon.removable(x);
+        let state = version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
+        match state {
+            VacuumState::Live | VacuumState::DeleteInProgress => counts.live += 1.0,
+            VacuumState::RecentlyDead => counts.recently_dead += 1.0,
+            // Dead versions a concurrent pruner has not reached yet, and
+            // inserts that will count themselves when they commit.
+            VacuumState::Dead | VacuumState::InsertInProgress => {}
+        }
+        if state != VacuumState::Dead {
+            // Index entries name a chain's root: a live member keeps it.
+            counts.alive.set(crate::am::hot::root_of(&h, v, id));
+        }
+    }
+
+    /// Freezes version `k` (header `h` as read) if it is old enough: its
+    /// header and what freezing left, None if it was pruned meanwhile.
+    fn freeze(&mut self, k: &[u8], h: Header) -> Option<(Header, version::Freeze)> {
         let freeze_limit = self.freeze_limit;
         let old = |x: Xid| rows::xid_precedes(x, freeze_limit);
-        {
-            let id = table.id_of(k);
-            // SAFETY: per the contract.
-            let mut h = unsafe { decode(rel, id, v) };
-            let mut f = version::freeze(&h, &rows::PgXacts, &old);
-            if f.header.is_some() {
-                // Decided again on the current value under its leaf latch: a
-                // concurrent change may have come in between.
-                let now = table
-                    .tree
-                    .modify(k, |cur| {
-                        let Some(cur) = cur else {
-                            return (Change::Keep, None);
-                        };
-                        let Some(ch) = version::Header::decode(cur) else {
-                            return (Change::Keep, None);
-                        };
-                        let f = version::freeze(&ch, &rows::PgXacts, &old);
-                        match f.header {
-                            Some(nh) => {
-                                let mut nv = cur.to_vec();
-                                nh.encode_into(&mut nv);
-                                (Change::Put(nv), Some((nh, f)))
-                            }
-                            None => (Change::Keep, Some((ch, f))),
-                        }
-                    })
-                    .unwrap_or_else(|e| crate::pg::engine::report(e));
-                rows::after_change();
-                match now {
-                    Some((nh, nf)) => {
-                        if nf.header.is_some() {
-                            counts.frozen += 1;
-                        }
-                        h = nh;
-                        f = nf;
-                    }
-                    // Pruned meanwhile: names nothing any more.
-                    None => return,
-                }
-            }
-            counts.fold(&f);
-            let block = (id / version::tid::PER_BLOCK) as usize;
-            if counts.per_block.len() <= block {
-                counts.per_block.resize(block + 1, 0);
-            }
-            counts.per_block[block] += 1;
-            let state = version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
-            match state {
-                VacuumState::Live | VacuumState::DeleteInProgress => counts.live += 1.0,
-                VacuumState::RecentlyDead => counts.recently_dead += 1.0,
-                // Dead versions a concurrent pruner has not reached yet, and
-                // inserts that will count themselves when they commit.
-                VacuumState::Dead | VacuumState::InsertInProgress => {}
-            }
-            if state != VacuumState::Dead {
-                // Index entries name a chain's root: a live member keeps it.
-                counts.alive.set(crate::am::hot::root_of(&h, v, id));
-            }
+        let f = version::freeze(&h, &rows::PgXacts, &old);
+        if f.header.is_none() {
+            return Some((h, f));
         }
+        // Decided again on the current value under its leaf latch: a
+        // concurrent change may have come in between.
+        let now = self
+            .table
+            .tree
+            .modify(k, |cur| {
+                let Some(cur) = cur else {
+                    return (Change::Keep, None);
+                };
+                let Some(ch) = Header::decode(cur) else {
+                    return (Change::Keep, None);
+                };
+                let f = version::freeze(&ch, &rows::PgXacts, &old);
+                match f.header {
+                    Some(nh) => {
+                        let mut nv = cur.to_vec();
+                        nh.encode_into(&mut nv);
+                        (Change::Put(nv), Some((nh, f)))
+                    }
+                    None => (Change::Keep, Some((ch, f))),
+                }
+            })
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        rows::after_change();
+        let (nh, nf) = now?;
+        if nf.header.is_some() {
+            self.counts.frozen += 1;
+        }
+        Some((nh, nf))
     }
 }
 
@@ -353,12 +356,8 @@ pub unsafe fn vacuum(
             PgLogLevel::DEBUG2
         };
         let report = |msg: String| {
-            ErrorReport::new(
-                PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION,
-                msg,
-                "orioledb_rs",
-            )
-            .report(level)
+            ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg, "orioledb_rs")
+                .report(level)
         };
         let mut cutoffs = Cutoffs {
             oldest_xmin: pg_sys::InvalidTransactionId,

@@ -128,6 +128,9 @@ fn as_slices(items: &[(Vec<u8>, Vec<u8>)]) -> impl Iterator<Item = (&[u8], &[u8]
     items.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
 }
 
+// A key that fits is no item too large by itself (`apply` relies on it).
+const _: () = assert!(MAX_KEY < MAX_ITEM);
+
 /// The size limits every put checks before touching a page.
 fn check_sizes(key: &[u8], val: &[u8]) -> Result<()> {
     if key.len() > MAX_KEY {
@@ -519,12 +522,8 @@ impl Tree {
         log: Log<'_>,
         decide: impl FnOnce(Option<&[u8]>) -> (Change, R),
     ) -> Result<R> {
-        if key.len() > MAX_KEY {
-            return Err(EngineError::KeyTooLarge {
-                len: key.len(),
-                max: MAX_KEY,
-            });
-        }
+        // The key alone now (MAX_KEY < MAX_ITEM), the item once decided.
+        check_sizes(key, &[])?;
         let _b = Barrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
@@ -557,12 +556,7 @@ impl Tree {
             }
             Change::Put(v) => v,
         };
-        if key.len() + val.len() > MAX_ITEM {
-            return Err(EngineError::ItemTooLarge {
-                len: key.len() + val.len(),
-                max: MAX_ITEM,
-            });
-        }
+        check_sizes(key, &val)?;
         // As PostgreSQL does: the leaf is changed first (everything that can
         // fail — the pre-image write, pruning, a split's new page — fails
         // with the leaf unchanged and nothing logged), then the record is
@@ -570,12 +564,7 @@ impl Tree {
         let rec = self.inner.wal.as_ref().and(match log {
             Log::No => None,
             Log::As(r) => Some(std::borrow::Cow::Borrowed(r)),
-            Log::Yes => Some(std::borrow::Cow::Owned(self.put_record(
-                g.page(),
-                pos,
-                key,
-                &val,
-            ))),
+            Log::Yes => Some(std::borrow::Cow::Owned(self.put_record(g.page(), pos, key, &val))),
         });
         self.inner.before_modify(&mut g)?;
         let split = self.put_leaf(&mut g, key, val, pos, epoch)?;

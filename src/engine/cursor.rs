@@ -211,7 +211,7 @@ impl Leaf {
         self.end - self.start
     }
 
-    /// Whether there are none (never: see the invariant).
+    /// Whether there are none (never for a cursor's leaves).
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -168,12 +168,7 @@ impl Delta {
         let (n, b) = (&new[h..], &base[h..]);
         let prefix = n.iter().zip(b).take_while(|(x, y)| x == y).count();
         let (n, b) = (&n[prefix..], &b[prefix..]);
-        let suffix = n
-            .iter()
-            .rev()
-            .zip(b.iter().rev())
-            .take_while(|(x, y)| x == y)
-            .count();
+        let suffix = n.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
         let middle = &n[..n.len() - suffix];
         if h + middle.len() + 6 >= new.len() {
             return None;
@@ -421,9 +416,7 @@ impl Record {
                     let off = u16of(&mut at)?;
                     let n = take(&mut at, 1)?[0] as usize;
                     if n == 0 || off + n > len {
-                        return Err(format!(
-                            "patch range {off}+{n} outside a value of {len} bytes"
-                        ));
+                        return Err(format!("patch range {off}+{n} outside a value of {len} bytes"));
                     }
                     ranges.push((off as u16, take(&mut at, n)?.to_vec()));
                 }
@@ -600,22 +593,14 @@ mod tests {
         other[0..8].copy_from_slice(&[3; 8]);
         assert_eq!(d.apply(&other).unwrap(), new);
         let longer: Vec<u8> = new.iter().chain(&[1, 2, 3]).copied().collect();
-        assert_eq!(
-            Delta::between(&longer, &base, 8)
-                .unwrap()
-                .apply(&base)
-                .unwrap(),
-            longer
-        );
+        assert_eq!(Delta::between(&longer, &base, 8).unwrap().apply(&base).unwrap(), longer);
         let unrelated = vec![0xEE; 120];
         assert!(Delta::between(&unrelated, &base, 8).is_none());
         // Random values: whatever between returns rebuilds the value.
         let mut x = 99u64;
         for _ in 0..2000 {
             let mut step = || {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 (x >> 33) as usize
             };
             let b: Vec<u8> = (0..step() % 200).map(|_| (step() % 3) as u8).collect();
@@ -654,9 +639,7 @@ mod tests {
         for _ in 0..2000 {
             let mut a = vec![0u8; 1 + (x % 300) as usize];
             for b in a.iter_mut() {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
                 *b = (x >> 60) as u8 & 3;
             }
             let mut b = a.clone();
