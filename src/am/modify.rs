@@ -251,9 +251,8 @@ struct Applied {
     /// The version's chain root (`am::hot`; its own row id unless
     /// heap-only).
     root: u64,
-    /// An update's old version as changed (the new version's log record
-    /// is a delta of it); empty otherwise.
-    old: Vec<u8>,
+    /// An update's new version as stored with the change; empty otherwise.
+    new: Vec<u8>,
 }
 
 /// What to do with the version once it may be changed.
@@ -284,8 +283,61 @@ fn decide_and_apply(
     crosscheck: pg_sys::Snapshot,
     action: Action,
     newer: bool,
+    new: Option<&NewVersion>,
 ) -> Decision {
-    tree.modify(id, |cur| {
+    let decide = |cur: Option<&[u8]>| decide(cur, id, cid, xid, crosscheck, action, newer);
+    let (Action::Update { successor, .. }, Some(new)) = (action, new) else {
+        return tree.modify(id, decide);
+    };
+    let mut stored = None;
+    let r = tree.update(id, successor, &new.prefix, |cur| {
+        let (change, d) = decide(cur);
+        let value = match (&change, &d) {
+            (Change::Put(_), Decision::Done(a)) => Some(new.value_after(cid, a)),
+            _ => None,
+        };
+        stored.clone_from(&value);
+        (change, value, d)
+    });
+    match r {
+        Decision::Done(mut a) => {
+            a.new = stored.unwrap_or_default();
+            Decision::Done(a)
+        }
+        other => other,
+    }
+}
+
+/// An UPDATE's new version, formed before the old one is changed.
+struct NewVersion {
+    prefix: Vec<u8>,
+    /// As formed: without the locks it carries over or its chain root.
+    value: Vec<u8>,
+    hot: bool,
+}
+
+impl NewVersion {
+    /// The value stored, once the old version's change is decided.
+    fn value_after(&self, cid: u32, a: &Applied) -> Vec<u8> {
+        let mut v = carry_locks(self.value.clone(), cid, &a.carried);
+        if self.hot {
+            version::make_heap_only(&mut v, a.root);
+        }
+        v
+    }
+}
+
+/// The decision of [`decide_and_apply`] on version `id`'s value `cur`.
+fn decide(
+    cur: Option<&[u8]>,
+    id: u64,
+    cid: u32,
+    xid: Xid,
+    crosscheck: pg_sys::Snapshot,
+    action: Action,
+    newer: bool,
+) -> (Change, Decision) {
+    {
         let Some(v) = cur else {
             return (Change::Keep, Decision::Missing);
         };
@@ -467,14 +519,10 @@ fn decide_and_apply(
             carried,
             toasted,
             root: crate::am::hot::root_of(&h, v, id),
-            old: if matches!(action, Action::Update { .. }) {
-                nv.clone()
-            } else {
-                Vec::new()
-            },
+            new: Vec::new(),
         };
         (Change::Put(nv), Decision::Done(applied))
-    })
+    }
 }
 
 /// Fills `tmfd` for a failed change (heap's conventions). `traversed` is
@@ -608,6 +656,7 @@ unsafe fn change_with_wait(
     wait: bool,
     tmfd: *mut pg_sys::TM_FailureData,
     action: Action,
+    new: Option<&NewVersion>,
     what: &str,
     applied: &mut Applied,
 ) -> pg_sys::TM_Result::Type {
@@ -635,7 +684,7 @@ unsafe fn change_with_wait(
         (*tmfd).traversed = false;
         let r = loop {
             pgrx::check_for_interrupts!();
-            match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false) {
+            match decide_and_apply(&tree, id, cid, xid, crosscheck, action, false, new) {
                 Decision::Done(done) => {
                     if done.toasted {
                         lock_toast_relation(rel);
@@ -712,6 +761,7 @@ pub unsafe fn delete(
             Action::Delete {
                 moved: changing_part,
             },
+            None,
             "delete",
             &mut Applied::default(),
         )
@@ -756,6 +806,13 @@ pub unsafe fn update(
         let hot = tree.desc().is_some() && !changed.indexed;
         *update_indexes = !hot;
         let mut applied = Applied::default();
+        // Stored with the old version's change (decide_and_apply), under
+        // its leaf latch where the two share a leaf.
+        let new = NewVersion {
+            prefix,
+            value: v,
+            hot,
+        };
         let r = change_with_wait(
             rel,
             otid,
@@ -768,6 +825,7 @@ pub unsafe fn update(
                 keys: changed.keys,
                 hot,
             },
+            Some(&new),
             "update",
             &mut applied,
         );
@@ -775,13 +833,8 @@ pub unsafe fn update(
             crate::am::toast::unplaced();
             return r;
         }
-        let mut v = carry_locks(v, cid, &applied.carried);
-        let root = applied.root;
-        if hot {
-            version::make_heap_only(&mut v, root);
-        }
-        let old = from_item_pointer(&*otid).map(|o| (o, &applied.old[..]));
-        tree.insert_replacing(new_id, &prefix, &v, old);
+        let v = applied.new;
+        tree.remember_version(new_id, &new.prefix);
         crate::am::toast::placed();
         // The insert may have pruned its leaf.
         rows::after_change();
@@ -896,6 +949,7 @@ unsafe fn lock_chain(
                 std::ptr::null_mut(),
                 Action::Lock(mode),
                 false,
+                None,
             ) {
                 Decision::Done(..) => {
                     let v = get_version(tree, id).expect("locked version exists");
@@ -1267,6 +1321,7 @@ unsafe fn lock_successors(
                     std::ptr::null_mut(),
                     Action::Lock(LockMode::KeyShare),
                     true,
+                    None,
                 ) {
                     Decision::Done(..) => break,
                     Decision::Missing | Decision::Fail(UpdateCheck::Invisible, _) => return Ok(()),

@@ -20,7 +20,7 @@
 //! reused).
 
 use crate::am::pkey::KeyDesc;
-use orioledb_engine::btree::Change;
+use orioledb_engine::btree::{Change, Successor};
 use orioledb_engine::cmp::Bytewise;
 use orioledb_engine::keys::{push_version_suffix, version_suffix, SUFFIX};
 use orioledb_engine::version::{self, tid};
@@ -300,39 +300,55 @@ impl Table {
     /// Stores a new version `id` with key prefix `prefix` (ignored by the
     /// row-id layout); false if the id is taken.
     pub fn insert(&self, id: u64, prefix: &[u8], value: &[u8]) -> bool {
-        self.insert_replacing(id, prefix, value, None)
-    }
-
-    /// [`Table::insert`] of the version replacing `old` (row id and value
-    /// as its UPDATE left it), which its log record may be a delta of: a
-    /// version's tuple never changes, only its header.
-    pub fn insert_replacing(
-        &self,
-        id: u64,
-        prefix: &[u8],
-        value: &[u8],
-        old: Option<(u64, &[u8])>,
-    ) -> bool {
         let k = self.version_key(prefix, id);
-        let keyed = matches!(self.layout, Layout::Keyed(_));
-        let r = if keyed {
+        let r = match self.layout {
             // The map entry first (a version is never without it), logged
             // with the version as one record.
-            let base = old.and_then(|(oid, ov)| Some((self.key_of(oid)?, ov)));
-            self.tree.insert_pair_based(
-                (&map_key(id), prefix),
-                &k,
-                value,
-                base.as_ref().map(|(bk, bv)| (&bk[..], *bv, version::HEADER)),
-            )
-        } else {
-            self.tree.insert(&k, value)
+            Layout::Keyed(_) => self.tree.insert_pair((&map_key(id), prefix), &k, value),
+            Layout::RowId => self.tree.insert(&k, value),
         };
         let fresh = r.unwrap_or_else(|e| crate::pg::engine::report(e));
-        if fresh && keyed {
-            remember_key(self.tree.id(), id, &k);
+        if fresh {
+            self.remember_version(id, prefix);
         }
         fresh
+    }
+
+    /// Decides and changes version `id` as [`Table::modify`] does and, in
+    /// the same step, stores the value `decide` returns with its change as
+    /// new version `new_id` with key prefix `prefix` (an UPDATE: under one
+    /// leaf latch and log record where the two share a leaf, see
+    /// [`Tree::update`]). `decide` returns a value exactly when it puts.
+    pub fn update<R>(
+        &self,
+        id: u64,
+        new_id: u64,
+        prefix: &[u8],
+        decide: impl FnOnce(Option<&[u8]>) -> (Change, Option<Vec<u8>>, R),
+    ) -> R {
+        let Some(k) = self.key_of(id) else {
+            return decide(None).2;
+        };
+        let nk = self.version_key(prefix, new_id);
+        let map = map_key(new_id);
+        let first = matches!(self.layout, Layout::Keyed(_)).then_some((&map[..], prefix));
+        let succ = Successor {
+            first,
+            key: &nk,
+            // A version's header may change before replay; its tuple never.
+            stable_from: version::HEADER,
+        };
+        self.tree
+            .update(&k, &succ, decide)
+            .unwrap_or_else(|e| crate::pg::engine::report(e))
+    }
+
+    /// Remembers the key of version `id`, just stored with key prefix
+    /// `prefix`.
+    pub fn remember_version(&self, id: u64, prefix: &[u8]) {
+        if let Layout::Keyed(_) = self.layout {
+            remember_key(self.tree.id(), id, &self.version_key(prefix, id));
+        }
     }
 
     /// Stores new versions `(row id, key prefix, value)` as a batch (a

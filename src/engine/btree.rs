@@ -26,6 +26,27 @@ pub enum Change {
     Delete,
 }
 
+/// What [`Tree::update`] inserts beside the value it changes.
+/// Invariant: `key` (and `first`'s key) are absent when the update starts.
+pub struct Successor<'a> {
+    /// Written first (a row-id map entry: the new version is never without
+    /// it), unlogged until the record that covers both.
+    pub first: Option<(&'a [u8], &'a [u8])>,
+    pub key: &'a [u8],
+    /// The successor's bytes before this offset are logged literally (a
+    /// version's header, which may differ from the old value's at replay);
+    /// past it, as a delta against the changed old value.
+    pub stable_from: usize,
+}
+
+/// The decision of an insert: put `v` unless the key exists.
+fn absent(cur: Option<&[u8]>, v: &[u8]) -> (Change, bool) {
+    match cur {
+        Some(_) => (Change::Keep, false),
+        None => (Change::Put(v.to_vec()), true),
+    }
+}
+
 /// How a change is logged.
 #[derive(Clone, Copy)]
 pub(crate) enum Log<'a> {
@@ -414,13 +435,26 @@ impl Tree {
         // One barrier entry around both: a checkpoint cannot start between
         // the unlogged first write and the record that covers it.
         let _b = Barrier::enter(&self.inner.pool);
-        let absent = |cur: Option<&[u8]>, v: &[u8]| match cur {
-            Some(_) => (Change::Keep, false),
-            None => (Change::Put(v.to_vec()), true),
-        };
         if !self.apply(first.0, Log::No, |cur| absent(cur, first.1))? {
             return Ok(false);
         }
+        self.put_second(Some(first), key, val, base)
+    }
+
+    /// Inserts `key` (absent) as the second half of a change whose `first`
+    /// key is written already, unlogged, under the caller's barrier entry:
+    /// one record covers both, the value a delta against `base` where that
+    /// is smaller (see [`Tree::insert_pair_based`]).
+    fn put_second(
+        &self,
+        first: Option<(&[u8], &[u8])>,
+        key: &[u8],
+        val: &[u8],
+        base: Option<(&[u8], &[u8], usize)>,
+    ) -> Result<bool> {
+        let Some(first) = first else {
+            return self.apply(key, Log::Yes, |cur| absent(cur, val));
+        };
         let first = (first.0.to_vec(), first.1.to_vec());
         let delta = base.and_then(|(bk, bv, from)| Some((bk, Delta::between(val, bv, from)?)));
         let rec = match delta {
@@ -439,6 +473,144 @@ impl Tree {
             },
         };
         self.apply(key, Log::As(&rec), |cur| absent(cur, val))
+    }
+
+    /// Replaces a value by a successor in one step (an UPDATE of a row
+    /// version): `decide` looks at `key`'s value under its leaf latch and
+    /// returns its change — a put of the same key — with the successor's
+    /// value, which goes in under `succ.key` (absent), after `succ.first`
+    /// (absent; a row-id map entry, so the successor is never without it).
+    ///
+    /// When the successor belongs to the latched leaf and fits there, both
+    /// changes are made under that one latch and logged as one
+    /// [`Record::Update`] (a header patch and a delta): one descent and one
+    /// record instead of three and two. Otherwise the old value is changed
+    /// and logged as by [`Tree::modify`] and the successor inserted as by
+    /// [`Tree::insert_pair_based`]. When `decide` keeps the value, nothing
+    /// stays written.
+    pub fn update<R>(
+        &self,
+        key: &[u8],
+        succ: &Successor<'_>,
+        decide: impl FnOnce(Option<&[u8]>) -> (Change, Option<Vec<u8>>, R),
+    ) -> Result<R> {
+        check_sizes(key, &[])?;
+        check_sizes(succ.key, &[])?;
+        // One barrier entry: no checkpoint between the unlogged first key
+        // and the record that covers it.
+        let _b = Barrier::enter(&self.inner.pool);
+        if let Some((fk, fv)) = succ.first {
+            if !self.apply(fk, Log::No, |cur| absent(cur, fv))? {
+                return Err(self.damaged("update: the successor's first key exists already"));
+            }
+        }
+        let r = self.update_latched(key, succ, decide);
+        if !matches!(r, Ok((true, _))) {
+            if let Some((fk, _)) = succ.first {
+                self.delete_inner(fk, false)?;
+            }
+        }
+        r.map(|(_, out)| out)
+    }
+
+    /// [`Tree::update`] once the first key is in; true when the successor
+    /// was written.
+    fn update_latched<R>(
+        &self,
+        key: &[u8],
+        succ: &Successor<'_>,
+        decide: impl FnOnce(Option<&[u8]>) -> (Change, Option<Vec<u8>>, R),
+    ) -> Result<(bool, R)> {
+        let epoch = self.inner.epoch();
+        let mut path = Vec::new();
+        let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
+        let pos = g.page().search(&*self.cmp(), key);
+        let (change, new, out) = decide(pos.ok().map(|i| g.page().value(i)));
+        let (val, new) = match (change, new, pos) {
+            (Change::Keep, ..) => return Ok((false, out)),
+            (Change::Put(val), Some(new), Ok(_)) => (val, new),
+            _ => return Err(self.damaged("update: the change is not a put with a successor")),
+        };
+        check_sizes(key, &val)?;
+        check_sizes(succ.key, &new)?;
+        if self.update_in_leaf(&mut g, key, pos, &val, succ, &new, epoch)? {
+            return Ok((true, out));
+        }
+        self.put_latched(g, path, key, pos, val.clone(), Log::Yes, epoch)?;
+        let base = Some((key, &val[..], succ.stable_from));
+        if !self.put_second(succ.first, succ.key, &new, base)? {
+            return Err(self.damaged("update: the successor's key exists already"));
+        }
+        Ok((true, out))
+    }
+
+    /// Both changes of [`Tree::update`] on the latched leaf, logged as one
+    /// record; false, with the leaf unchanged, when the successor's key
+    /// lies outside the leaf, it has no room, or the record would not be
+    /// compact.
+    #[allow(clippy::too_many_arguments)]
+    fn update_in_leaf(
+        &self,
+        g: &mut PageGuard<'_>,
+        key: &[u8],
+        pos: std::result::Result<usize, usize>,
+        val: &[u8],
+        succ: &Successor<'_>,
+        new: &[u8],
+        epoch: u64,
+    ) -> Result<bool> {
+        let Ok(i) = pos else { return Ok(false) };
+        let p = g.page();
+        let cmp = self.cmp();
+        if p.value(i).len() != val.len()
+            || !matches!(self.covers(p, Target::Key(succ.key)), Cover::Yes)
+            || p.total_free() < item_space(succ.key.len(), new.len())
+        {
+            return Ok(false);
+        }
+        let Err(j) = p.search(&*cmp, succ.key) else {
+            return Err(self.damaged("update: the successor's key exists already"));
+        };
+        let rec = match self.inner.wal {
+            None => None,
+            Some(_) => {
+                let ranges = crate::wal::diff(p.value(i), val).filter(|r| r.len() <= u8::MAX as usize);
+                let delta = Delta::between(new, val, succ.stable_from);
+                let (Some(ranges), Some(delta)) = (ranges, delta) else {
+                    return Ok(false);
+                };
+                let rec = Record::Update {
+                    tree: self.id,
+                    key: key.to_vec(),
+                    len: val.len() as u16,
+                    ranges,
+                    first: succ.first.map(|(k, v)| (k.to_vec(), v.to_vec())),
+                    new_key: succ.key.to_vec(),
+                    delta,
+                };
+                Some(rec.encode())
+            }
+        };
+        self.inner.before_modify(g)?;
+        // The insert first: it is the step that may refuse (page unchanged).
+        if !g.page_mut().insert_at(j, succ.key, new) {
+            return Ok(false);
+        }
+        let i = if j <= i { i + 1 } else { i };
+        // Same length: written in place, cannot be refused.
+        if !g.page_mut().replace_value(i, val) {
+            // The leaf holds half the change now.
+            let what = "update: a same-length value was refused";
+            if let Some(w) = &self.inner.wal {
+                w.fatal(what);
+            }
+            return Err(self.damaged(what));
+        }
+        g.mark_dirty(epoch);
+        if let Some(rec) = rec {
+            self.inner.log_changed_encoded(&rec);
+        }
+        Ok(true)
     }
 
     /// Inserts `items`, new keys in strictly ascending order, as a load
@@ -556,6 +728,23 @@ impl Tree {
             }
             Change::Put(v) => v,
         };
+        self.put_latched(g, path, key, pos, val, log, epoch)?;
+        Ok(out)
+    }
+
+    /// The put of `val` at `key` on its latched leaf `g` (reached through
+    /// `path`; `key` at or for `pos`), logged as `log` says.
+    #[allow(clippy::too_many_arguments)]
+    fn put_latched(
+        &self,
+        mut g: PageGuard<'_>,
+        path: Vec<u32>,
+        key: &[u8],
+        pos: std::result::Result<usize, usize>,
+        val: Vec<u8>,
+        log: Log<'_>,
+        epoch: u64,
+    ) -> Result<()> {
         check_sizes(key, &val)?;
         // As PostgreSQL does: the leaf is changed first (everything that can
         // fail — the pre-image write, pruning, a split's new page — fails
@@ -579,7 +768,7 @@ impl Tree {
         if let Some((sep, right)) = split {
             self.insert_into_parent(path, 1, sep, right, left, epoch)?;
         }
-        Ok(out)
+        Ok(())
     }
 
     /// The record of putting `val` at `key` (found at `pos` of the leaf): a

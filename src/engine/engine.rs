@@ -1013,23 +1013,27 @@ impl Engine {
                 key, len, ranges, ..
             } => {
                 let t = self.tree_with(id, cmp(id))?;
-                let patched = t.apply(&key, crate::btree::Log::No, |cur| {
-                    match cur.filter(|v| v.len() == len as usize) {
-                        Some(v) => match crate::wal::apply_patch(v, &ranges) {
-                            Some(nv) => (Change::Put(nv), true),
-                            None => (Change::Keep, false),
-                        },
-                        None => (Change::Keep, false),
-                    }
+                replay_patch(&t, &key, len, &ranges)?;
+            }
+            Record::Update {
+                key,
+                len,
+                ranges,
+                first,
+                new_key,
+                delta,
+                ..
+            } => {
+                let t = self.tree_with(id, cmp(id))?;
+                let base = replay_patch(&t, &key, len, &ranges)?;
+                let value = delta.apply(&base).ok_or_else(|| EngineError::Damaged {
+                    tree: id,
+                    detail: format!("a logged update of key {key:02x?} has a delta longer than its base"),
                 })?;
-                if !patched {
-                    return Err(EngineError::Damaged {
-                        tree: id,
-                        detail: format!(
-                            "a logged patch of key {key:02x?} finds no value of {len} bytes to patch"
-                        ),
-                    });
+                if let Some((fk, fv)) = first {
+                    t.write_inner(&fk, &fv, None, false)?;
                 }
+                t.write_inner(&new_key, &value, None, false)?;
             }
             Record::Delete { key, .. } => {
                 let t = self.tree_with(id, cmp(id))?;
@@ -1712,3 +1716,21 @@ pub struct TreeStats {
 
 #[allow(dead_code)]
 const _: () = assert!(PAGE_SIZE.is_multiple_of(UNIT));
+
+/// Replays a patch of `key`'s value (`len` bytes); returns the value as
+/// patched.
+fn replay_patch(t: &Tree, key: &[u8], len: u16, ranges: &[(u16, Vec<u8>)]) -> Result<Vec<u8>> {
+    let patched = t.apply(key, crate::btree::Log::No, |cur| {
+        match cur
+            .filter(|v| v.len() == len as usize)
+            .and_then(|v| crate::wal::apply_patch(v, ranges))
+        {
+            Some(nv) => (Change::Put(nv.clone()), Some(nv)),
+            None => (Change::Keep, None),
+        }
+    })?;
+    patched.ok_or_else(|| EngineError::Damaged {
+        tree: t.id(),
+        detail: format!("a logged patch of key {key:02x?} finds no value of {len} bytes to patch"),
+    })
+}

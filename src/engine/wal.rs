@@ -28,6 +28,11 @@
 //!   9 put pair, second value as a delta against a base key's value:
 //!                klen u16 | key | vlen u16 | value | klen u16 | key | klen u16 | base key |
 //!                hlen u16 | head | prefix u16 | suffix u16 | middle (to the end)
+//!  12 put run    (klen u16 | key | vlen u16 | value)* to the end
+//!  13 update     klen u16 | key | vlen u16 | nranges u8 | ranges (offset u16 | n u8 | n bytes) |
+//!                flen u16 | first key | fvlen u16 | first value (flen 0: no first, no fvlen) |
+//!                shared u16 | tlen u16 | tail (new key: `shared` bytes of key, then tail) |
+//!                hlen u16 | head | prefix u16 | suffix u16 | middle (to the end)
 //! ```
 //!
 //! Kinds 3 and 4 were a put and a delete with a checksum of their own,
@@ -143,6 +148,20 @@ pub enum Record {
     PutRun {
         tree: TreeId,
         items: Vec<(Vec<u8>, Vec<u8>)>,
+    },
+    /// A value replaced by a successor in one change (`Tree::update`: a row
+    /// version's header patched and its new version inserted beside it,
+    /// under one leaf latch): `key`'s value, `len` bytes before and after,
+    /// gets `ranges`; then `first` is put (a row-id map entry), if any;
+    /// then `new_key` gets `delta` applied to `key`'s value as patched.
+    Update {
+        tree: TreeId,
+        key: Vec<u8>,
+        len: u16,
+        ranges: Vec<(u16, Vec<u8>)>,
+        first: Option<(Vec<u8>, Vec<u8>)>,
+        new_key: Vec<u8>,
+        delta: Delta,
     },
 }
 
@@ -266,6 +285,23 @@ pub fn encode_put_run<'a>(
     b
 }
 
+fn put_ranges(b: &mut Vec<u8>, ranges: &[(u16, Vec<u8>)]) {
+    for (off, bytes) in ranges {
+        b.extend_from_slice(&off.to_le_bytes());
+        b.push(bytes.len() as u8);
+        b.extend_from_slice(bytes);
+    }
+}
+
+/// A delta, its middle running to the end of the record.
+fn put_delta(b: &mut Vec<u8>, d: &Delta) {
+    b.extend_from_slice(&(d.head.len() as u16).to_le_bytes());
+    b.extend_from_slice(&d.head);
+    b.extend_from_slice(&d.prefix.to_le_bytes());
+    b.extend_from_slice(&d.suffix.to_le_bytes());
+    b.extend_from_slice(&d.middle);
+}
+
 /// What a leaf's worth of items takes, to size the buffer once.
 const PAGE_SIZE_HINT: usize = 8192 + 1024;
 
@@ -281,6 +317,7 @@ impl Record {
             | Record::PutPair { tree, .. }
             | Record::PutPairDelta { tree, .. }
             | Record::PutRun { tree, .. }
+            | Record::Update { tree, .. }
             | Record::Truncate { tree } => *tree,
         }
     }
@@ -301,6 +338,7 @@ impl Record {
             Record::PutPair { tree, .. } => (8, tree),
             Record::PutPairDelta { tree, .. } => (9, tree),
             Record::PutRun { tree, .. } => (12, tree),
+            Record::Update { tree, .. } => (13, tree),
         };
         b.push(kind);
         b.extend_from_slice(&tree.db.to_le_bytes());
@@ -323,11 +361,7 @@ impl Record {
             } => {
                 with_len(&mut b, key);
                 b.extend_from_slice(&len.to_le_bytes());
-                for (off, bytes) in ranges {
-                    b.extend_from_slice(&off.to_le_bytes());
-                    b.push(bytes.len() as u8);
-                    b.extend_from_slice(bytes);
-                }
+                put_ranges(&mut b, ranges);
             }
             Record::PutPair {
                 first, key, value, ..
@@ -348,12 +382,34 @@ impl Record {
                 with_len(&mut b, &first.1);
                 with_len(&mut b, key);
                 with_len(&mut b, base);
-                with_len(&mut b, &delta.head);
-                b.extend_from_slice(&delta.prefix.to_le_bytes());
-                b.extend_from_slice(&delta.suffix.to_le_bytes());
-                b.extend_from_slice(&delta.middle);
+                put_delta(&mut b, delta);
             }
             Record::PutRun { .. } => unreachable!("encoded above"),
+            Record::Update {
+                key,
+                len,
+                ranges,
+                first,
+                new_key,
+                delta,
+                ..
+            } => {
+                with_len(&mut b, key);
+                b.extend_from_slice(&len.to_le_bytes());
+                b.push(ranges.len() as u8);
+                put_ranges(&mut b, ranges);
+                match first {
+                    Some((k, v)) => {
+                        with_len(&mut b, k);
+                        with_len(&mut b, v);
+                    }
+                    None => with_len(&mut b, &[]),
+                }
+                let shared = key.iter().zip(new_key).take_while(|(a, b)| a == b).count();
+                b.extend_from_slice(&(shared as u16).to_le_bytes());
+                with_len(&mut b, &new_key[shared..]);
+                put_delta(&mut b, delta);
+            }
         }
         b
     }
@@ -382,6 +438,25 @@ impl Record {
             let r = b[*at..].to_vec();
             *at = b.len();
             r
+        };
+        let range = |at: &mut usize, len: usize| -> Result<(u16, Vec<u8>), String> {
+            let off = u16of(at)?;
+            let n = take(at, 1)?[0] as usize;
+            if n == 0 || off + n > len {
+                return Err(format!("patch range {off}+{n} outside a value of {len} bytes"));
+            }
+            Ok((off as u16, take(at, n)?.to_vec()))
+        };
+        let delta = |at: &mut usize| -> Result<Delta, String> {
+            let head = with_len(at)?;
+            let prefix = u16of(at)? as u16;
+            let suffix = u16of(at)? as u16;
+            Ok(Delta {
+                head,
+                prefix,
+                middle: rest(at),
+                suffix,
+            })
         };
         let rec = match b[0] {
             1 => Record::Create {
@@ -413,12 +488,7 @@ impl Record {
                 let len = u16of(&mut at)?;
                 let mut ranges = Vec::new();
                 while at < b.len() {
-                    let off = u16of(&mut at)?;
-                    let n = take(&mut at, 1)?[0] as usize;
-                    if n == 0 || off + n > len {
-                        return Err(format!("patch range {off}+{n} outside a value of {len} bytes"));
-                    }
-                    ranges.push((off as u16, take(&mut at, n)?.to_vec()));
+                    ranges.push(range(&mut at, len)?);
                 }
                 Record::Patch {
                     tree,
@@ -437,20 +507,12 @@ impl Record {
                 let first = (with_len(&mut at)?, with_len(&mut at)?);
                 let key = with_len(&mut at)?;
                 let base = with_len(&mut at)?;
-                let head = with_len(&mut at)?;
-                let prefix = u16of(&mut at)? as u16;
-                let suffix = u16of(&mut at)? as u16;
                 Record::PutPairDelta {
                     tree,
                     first,
                     key,
                     base,
-                    delta: Delta {
-                        head,
-                        prefix,
-                        middle: rest(&mut at),
-                        suffix,
-                    },
+                    delta: delta(&mut at)?,
                 }
             }
             12 => {
@@ -459,6 +521,35 @@ impl Record {
                     items.push((with_len(&mut at)?, with_len(&mut at)?));
                 }
                 Record::PutRun { tree, items }
+            }
+            13 => {
+                let key = with_len(&mut at)?;
+                let len = u16of(&mut at)?;
+                let n = take(&mut at, 1)?[0];
+                let ranges = (0..n)
+                    .map(|_| range(&mut at, len))
+                    .collect::<Result<Vec<_>, String>>()?;
+                let fk = with_len(&mut at)?;
+                let first = if fk.is_empty() {
+                    None
+                } else {
+                    Some((fk, with_len(&mut at)?))
+                };
+                let shared = u16of(&mut at)?;
+                let mut new_key = key
+                    .get(..shared)
+                    .ok_or("update record shares more key bytes than there are")?
+                    .to_vec();
+                new_key.extend_from_slice(&with_len(&mut at)?);
+                Record::Update {
+                    tree,
+                    key,
+                    len: len as u16,
+                    ranges,
+                    first,
+                    new_key,
+                    delta: delta(&mut at)?,
+                }
             }
             k => return Err(format!("unknown log record kind {k}")),
         };
@@ -561,6 +652,34 @@ mod tests {
             Record::PutRun {
                 tree: t,
                 items: vec![(b"r1".to_vec(), vec![1; 30]), (b"r2".to_vec(), Vec::new())],
+            },
+            Record::Update {
+                tree: t,
+                key: b"k5-old".to_vec(),
+                len: 40,
+                ranges: vec![(4, vec![1; 4]), (20, vec![2; 8])],
+                first: Some((b"m".to_vec(), b"pfx".to_vec())),
+                new_key: b"k5-new!".to_vec(),
+                delta: Delta {
+                    head: vec![3; 32],
+                    prefix: 2,
+                    middle: vec![9],
+                    suffix: 5,
+                },
+            },
+            Record::Update {
+                tree: t,
+                key: b"abc".to_vec(),
+                len: 10,
+                ranges: vec![],
+                first: None,
+                new_key: b"x".to_vec(),
+                delta: Delta {
+                    head: vec![],
+                    prefix: 0,
+                    middle: vec![],
+                    suffix: 0,
+                },
             },
         ];
         for r in &recs {

@@ -221,7 +221,8 @@ fn replay_one(bytes: &[u8]) {
             .iter()
             .any(|(k, _)| k == crate::am::table::DESC_KEY)
             .then_some(*tree),
-        Record::IdLimit { .. } => None,
+        // A version's header and its successor: never the descriptor.
+        Record::IdLimit { .. } | Record::Update { .. } => None,
         r => Some(r.tree()),
     };
     let forget = || {
@@ -311,6 +312,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         8 => c"PUT_PAIR",
         9 => c"PUT_PAIR_DELTA",
         12 => c"PUT_RUN",
+        13 => c"UPDATE",
         KIND_REDO_POINT => c"REDO_POINT",
         _ => c"UNKNOWN",
     };
@@ -387,6 +389,24 @@ pub fn describe(r: &Record) -> String {
             first.1.len(),
             hex(key),
             hex(base),
+            delta.head.len() + delta.middle.len()
+        ),
+        Record::Update {
+            key,
+            len,
+            ranges,
+            first,
+            new_key,
+            delta,
+            ..
+        } => format!(
+            "{tree} key {} value {len} bytes, {} bytes patched{}; key {} as a delta of it ({} bytes new)",
+            hex(key),
+            ranges.iter().map(|r| r.1.len()).sum::<usize>(),
+            first
+                .as_ref()
+                .map_or_else(String::new, |(k, v)| format!("; key {} value {} bytes", hex(k), v.len())),
+            hex(new_key),
             delta.head.len() + delta.middle.len()
         ),
         Record::PutRun { items, .. } => format!(

@@ -140,3 +140,107 @@ fn insert_runs_pack_leaves_and_stop_at_a_taken_key() {
     assert_valid(&t2);
     assert!(contents(&t2) == contents(&t));
 }
+
+/// Updates of row versions (`Tree::update`): the old value's header change
+/// and the successor (with its map entry) are one log record when the
+/// successor shares the old one's leaf and fits there, two otherwise (a
+/// full leaf splits through the ordinary path); a kept value leaves no
+/// successor and no map entry behind. The tree matches a model, and
+/// replaying the log into an empty engine gives the same tree.
+#[test]
+fn updates_share_a_leaf_and_a_record() {
+    use crate::btree::{Change, Successor};
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(crate::wal::MemWal::default());
+    let e = Engine::open_logged(dir.path(), 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    let t = e
+        .open_tree(crate::TreeId::new(1, 2), TreeOptions::default())
+        .unwrap();
+    // Versions: 'v' ‖ row ‖ !id (newest first); map entries: 'm' ‖ id → row.
+    let vkey = |row: u32, id: u64| {
+        let mut k = vec![b'v'];
+        k.extend_from_slice(&row.to_be_bytes());
+        k.extend_from_slice(&(!id).to_be_bytes());
+        k
+    };
+    let mkey = |id: u64| [&b"m"[..], &id.to_be_bytes()].concat();
+    let header = |id: u64, mark: u8| {
+        let mut h = vec![mark; 32];
+        h[..8].copy_from_slice(&id.to_le_bytes());
+        h
+    };
+    let mut model = BTreeMap::new();
+    let rows = 300u32;
+    let mut cur: Vec<u64> = (0..rows as u64).collect();
+    for row in 0..rows {
+        let v = [header(row as u64, 0), value(row as u64, 0, 90)].concat();
+        let (m, r) = (mkey(row as u64), row.to_be_bytes());
+        assert!(t.insert_pair((&m, &r), &vkey(row, row as u64), &v).unwrap());
+        model.insert(m, r.to_vec());
+        model.insert(vkey(row, row as u64), v);
+    }
+    let mut rng = Rng(7);
+    let mut next = rows as u64;
+    let (mut updates, before) = (0u64, wal.insert_position());
+    for n in 0..3000u64 {
+        let row = rng.below(rows as u64) as u32;
+        let (old, new) = (cur[row as usize], next);
+        next += 1;
+        let (ok, nk, m, r) = (vkey(row, old), vkey(row, new), mkey(new), row.to_be_bytes());
+        let keep = n % 10 == 9;
+        let succ = Successor {
+            first: Some((&m, &r)),
+            key: &nk,
+            stable_from: 32,
+        };
+        let mut stored = None;
+        t.update(&ok, &succ, |v| {
+            let v = v.expect("the old version exists");
+            if keep {
+                return (Change::Keep, None, ());
+            }
+            let mut nv = v.to_vec();
+            nv[8..16].copy_from_slice(&new.to_le_bytes());
+            let mut succ_v = nv.clone();
+            succ_v[..32].copy_from_slice(&header(new, 1));
+            succ_v[40] ^= n as u8 | 1;
+            stored = Some((nv.clone(), succ_v.clone()));
+            (Change::Put(nv), Some(succ_v), ())
+        })
+        .unwrap();
+        match stored {
+            None => {
+                assert_eq!(t.get(&m).unwrap(), None, "a kept update leaves no map entry");
+                assert_eq!(t.get(&nk).unwrap(), None);
+            }
+            Some((nv, sv)) => {
+                model.insert(ok, nv);
+                model.insert(nk, sv);
+                model.insert(m, r.to_vec());
+                cur[row as usize] = new;
+                updates += 1;
+            }
+        }
+    }
+    let records = wal.insert_position() - before;
+    assert!(
+        records < updates * 12 / 10,
+        "{records} records for {updates} updates: most should be one"
+    );
+    assert!(records > updates, "some successors took the split path");
+    assert_valid(&t);
+    assert!(contents(&t) == model);
+    let dir2 = tempfile::tempdir().unwrap();
+    let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
+    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
+    for rec in wal.since(1) {
+        e2.replay(&rec, &bytewise).unwrap();
+    }
+    // Twice: each record sets a final state.
+    for rec in wal.since(before) {
+        e2.replay(&rec, &bytewise).unwrap();
+    }
+    let t2 = e2.tree(crate::TreeId::new(1, 2)).unwrap();
+    assert_valid(&t2);
+    assert!(contents(&t2) == model);
+}

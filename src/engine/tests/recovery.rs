@@ -73,7 +73,7 @@ fn random_change(
                 let pv = value(step + 1, seed, 9);
                 let base = m.iter().nth(rng.below(m.len().max(1) as u64) as usize);
                 let base = base.filter(|_| rng.below(2) == 0).map(|(bk, bv)| (bk.clone(), bv.clone()));
-                if let Some((bk, bv)) = &base {
+                if let Some((_, bv)) = &base {
                     v = bv.clone();
                     let at = rng.below(v.len() as u64) as usize;
                     v[at] = v[at].wrapping_add(1);
@@ -82,6 +82,34 @@ fn random_change(
                 let based = base.as_ref().map(|(bk, bv)| (&bk[..], &bv[..], 8));
                 assert!(t.insert_pair_based((&pair, &pv), &k, &v, based).unwrap());
                 m.insert(pair, pv);
+            }
+            // A row version replaced (`Tree::update`): its value patched
+            // and a successor with a first key put beside it, one record
+            // when they share a leaf.
+            (2, Some(old)) if !m.contains_key(&pair) => {
+                let mut sk = k.clone();
+                sk.extend_from_slice(&[0xF0, rng.below(256) as u8]);
+                if m.contains_key(&sk) {
+                    t.upsert(&k, &v).unwrap();
+                } else {
+                    v = old.clone();
+                    let at = rng.below(v.len() as u64) as usize;
+                    v[at] = v[at].wrapping_add(1);
+                    let mut sv = v.clone();
+                    let at = rng.below(sv.len() as u64) as usize;
+                    sv[at] ^= 0x21;
+                    sv.extend_from_slice(&[5; 3]);
+                    let pv = value(step + 1, seed, 9);
+                    let succ = crate::btree::Successor {
+                        first: Some((&pair, &pv)),
+                        key: &sk,
+                        stable_from: 8,
+                    };
+                    let put = (crate::btree::Change::Put(v.clone()), Some(sv.clone()), ());
+                    t.update(&k, &succ, |_| put).unwrap();
+                    m.insert(pair, pv);
+                    m.insert(sk, sv);
+                }
             }
             // A load's batch: new ascending keys, a leaf per record.
             (3, None) => {
