@@ -286,3 +286,57 @@ fn concurrent_updates_through_the_key_are_rechecked() {
     let rows: i64 = a.query_one("SELECT count(*) FROM acc", &[]).unwrap().get(0);
     assert_eq!(rows, 1000);
 }
+
+/// A session keeps its table handles (tree, layout, served key) across
+/// transactions and relies on PostgreSQL's relcache invalidation to drop
+/// them: when another session re-keys the table in place (same
+/// relfilenode) or drops its key, the next statement here reads through
+/// the new layout and plans with the key as it is now.
+#[test]
+fn cached_table_handles_follow_another_sessions_key_changes() {
+    let (env, _g) = require_server!();
+    let mut a = fresh_db(&env, "itest_pk_handles");
+    a.batch_execute("CREATE TABLE h (id int, v text) USING orioledb")
+        .unwrap();
+    let plan = |c: &mut postgres::Client| {
+        c.query("EXPLAIN SELECT v FROM h WHERE id = 1234", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let file = |c: &mut postgres::Client| {
+        query_text(c, "SELECT relfilenode::text FROM pg_class WHERE relname = 'h'")
+    };
+    // Cached here: the row-id layout and "no served key".
+    assert_eq!(query_text(&mut a, "SELECT count(*)::text FROM h"), "0");
+    assert!(!plan(&mut a).contains("OrioleDB Primary Scan"));
+    let before = file(&mut a);
+    let mut b = connect(&env, "itest_pk_handles");
+    // An empty table is keyed in place: the same tree, a new layout.
+    b.batch_execute(
+        "ALTER TABLE h ADD PRIMARY KEY (id);
+         INSERT INTO h SELECT g, 'v' || g FROM generate_series(1, 3000) g ORDER BY md5(g::text);
+         ANALYZE h",
+    )
+    .unwrap();
+    assert_eq!(key_of(&mut b, "h"), "id");
+    assert_eq!(file(&mut b), before, "keyed in place");
+    // Read through the keyed layout (a stale row-id handle reads the
+    // descriptor and map entries as rows).
+    assert_eq!(query_text(&mut a, "SELECT v FROM h WHERE id = 1234"), "v1234");
+    assert_eq!(
+        query_text(&mut a, "SELECT count(*)::text || ' ' || sum(id)::text FROM h"),
+        "3000 4501500"
+    );
+    assert!(plan(&mut a).contains("OrioleDB Primary Scan"), "{}", plan(&mut a));
+    a.batch_execute("UPDATE h SET v = 'new' WHERE id = 1234").unwrap();
+    assert_eq!(query_text(&mut b, "SELECT v FROM h WHERE id = 1234"), "new");
+    // The key dropped elsewhere: the scan is no longer offered here.
+    b.batch_execute("ALTER TABLE h DROP CONSTRAINT h_pkey").unwrap();
+    assert!(!plan(&mut a).contains("OrioleDB Primary Scan"), "{}", plan(&mut a));
+    assert_eq!(query_text(&mut a, "SELECT v FROM h WHERE id = 1234"), "new");
+    let check = query_text(&mut a, "SELECT orioledb_check('h'::regclass)");
+    assert!(check.starts_with("ok"), "{check}");
+}

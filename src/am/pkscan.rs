@@ -293,21 +293,14 @@ unsafe extern "C-unwind" fn rel_pathlist(
         }
         let ours = std::ptr::eq((*r).rd_tableam, &raw const crate::am::ROUTINE);
         // The tree's own key, if it is the table's current primary key.
-        let desc = if ours {
-            table_of(r)
-                .desc()
-                .filter(|&d| KeyDesc::for_table(r).as_ref() == Some(d))
-                .cloned()
+        let served = if ours {
+            rows::served_primary_key(r)
         } else {
             None
         };
-        let pk = if desc.is_some() {
-            pg_sys::RelationGetPrimaryKeyIndex(r)
-        } else {
-            pg_sys::InvalidOid
-        };
         pg_sys::RelationClose(r);
-        let Some(desc) = desc else { return };
+        let Some((table, pk)) = served else { return };
+        let desc = table.desc().expect("a served key is the tree's").clone();
         if needs_tuple_header(rel) {
             return;
         }
@@ -316,6 +309,25 @@ unsafe extern "C-unwind" fn rel_pathlist(
         // dropped (beaten by the sequential scan, since a btree scan pays
         // a second lookup per row) are built again aside, and the rel's
         // paths are left as they were.
+        // A point lookup (equality on every key column) whose index path
+        // survived add_path, on a rel without join clauses (so no
+        // parameterized paths to offer): no other path on the key can read
+        // less, so mirror it without planning the table's index paths a
+        // second time (that doubled this part of heap's planning cost).
+        if (*rel).joininfo.is_null() {
+            let point = ptrs::<pg_sys::Path>((*rel).pathlist).into_iter().find(|&p| {
+                (*p).type_ == pg_sys::NodeTag::T_IndexPath
+                    && (*p).param_info.is_null()
+                    && (*(*(p as *mut pg_sys::IndexPath)).indexinfo).indexoid == pk
+                    && is_point_lookup(rel, p as *mut pg_sys::IndexPath, &desc)
+            });
+            if let Some(ip) = point {
+                if let Some(cp) = make_path(rel, ip as *mut pg_sys::IndexPath, &desc) {
+                    pg_sys::add_path(rel, cp.cast());
+                }
+                return;
+            }
+        }
         let saved = (*rel).pathlist;
         let saved_partial = (*rel).partial_pathlist;
         (*rel).pathlist = std::ptr::null_mut();
@@ -374,6 +386,21 @@ unsafe fn const_array_len(e: *mut pg_sys::Expr) -> f64 {
         let dims = (arr as *mut u8).add(size_of::<pg_sys::ArrayType>()) as *const c_int;
         (0..ndim as usize).map(|i| *dims.add(i) as f64).product::<f64>().max(1.0)
     }
+}
+
+/// Whether index path `ip` has a plain equality on every key column.
+///
+/// # Safety
+/// Valid planner nodes; `ip` is an index path of `rel` on its primary key.
+unsafe fn is_point_lookup(
+    rel: *mut pg_sys::RelOptInfo,
+    ip: *mut pg_sys::IndexPath,
+    desc: &KeyDesc,
+) -> bool {
+    // SAFETY: per the contract.
+    let conds = unsafe { key_conds(rel, ip, desc) };
+    (0..desc.cols.len())
+        .all(|col| conds.iter().any(|(c, _)| c.col == col && c.strategy == 3 && !c.array))
 }
 
 /// Whether the conditions narrow the scan as the btree's would: each one

@@ -6,7 +6,7 @@
 use orioledb_engine::btree::{Prune, Pruner};
 use crate::am::table::Table;
 use orioledb_engine::version::{self, bits, tid, DirtyInfo, Header, Hints, VacuumState, Xid};
-use orioledb_engine::{Tree, TreeId};
+use orioledb_engine::{IdHash, Tree, TreeId};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -247,12 +247,15 @@ impl Pruner for VersionPruner {
 type SweepPosition = (u32, Option<Vec<u8>>);
 
 thread_local! {
-    /// This backend's tree handles, by tree id. Cleared at transaction end:
-    /// within a transaction a relation in use is locked, so its tree cannot
-    /// be dropped under the handle.
-    static TREES: RefCell<HashMap<TreeId, Table>> = RefCell::new(HashMap::new());
+    /// This backend's tree handles, by tree id, each with the generation a
+    /// relcache entry must name to use it ([`AmCache`]). Kept across
+    /// transactions: opening a table per transaction read its key
+    /// descriptor from the tree again (a descent, a decode, a comparator).
+    static TREES: RefCell<HashMap<TreeId, (u64, Table), IdHash>> = RefCell::new(HashMap::default());
+    /// The last generation handed out.
+    static GENERATION: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Per tree: where the background sweep of dead versions continues.
-    static SWEEP: RefCell<HashMap<TreeId, SweepPosition>> = RefCell::new(HashMap::new());
+    static SWEEP: RefCell<HashMap<TreeId, SweepPosition, IdHash>> = RefCell::new(HashMap::default());
 }
 
 /// Transaction end (commit, abort, prepare): forgets cached tree handles
@@ -263,7 +266,6 @@ thread_local! {
 /// version never placed (`toast::at_transaction_end`).
 pub fn at_transaction_end(abort: bool) {
     LAST_COMMITTED.store(0, Ordering::Relaxed);
-    TREES.with(|t| t.borrow_mut().clear());
     crate::am::table::forget_keys();
     if abort {
         crate::am::table::forget_doomed_map_entries(None);
@@ -297,9 +299,116 @@ pub unsafe fn table_of(rel: pg_sys::Relation) -> Table {
     // SAFETY: an open relation has a valid rd_node.
     let node = unsafe { (*rel).rd_node };
     let id = crate::pg::engine::tree_id(node.dbNode, node.relNode);
-    if let Some(t) = TREES.with(|t| t.borrow().get(&id).cloned()) {
-        return t;
+    // SAFETY: rd_amcache of our relations is null or an AmCache of ours.
+    let cache = unsafe { (*rel).rd_amcache } as *mut AmCache;
+    // SAFETY: as above.
+    if let Some(c) = unsafe { cache.as_ref() }.filter(|c| (c.db, c.rel) == (id.db, id.rel)) {
+        let hit = TREES.with(|t| {
+            t.borrow()
+                .get(&id)
+                .filter(|(g, _)| *g == c.generation)
+                .map(|(_, t)| t.clone())
+        });
+        if let Some(t) = hit {
+            return t;
+        }
     }
+    // SAFETY: per the contract.
+    let t = unsafe { open_table(rel, id) };
+    let generation = GENERATION.get() + 1;
+    GENERATION.set(generation);
+    TREES.with(|m| {
+        let mut m = m.borrow_mut();
+        if m.len() >= TREES_MAX {
+            // Handles of dropped tables are never looked up again.
+            m.clear();
+        }
+        m.insert(id, (generation, t.clone()));
+    });
+    // SAFETY: an open relation's relcache entry lives in CacheMemoryContext,
+    // where its rd_amcache belongs (PostgreSQL pfrees it with the entry's
+    // other parts on every invalidation).
+    unsafe {
+        let cache = if cache.is_null() {
+            let c = pg_sys::MemoryContextAlloc(pg_sys::CacheMemoryContext, size_of::<AmCache>())
+                as *mut AmCache;
+            (*rel).rd_amcache = c.cast();
+            c
+        } else {
+            cache
+        };
+        cache.write(AmCache {
+            db: id.db,
+            rel: id.rel,
+            generation,
+            pk_known: false,
+            pk: 0,
+        });
+    }
+    t
+}
+
+/// What an orioledb relation's relcache entry keeps in `rd_amcache`: the
+/// generation of this backend's tree handle it may use. PostgreSQL frees
+/// `rd_amcache` whenever the entry is invalidated (RelationClearRelation:
+/// any catalog change of the table, a new relfilenode, a cache reset), so
+/// a handle found through it was built after the table's last change —
+/// a key added or dropped (re-key), a rewrite. Changes this backend makes
+/// in place (a re-key, an emptied tree) drop the handle ([`forget_tree`]).
+#[repr(C)]
+struct AmCache {
+    db: u32,
+    rel: u32,
+    generation: u64,
+    /// [`served_primary_key`]'s answer, once known (0: none).
+    pk_known: bool,
+    pk: u32,
+}
+
+/// The table's primary key index when its tree is keyed by exactly that
+/// key (what the primary scan serves), with the table; None otherwise.
+/// Asked when every query on the table is planned, so the answer is kept
+/// with the tree handle: a change of the table's indexes invalidates its
+/// relcache entry, and with it the answer.
+///
+/// # Safety
+/// `rel` must be a valid, open orioledb relation.
+pub unsafe fn served_primary_key(rel: pg_sys::Relation) -> Option<(Table, pg_sys::Oid)> {
+    // SAFETY: per the contract; table_of leaves an AmCache in rd_amcache.
+    unsafe {
+        let t = table_of(rel);
+        let cache = (*rel).rd_amcache as *mut AmCache;
+        let generation = cache.as_ref().map(|c| c.generation);
+        if let Some(c) = cache.as_ref().filter(|c| c.pk_known) {
+            return (c.pk != 0).then(|| (t, pg_sys::Oid::from(c.pk)));
+        }
+        let served = t
+            .desc()
+            .is_some_and(|d| crate::am::pkey::KeyDesc::for_table(rel).as_ref() == Some(d));
+        let pk = if served {
+            pg_sys::RelationGetPrimaryKeyIndex(rel)
+        } else {
+            pg_sys::InvalidOid
+        };
+        // Opening the index may have processed invalidations: keep the
+        // answer only in the entry it was computed for.
+        let cache = (*rel).rd_amcache as *mut AmCache;
+        if let Some(c) = cache.as_mut().filter(|c| Some(c.generation) == generation) {
+            c.pk_known = true;
+            c.pk = pk.to_u32();
+        }
+        (pk != pg_sys::InvalidOid).then_some((t, pk))
+    }
+}
+
+/// Tree handles kept before they are all dropped (and rebuilt on use).
+const TREES_MAX: usize = 4096;
+
+/// A new handle on `rel`'s tree `id` with its layout.
+///
+/// # Safety
+/// `rel` must be a valid, open orioledb relation.
+unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
     let engine = crate::pg::engine::engine();
     // SAFETY: an open relation has its pg_class row.
     let is_toast = unsafe { (*(*rel).rd_rel).relkind } as u8 == pg_sys::RELKIND_TOASTVALUE;
@@ -312,16 +421,14 @@ pub unsafe fn table_of(rel: pg_sys::Relation) -> Table {
         engine.tree_pruned(id, Arc::new(VersionPruner { tree: id, horizon }))
     }
     .unwrap_or_else(|e| crate::pg::engine::report(e));
-    let t = if is_toast {
+    if is_toast {
         Table {
             tree: t,
             layout: crate::am::table::Layout::RowId,
         }
     } else {
         Table::open(t)
-    };
-    TREES.with(|m| m.borrow_mut().insert(id, t.clone()));
-    t
+    }
 }
 
 /// Work queued under latches, done right after a change: toast values and

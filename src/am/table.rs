@@ -24,7 +24,7 @@ use orioledb_engine::btree::{Change, Successor};
 use orioledb_engine::cmp::Bytewise;
 use orioledb_engine::keys::{push_version_suffix, version_suffix, SUFFIX};
 use orioledb_engine::version::{self, tid};
-use orioledb_engine::{Cursor, Direction, Leaf, Tree, TreeId};
+use orioledb_engine::{Cursor, Direction, IdHash, Leaf, Tree, TreeId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ops::Bound;
@@ -54,7 +54,7 @@ thread_local! {
     /// written). Exact for as long as the tree lives (keys never change);
     /// cleared at transaction end and when a tree is emptied in place,
     /// the only ways a tree's row ids can start over.
-    static KEYS: RefCell<HashMap<(TreeId, u64), Vec<u8>>> = RefCell::new(HashMap::new());
+    static KEYS: RefCell<HashMap<(TreeId, u64), Vec<u8>, IdHash>> = RefCell::new(HashMap::default());
     /// Map entries of removed versions, deleted outside the latch (and
     /// whether that deletion is logged).
     static DOOMED: RefCell<Vec<(TreeId, [u8; 9], bool)>> = const { RefCell::new(Vec::new()) };

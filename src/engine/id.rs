@@ -27,3 +27,30 @@ impl std::fmt::Display for TreeId {
         write!(f, "{}/{}", self.db, self.rel)
     }
 }
+
+/// A hasher for maps keyed by tree and row ids (small integers, never
+/// chosen by an attacker): one multiply per word, where the standard
+/// SipHash showed up in profiles of point lookups (a map probe per tree
+/// handle and per version key).
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(*b as u64);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(n as u64);
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+/// [`IdHasher`] for `HashMap`s.
+pub type IdHash = std::hash::BuildHasherDefault<IdHasher>;

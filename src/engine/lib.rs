@@ -26,7 +26,7 @@ pub use check::CheckReport;
 pub use cursor::{Cursor, Direction, Leaf, LeafWalk};
 pub use engine::{Engine, Replayed, SharedMeta, Tree, TreeOptions, TreeStats};
 pub use error::{EngineError, Result};
-pub use id::TreeId;
+pub use id::{IdHash, IdHasher, TreeId};
 
 #[cfg(test)]
 mod tests;
