@@ -67,9 +67,14 @@ pub unsafe fn primary_index_built(table: pg_sys::Relation, index: pg_sys::Relati
         if t.desc() == want.as_ref() {
             return;
         }
+        // In place only in a tree no other session can have opened: the
+        // descriptor write is not undone by a rollback, and other sessions
+        // keep their handles until a (committed) invalidation reaches them
+        // (rows::table_of). An empty table created earlier is re-keyed into
+        // a new file like any other.
         let created_here = (*table).rd_createSubid != 0
             || (*table).rd_firstRelfilenodeSubid != 0;
-        if !has_versions(&t) && (created_here || held_exclusively(table)) {
+        if !has_versions(&t) && created_here {
             t.set_layout(want);
             rows::forget_tree(t.tree.id());
             return;

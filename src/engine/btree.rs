@@ -39,6 +39,22 @@ pub struct Successor<'a> {
     pub stable_from: usize,
 }
 
+/// A key [`Tree::update`] wrote unlogged, deleted again (unlogged) when
+/// this guard is dropped while `key` is still set.
+struct Unlogged<'t> {
+    tree: &'t Tree,
+    key: Option<&'t [u8]>,
+}
+
+impl Drop for Unlogged<'_> {
+    fn drop(&mut self) {
+        if let Some(k) = self.key {
+            // A failure leaves an entry that names nothing (read as gone).
+            let _ = self.tree.delete_inner(k, false);
+        }
+    }
+}
+
 /// The decision of an insert: put `v` unless the key exists.
 fn absent(cur: Option<&[u8]>, v: &[u8]) -> (Change, bool) {
     match cur {
@@ -504,22 +520,26 @@ impl Tree {
                 return Err(self.damaged("update: the successor's first key exists already"));
             }
         }
-        let r = self.update_latched(key, succ, decide);
-        if !matches!(r, Ok((true, _))) {
-            if let Some((fk, _)) = succ.first {
-                self.delete_inner(fk, false)?;
-            }
-        }
-        r.map(|(_, out)| out)
+        // Until a record covers it, the first key goes again on every way
+        // out — a kept decision, an error, or an ERROR raised inside
+        // `decide` (unwinding) — before the barrier is left.
+        let mut first = Unlogged {
+            tree: self,
+            key: succ.first.map(|f| f.0),
+        };
+        self.update_latched(key, succ, decide, &mut first)
+            .map(|(_, out)| out)
     }
 
     /// [`Tree::update`] once the first key is in; true when the successor
-    /// was written.
+    /// was written. `first` is disarmed once a record covers the first key
+    /// or is about to.
     fn update_latched<R>(
         &self,
         key: &[u8],
         succ: &Successor<'_>,
         decide: impl FnOnce(Option<&[u8]>) -> (Change, Option<Vec<u8>>, R),
+        first: &mut Unlogged<'_>,
     ) -> Result<(bool, R)> {
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
@@ -534,9 +554,14 @@ impl Tree {
         check_sizes(key, &val)?;
         check_sizes(succ.key, &new)?;
         if self.update_in_leaf(&mut g, key, pos, &val, succ, &new, epoch)? {
+            first.key = None;
             return Ok((true, out));
         }
         self.put_latched(g, path, key, pos, val.clone(), Log::Yes, epoch)?;
+        // The successor's record covers the first key once logged; should
+        // it fail before that, the entry stays unlogged and names nothing
+        // (read as gone), never deleted behind a record that has it.
+        first.key = None;
         let base = Some((key, &val[..], succ.stable_from));
         if !self.put_second(succ.first, succ.key, &new, base)? {
             return Err(self.damaged("update: the successor's key exists already"));

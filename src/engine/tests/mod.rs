@@ -222,6 +222,19 @@ fn updates_share_a_leaf_and_a_record() {
             }
         }
     }
+    // A decision that raises (an ERROR unwinding through the tree) leaves
+    // no first key behind either, and the tree usable.
+    let (ok, nk, m) = (vkey(0, cur[0]), vkey(0, next), mkey(next));
+    let succ = Successor {
+        first: Some((&m, b"x")),
+        key: &nk,
+        stable_from: 32,
+    };
+    let raised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        t.update(&ok, &succ, |_| -> (Change, Option<Vec<u8>>, ()) { panic!("an ERROR in decide") })
+    }));
+    assert!(raised.is_err());
+    assert_eq!(t.get(&m).unwrap(), None, "the unlogged first key went with the ERROR");
     let records = wal.insert_position() - before;
     assert!(
         records < updates * 12 / 10,
