@@ -703,7 +703,11 @@ unsafe fn change_with_wait(
                     if !matches!(action, Action::Update { .. }) {
                         crate::am::ssi::check_in(rel, Some(id));
                     }
-                    rows::sweep_step(&tree.tree);
+                    let weight = match action {
+                        Action::Update { hot: true, .. } => rows::SweepWeight::Beside,
+                        _ => rows::SweepWeight::Leaves,
+                    };
+                    rows::sweep_step(&tree.tree, weight);
                     break pg_sys::TM_Result::TM_Ok;
                 }
                 Decision::Missing => {
