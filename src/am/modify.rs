@@ -337,192 +337,190 @@ fn decide(
     action: Action,
     newer: bool,
 ) -> (Change, Decision) {
-    {
-        let Some(v) = cur else {
-            return (Change::Keep, Decision::Missing);
-        };
-        let Some(mut h) = Header::decode(v) else {
-            return (Change::Keep, Decision::Missing);
-        };
-        let mut hints = Hints::default();
-        let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
-        let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
-        // A newer version of a row being KEY SHARE-locked is locked even
-        // while its inserter still runs; its xmax (that inserter updating
-        // it again, or other lockers) must then be kept like any holder's,
-        // never overwritten (heap_lock_updated_tuple_rec).
-        let chk = match chk {
-            UpdateCheck::Invisible
-                if newer && version::Xacts::in_progress(&PgXacts, h.xmin) && !mine(h.xmin) =>
-            {
-                if h.xmax_invalid() {
-                    UpdateCheck::Ok
-                } else {
-                    UpdateCheck::BeingModified(h.xmax)
-                }
+    let Some(v) = cur else {
+        return (Change::Keep, Decision::Missing);
+    };
+    let Some(mut h) = Header::decode(v) else {
+        return (Change::Keep, Decision::Missing);
+    };
+    let mut hints = Hints::default();
+    let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
+    let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
+    // A newer version of a row being KEY SHARE-locked is locked even
+    // while its inserter still runs; its xmax (that inserter updating
+    // it again, or other lockers) must then be kept like any holder's,
+    // never overwritten (heap_lock_updated_tuple_rec).
+    let chk = match chk {
+        UpdateCheck::Invisible
+            if newer && version::Xacts::in_progress(&PgXacts, h.xmin) && !mine(h.xmin) =>
+        {
+            if h.xmax_invalid() {
+                UpdateCheck::Ok
+            } else {
+                UpdateCheck::BeingModified(h.xmax)
             }
-            other => other,
-        };
-        let want = match action {
-            Action::Lock(mode) => mode,
-            Action::Update { keys: true, .. } | Action::Delete { .. } => LockMode::Exclusive,
-            Action::Update { keys: false, .. } => LockMode::NoKeyExclusive,
-        };
-        // Running holders other than us that keep the row with us.
-        let mut keep: Vec<(Xid, LockMode, bool)> = Vec::new();
-        // Our own row lock on the old version (carried over by an update).
-        let mut carried: Vec<(Xid, LockMode)> = Vec::new();
-        // Our own lock at this level was FOR UPDATE: an update keeps that
-        // strength (heap marks such an update as changing the key).
-        let mut own_exclusive = false;
-        match chk {
-            UpdateCheck::Ok => {}
-            UpdateCheck::BeingModified(_) => {
-                // An updater that committed since check_update looked still
-                // counts: the row is no longer ours to change (waiting returns
-                // at once and the next look says Updated). One that aborted,
-                // and lockers that finished, hold nothing.
-                let running: Vec<_> = holders(&h)
-                    .into_iter()
-                    .filter(|&(m, _, updater)| {
-                        mine(m)
-                            || version::Xacts::in_progress(&PgXacts, m)
-                            || (updater && version::Xacts::did_commit(&PgXacts, m))
-                    })
-                    .collect();
-                for &(m, held, updater) in &running {
-                    if mine(m) {
-                        if let Action::Lock(mode) = action {
-                            if held >= mode && !updater {
-                                // Already held at least as strongly.
-                                let applied = Applied {
-                                    root: crate::am::hot::root_of(&h, v, id),
-                                    ..Applied::default()
-                                };
-                                return (Change::Keep, Decision::Done(applied));
-                            }
+        }
+        other => other,
+    };
+    let want = match action {
+        Action::Lock(mode) => mode,
+        Action::Update { keys: true, .. } | Action::Delete { .. } => LockMode::Exclusive,
+        Action::Update { keys: false, .. } => LockMode::NoKeyExclusive,
+    };
+    // Running holders other than us that keep the row with us.
+    let mut keep: Vec<(Xid, LockMode, bool)> = Vec::new();
+    // Our own row lock on the old version (carried over by an update).
+    let mut carried: Vec<(Xid, LockMode)> = Vec::new();
+    // Our own lock at this level was FOR UPDATE: an update keeps that
+    // strength (heap marks such an update as changing the key).
+    let mut own_exclusive = false;
+    match chk {
+        UpdateCheck::Ok => {}
+        UpdateCheck::BeingModified(_) => {
+            // An updater that committed since check_update looked still
+            // counts: the row is no longer ours to change (waiting returns
+            // at once and the next look says Updated). One that aborted,
+            // and lockers that finished, hold nothing.
+            let running: Vec<_> = holders(&h)
+                .into_iter()
+                .filter(|&(m, _, updater)| {
+                    mine(m)
+                        || version::Xacts::in_progress(&PgXacts, m)
+                        || (updater && version::Xacts::did_commit(&PgXacts, m))
+                })
+                .collect();
+            for &(m, held, updater) in &running {
+                if mine(m) {
+                    if let Action::Lock(mode) = action {
+                        if held >= mode && !updater {
+                            // Already held at least as strongly.
+                            let applied = Applied {
+                                root: crate::am::hot::root_of(&h, v, id),
+                                ..Applied::default()
+                            };
+                            return (Change::Keep, Decision::Done(applied));
                         }
-                        if updater {
-                            continue;
-                        }
-                        if m == xid {
-                            // Our lock at this level: this change replaces
-                            // it (an update carries it to the new version).
-                            if matches!(action, Action::Update { .. }) {
-                                carried.push((m, held));
-                                own_exclusive |= held == LockMode::Exclusive;
-                            }
-                        } else {
-                            // A parent (sub)transaction's lock must survive
-                            // a ROLLBACK TO SAVEPOINT of this one.
-                            keep.push((m, held, false));
-                        }
+                    }
+                    if updater {
                         continue;
                     }
-                    if updater && want == LockMode::KeyShare && !h.keys_updated() {
-                        // KEY SHARE never conflicts with a key-preserving update.
-                        keep.push((m, LockMode::NoKeyExclusive, true));
-                        continue;
+                    if m == xid {
+                        // Our lock at this level: this change replaces
+                        // it (an update carries it to the new version).
+                        if matches!(action, Action::Update { .. }) {
+                            carried.push((m, held));
+                            own_exclusive |= held == LockMode::Exclusive;
+                        }
+                    } else {
+                        // A parent (sub)transaction's lock must survive
+                        // a ROLLBACK TO SAVEPOINT of this one.
+                        keep.push((m, held, false));
                     }
-                    if updater || want.conflicts(held) {
-                        return (Change::Keep, Decision::Wait(m));
-                    }
-                    keep.push((m, held, false));
+                    continue;
+                }
+                if updater && want == LockMode::KeyShare && !h.keys_updated() {
+                    // KEY SHARE never conflicts with a key-preserving update.
+                    keep.push((m, LockMode::NoKeyExclusive, true));
+                    continue;
+                }
+                if updater || want.conflicts(held) {
+                    return (Change::Keep, Decision::Wait(m));
+                }
+                keep.push((m, held, false));
+            }
+        }
+        // A committed key-preserving update does not stop KEY SHARE: the
+        // lock joins the updater in a MultiXactId (the caller has locked
+        // the newer versions first, as heap_lock_tuple does).
+        UpdateCheck::Updated if want == LockMode::KeyShare && !h.keys_updated() => {
+            for (m, held, updater) in holders(&h) {
+                if updater || (!mine(m) && version::Xacts::in_progress(&PgXacts, m)) {
+                    keep.push((m, held, updater));
                 }
             }
-            // A committed key-preserving update does not stop KEY SHARE: the
-            // lock joins the updater in a MultiXactId (the caller has locked
-            // the newer versions first, as heap_lock_tuple does).
-            UpdateCheck::Updated if want == LockMode::KeyShare && !h.keys_updated() => {
-                for (m, held, updater) in holders(&h) {
-                    if updater || (!mine(m) && version::Xacts::in_progress(&PgXacts, m)) {
-                        keep.push((m, held, updater));
-                    }
-                }
-            }
-            other => return (Change::Keep, Decision::Fail(other, h)),
         }
-        h.infomask |= hints.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
-        if !crosscheck.is_null() {
-            let snap = rows::PgSnapshot(crosscheck);
-            if !version::visible_mvcc(&h, &PgXacts, &snap, &mut Hints::default()) {
-                return (Change::Keep, Decision::Fail(UpdateCheck::Updated, h));
-            }
-        }
-        let our_status = match action {
-            Action::Lock(mode) => rows::lock_status(mode),
-            Action::Update { keys: false, .. } => {
-                pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
-            }
-            _ => pg_sys::MultiXactStatus::MultiXactStatusUpdate,
-        };
-        let multi = (!keep.is_empty()).then(|| {
-            let members = keep.iter().map(|&(m, held, updater)| {
-                let status = if updater {
-                    pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
-                } else {
-                    rows::lock_status(held)
-                };
-                (m, status)
-            });
-            create_multi(members.chain([(xid, our_status)]))
-        });
-        let joins_updater = keep.iter().any(|k| k.2);
-        if !matches!(action, Action::Lock(_)) {
-            // Only an updater that aborted can have left it: this change
-            // starts the version's life as a chain member anew.
-            h.infomask2 &= !bits::HOT_UPDATED;
-        }
-        match (action, multi) {
-            (Action::Delete { moved }, None) => {
-                h.set_deleter(xid, cid, if moved { rows::MOVED } else { id }, true)
-            }
-            (Action::Delete { moved }, Some(m)) => {
-                h.set_update_multi(m, cid, if moved { rows::MOVED } else { id });
-                h.infomask2 |= bits::KEYS_UPDATED;
-            }
-            (Action::Lock(_), Some(m)) if joins_updater => h.join_updater(m),
-            (
-                Action::Update {
-                    successor, keys, ..
-                },
-                None,
-            ) => h.set_deleter(xid, cid, successor, keys || own_exclusive),
-            (Action::Update { successor, .. }, Some(m)) => h.set_update_multi(m, cid, successor),
-            (Action::Lock(mode), None) => h.set_lock(xid, cid, mode),
-            (Action::Lock(mode), Some(m)) => {
-                let strongest = keep
-                    .iter()
-                    .map(|&(_, held, _)| held)
-                    .fold(mode, LockMode::max);
-                h.set_multi_lock(m, strongest);
-            }
-        }
-        if let Action::Update { hot: true, .. } = action {
-            h.infomask2 |= bits::HOT_UPDATED;
-        }
-        if !matches!(action, Action::Lock(_)) {
-            // SAFETY: a write in a transaction, outside parallel mode.
-            unsafe { rows::set_raw_cid(&mut h) };
-        }
-        let mut nv = v.to_vec();
-        h.encode_into(&mut nv);
-        if matches!(action, Action::Update { .. }) {
-            carried.extend(keep.iter().map(|&(m, held, _)| (m, held)));
-        } else {
-            carried.clear();
-        }
-        // Only a delete or update drops the version's values.
-        let toasted = !matches!(action, Action::Lock(_))
-            && !version::tail_and_toast(&h, v).1.is_empty();
-        let applied = Applied {
-            carried,
-            toasted,
-            root: crate::am::hot::root_of(&h, v, id),
-            new: Vec::new(),
-        };
-        (Change::Put(nv), Decision::Done(applied))
+        other => return (Change::Keep, Decision::Fail(other, h)),
     }
+    h.infomask |= hints.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
+    if !crosscheck.is_null() {
+        let snap = rows::PgSnapshot(crosscheck);
+        if !version::visible_mvcc(&h, &PgXacts, &snap, &mut Hints::default()) {
+            return (Change::Keep, Decision::Fail(UpdateCheck::Updated, h));
+        }
+    }
+    let our_status = match action {
+        Action::Lock(mode) => rows::lock_status(mode),
+        Action::Update { keys: false, .. } => {
+            pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
+        }
+        _ => pg_sys::MultiXactStatus::MultiXactStatusUpdate,
+    };
+    let multi = (!keep.is_empty()).then(|| {
+        let members = keep.iter().map(|&(m, held, updater)| {
+            let status = if updater {
+                pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
+            } else {
+                rows::lock_status(held)
+            };
+            (m, status)
+        });
+        create_multi(members.chain([(xid, our_status)]))
+    });
+    let joins_updater = keep.iter().any(|k| k.2);
+    if !matches!(action, Action::Lock(_)) {
+        // Only an updater that aborted can have left it: this change
+        // starts the version's life as a chain member anew.
+        h.infomask2 &= !bits::HOT_UPDATED;
+    }
+    match (action, multi) {
+        (Action::Delete { moved }, None) => {
+            h.set_deleter(xid, cid, if moved { rows::MOVED } else { id }, true)
+        }
+        (Action::Delete { moved }, Some(m)) => {
+            h.set_update_multi(m, cid, if moved { rows::MOVED } else { id });
+            h.infomask2 |= bits::KEYS_UPDATED;
+        }
+        (Action::Lock(_), Some(m)) if joins_updater => h.join_updater(m),
+        (
+            Action::Update {
+                successor, keys, ..
+            },
+            None,
+        ) => h.set_deleter(xid, cid, successor, keys || own_exclusive),
+        (Action::Update { successor, .. }, Some(m)) => h.set_update_multi(m, cid, successor),
+        (Action::Lock(mode), None) => h.set_lock(xid, cid, mode),
+        (Action::Lock(mode), Some(m)) => {
+            let strongest = keep
+                .iter()
+                .map(|&(_, held, _)| held)
+                .fold(mode, LockMode::max);
+            h.set_multi_lock(m, strongest);
+        }
+    }
+    if let Action::Update { hot: true, .. } = action {
+        h.infomask2 |= bits::HOT_UPDATED;
+    }
+    if !matches!(action, Action::Lock(_)) {
+        // SAFETY: a write in a transaction, outside parallel mode.
+        unsafe { rows::set_raw_cid(&mut h) };
+    }
+    let mut nv = v.to_vec();
+    h.encode_into(&mut nv);
+    if matches!(action, Action::Update { .. }) {
+        carried.extend(keep.iter().map(|&(m, held, _)| (m, held)));
+    } else {
+        carried.clear();
+    }
+    // Only a delete or update drops the version's values.
+    let toasted = !matches!(action, Action::Lock(_))
+        && !version::tail_and_toast(&h, v).1.is_empty();
+    let applied = Applied {
+        carried,
+        toasted,
+        root: crate::am::hot::root_of(&h, v, id),
+        new: Vec::new(),
+    };
+    (Change::Put(nv), Decision::Done(applied))
 }
 
 /// Fills `tmfd` for a failed change (heap's conventions). `traversed` is
