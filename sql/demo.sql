@@ -56,12 +56,16 @@ SELECT pg_relation_size('tbl1') AS pg_relation_size,
 CREATE TABLE tbl2 (id int PRIMARY KEY, lob bytea) USING orioledb;
 INSERT INTO tbl2 VALUES (1, pg_temp.random_bytes(1000)), (2, pg_temp.random_bytes(2100));
 CHECKPOINT;
--- 1000 and 2100 bytes: inline, the toast tree holds no chunk ("0 keys")
+-- 1000 and 2100 bytes: inline; no value went to toast, so there is no toast
+-- tree and no toast file yet (it is created with the first toasted value)
 SELECT orioledb_check(reltoastrelid) AS toast_tree FROM pg_class WHERE relname = 'tbl2';
+SELECT tree, file FROM orioledb_trees WHERE "table" = 'tbl2'::regclass ORDER BY tree;
 INSERT INTO tbl2 VALUES (3, pg_temp.random_bytes(3000));
 CHECKPOINT;
--- 3000 bytes: moved to the toast tree, in 2000-byte chunks ("2 keys")
+-- 3000 bytes: moved to the toast tree, in 2000-byte chunks ("2 keys"), whose
+-- file now exists
 SELECT orioledb_check(reltoastrelid) AS toast_tree FROM pg_class WHERE relname = 'tbl2';
+SELECT tree, file FROM orioledb_trees WHERE "table" = 'tbl2'::regclass ORDER BY tree;
 
 \echo
 \echo '== 5. tbl3 = tbl1 WITH (compress = 1), and compress = 20'

@@ -114,6 +114,160 @@ fn trees_follow_create_drop_commit_and_rollback() {
     assert!(tree_listed(&mut c, n6));
 }
 
+/// relfilenode of `table`'s toast relation.
+fn toast_relnode(c: &mut postgres::Client, table: &str) -> u32 {
+    let oid: postgres::types::Oid = c
+        .query_one(
+            "SELECT t.relfilenode FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid \
+              WHERE c.relname = $1",
+            &[&table],
+        )
+        .unwrap()
+        .get(0);
+    oid
+}
+
+/// A value too large to stay inline (random, so compression cannot shrink it).
+const BIG: &str = "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 200))";
+
+/// A toast relation gets its tree with its first toasted value: tables whose
+/// values stay inline have no toast tree, a rolled-back CREATE + toasted
+/// INSERT leaves none, a savepoint's rollback keeps one the table's other
+/// values use, TRUNCATE and VACUUM FULL hand values on, and compression
+/// follows the table's `toast_compress`.
+#[test]
+fn toast_trees_come_with_the_first_toasted_value() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_trees_lazy_toast");
+    c.batch_execute(
+        "CREATE TABLE lt (id int PRIMARY KEY, v text) USING orioledb WITH (toast_compress = 3);
+         INSERT INTO lt SELECT g, 'short' FROM generate_series(1, 100) g",
+    )
+    .unwrap();
+    let toast = toast_relnode(&mut c, "lt");
+    assert!(!tree_listed(&mut c, toast), "inline values only: no toast tree");
+    let trees_before: i64 = c
+        .query_one("SELECT count(*) FROM orioledb_trees", &[])
+        .unwrap()
+        .get(0);
+
+    // A rolled-back first value still leaves the tree (another session may
+    // be using it by then).
+    c.batch_execute(&format!("BEGIN; INSERT INTO lt VALUES (101, {BIG}); ROLLBACK"))
+        .unwrap();
+    assert!(tree_listed(&mut c, toast), "the first toasted value made the tree");
+    let level: i32 = c
+        .query_one("SELECT compress FROM orioledb_trees WHERE relnode = $1", &[&toast])
+        .unwrap()
+        .get(0);
+    assert_eq!(level, 3, "the toast tree takes the table's toast_compress");
+    c.batch_execute(&format!("INSERT INTO lt VALUES (102, {BIG})")).unwrap();
+    let keys = tree_keys(&mut c, "(SELECT reltoastrelid FROM pg_class WHERE relname = 'lt')");
+    // Four chunks of the committed value; the rolled-back row's four go
+    // when its version is pruned.
+    assert!(keys == 4 || keys == 8, "{keys} chunks");
+    let len: i32 = c
+        .query_one("SELECT length(v) FROM lt WHERE id = 102", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(len, 6400);
+
+    // CREATE TABLE and its first toasted value rolled back: no tree left.
+    c.batch_execute(&format!(
+        "BEGIN; CREATE TABLE gone (id int, v text) USING orioledb; INSERT INTO gone VALUES (1, {BIG})"
+    ))
+    .unwrap();
+    let gone_toast = toast_relnode(&mut c, "gone");
+    assert!(tree_listed(&mut c, gone_toast));
+    c.batch_execute("ROLLBACK").unwrap();
+    assert!(!tree_listed(&mut c, gone_toast), "rolled back with its table");
+    let trees_now: i64 = c
+        .query_one("SELECT count(*) FROM orioledb_trees", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(trees_now, trees_before + 1, "only lt's toast tree was added");
+    // Made in a savepoint that rolls back while the table (created before
+    // the transaction) stays: the tree stays, and later values use it.
+    c.batch_execute("CREATE TABLE keep (id int, v text) USING orioledb").unwrap();
+    c.batch_execute(&format!(
+        "BEGIN; SAVEPOINT s; INSERT INTO keep VALUES (1, {BIG}); ROLLBACK TO SAVEPOINT s;
+         INSERT INTO keep VALUES (2, {BIG}); COMMIT"
+    ))
+    .unwrap();
+    let keep_toast = toast_relnode(&mut c, "keep");
+    assert!(tree_listed(&mut c, keep_toast));
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM keep WHERE length(v) = 6400", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+
+    // Created in a savepoint of the table's transaction: the tree stays with
+    // the table when the savepoint rolls back, and later values use it.
+    c.batch_execute(&format!(
+        "BEGIN; CREATE TABLE sp (id int, v text) USING orioledb; SAVEPOINT s;
+         INSERT INTO sp VALUES (1, {BIG}); ROLLBACK TO SAVEPOINT s;
+         INSERT INTO sp VALUES (2, {BIG}); COMMIT"
+    ))
+    .unwrap();
+    let sp_toast = toast_relnode(&mut c, "sp");
+    assert!(tree_listed(&mut c, sp_toast));
+    // Made in a released savepoint of a CREATE that rolls back: goes too.
+    c.batch_execute(&format!(
+        "BEGIN; CREATE TABLE gone2 (id int, v text) USING orioledb; SAVEPOINT s;
+         INSERT INTO gone2 VALUES (1, {BIG}); RELEASE SAVEPOINT s"
+    ))
+    .unwrap();
+    let gone2_toast = toast_relnode(&mut c, "gone2");
+    assert!(tree_listed(&mut c, gone2_toast));
+    c.batch_execute("ROLLBACK").unwrap();
+    assert!(!tree_listed(&mut c, gone2_toast), "rolled back with its table");
+    let n: i64 = c
+        .query_one("SELECT count(*) FROM sp WHERE length(v) = 6400", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 1);
+
+    // TRUNCATE: a new toast relation file, no tree until a value comes.
+    c.batch_execute("TRUNCATE lt").unwrap();
+    let toast2 = toast_relnode(&mut c, "lt");
+    assert!(toast2 != toast && !tree_listed(&mut c, toast) && !tree_listed(&mut c, toast2));
+    c.batch_execute("INSERT INTO lt VALUES (1, 'short')").unwrap();
+    assert!(!tree_listed(&mut c, toast2));
+    // VACUUM FULL without toasted values makes no toast tree; with them it
+    // copies the values into the new one.
+    c.batch_execute("VACUUM FULL lt").unwrap();
+    let vf = toast_relnode(&mut c, "lt");
+    assert!(!tree_listed(&mut c, vf));
+    c.batch_execute(&format!("INSERT INTO lt VALUES (2, {BIG})")).unwrap();
+    c.batch_execute("VACUUM FULL lt").unwrap();
+    let toast3 = toast_relnode(&mut c, "lt");
+    assert!(tree_listed(&mut c, toast3));
+    let rows: Vec<(i32, i32)> = c
+        .query("SELECT id, length(v) FROM lt ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(rows, vec![(1, 5), (2, 6400)]);
+    // Sizes, the checker and a DROP with and without a toast tree.
+    c.batch_execute("CHECKPOINT").unwrap();
+    for t in ["lt", "sp"] {
+        let ok: String = c
+            .query_one(&format!("SELECT orioledb_check((SELECT reltoastrelid FROM pg_class WHERE relname = '{t}'))"), &[])
+            .unwrap()
+            .get(0);
+        assert!(ok.starts_with("ok"), "{ok}");
+    }
+    c.batch_execute(
+        "CREATE TABLE inl (id int, v text) USING orioledb; INSERT INTO inl VALUES (1, 'x');
+         SELECT orioledb_relation_size('inl'::regclass), pg_total_relation_size('inl');
+         DROP TABLE inl, lt, sp, keep",
+    )
+    .unwrap();
+    assert!(!tree_listed(&mut c, toast3) && !tree_listed(&mut c, sp_toast));
+}
+
 #[test]
 fn temporary_and_unlogged_tables() {
     let (env, _g) = require_server!();

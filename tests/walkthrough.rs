@@ -149,10 +149,31 @@ fn seed_walkthrough() {
     .unwrap();
     let toast = "(SELECT reltoastrelid FROM pg_class WHERE relname = 'tbl2')";
     let toast_chunks = |c: &mut postgres::Client| tree_keys(c, toast);
+    let toast2: String = c
+        .query_one(&format!("SELECT {toast}::regclass::text"), &[])
+        .unwrap()
+        .get(0);
+    let toast2_node = relnode(&mut c, &toast2);
+    let toast_listed = |c: &mut postgres::Client| -> i64 {
+        c.query_one(
+            "SELECT count(*) FROM orioledb_trees WHERE \"table\" = 'tbl2'::regclass AND tree = 'toast'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
     assert_eq!(toast_chunks(&mut c), 0, "1000 and 2100 bytes stay inline");
+    // As in the seed: no toast tree, and no toast file, until a value is toasted.
+    assert_eq!(toast_listed(&mut c), 0, "no toast tree before the first toasted value");
+    assert!(files_of(&dir, toast2_node).is_empty(), "no toast file yet");
     c.batch_execute("INSERT INTO tbl2 VALUES (3, random_bytes(3000)); CHECKPOINT")
         .unwrap();
     assert_eq!(toast_chunks(&mut c), 2, "3000 bytes go to toast, in two chunks");
+    assert_eq!(toast_listed(&mut c), 1, "the first toasted value made the toast tree");
+    assert!(
+        files_of(&dir, toast2_node).contains_key(&toast2_node.to_string()),
+        "the toast tree's data file after CHECKPOINT"
+    );
     let lens: Vec<i32> = c
         .query("SELECT length(lob) FROM tbl2 ORDER BY id", &[])
         .unwrap()

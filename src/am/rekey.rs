@@ -519,13 +519,18 @@ pub unsafe fn copy_for_cluster(
         } else {
             copy_target(new, from.desc().cloned(), from.tree.next_id())
         };
+        // A toast tree exists once a value went there; the new one is made
+        // when the old one has a tree (it may hold only deleted values).
         let toast_trees = if old_toast != pg_sys::InvalidOid {
             let o = pg_sys::RelationIdGetRelation(old_toast);
-            let n = pg_sys::RelationIdGetRelation(new_toast);
-            let trees = (rows::tree_of(o), rows::tree_of(n));
+            let trees = crate::am::storage::toast_tree(o).map(|src| {
+                let n = pg_sys::RelationIdGetRelation(new_toast);
+                let dst = crate::am::storage::create_toast_tree(n);
+                pg_sys::RelationClose(n);
+                (src, dst)
+            });
             pg_sys::RelationClose(o);
-            pg_sys::RelationClose(n);
-            Some(trees)
+            trees
         } else {
             None
         };

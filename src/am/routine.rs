@@ -468,6 +468,11 @@ unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Rela
     let node = unsafe { (*rel).rd_node };
     let engine = crate::pg::engine::engine();
     let id = crate::pg::engine::tree_id(node.dbNode, node.relNode);
+    // A toast relation may have no tree yet: nothing to empty.
+    // SAFETY: PostgreSQL passes an open relation.
+    if unsafe { crate::am::rows::is_toast(rel) } && !engine.has_tree(id) {
+        return;
+    }
     engine
         .truncate_tree(id)
         .unwrap_or_else(|e| crate::pg::engine::report(e));
@@ -678,6 +683,11 @@ unsafe extern "C-unwind" fn relation_estimate_size(
     // versions leave their ids unused), the tree's own pages count.
     // SAFETY: the planner passes an open relation and valid out-pointers.
     unsafe {
+        if crate::am::rows::is_toast(rel) {
+            // Chunks, read only by detoasting (and maybe no tree yet).
+            (*pages, *tuples, *allvisfrac) = (0, 0.0, 0.0);
+            return;
+        }
         let tree_pages = crate::am::rows::tree_of(rel).approx_pages() as f64;
         let mut blocks = crate::am::scan::current_blocks(rel) as f64;
         let class = (*rel).rd_rel;

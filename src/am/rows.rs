@@ -410,8 +410,8 @@ const TREES_MAX: usize = 4096;
 /// `rel` must be a valid, open orioledb relation.
 unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
     let engine = crate::pg::engine::engine();
-    // SAFETY: an open relation has its pg_class row.
-    let is_toast = unsafe { (*(*rel).rd_rel).relkind } as u8 == pg_sys::RELKIND_TOASTVALUE;
+    // SAFETY: per the contract.
+    let is_toast = unsafe { is_toast(rel) };
     // Toast trees hold chunks, not versions: never let the pruner near them.
     let t = if is_toast {
         engine.tree(id)
@@ -429,6 +429,17 @@ unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
     } else {
         Table::open(t)
     }
+}
+
+/// Whether `rel` is a toast relation: its tree holds chunks, not row
+/// versions, and exists only once a value was stored
+/// (`storage::create_toast_tree`).
+///
+/// # Safety
+/// `rel` must be a valid, open relation.
+pub unsafe fn is_toast(rel: pg_sys::Relation) -> bool {
+    // SAFETY: an open relation has its pg_class row.
+    unsafe { (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE }
 }
 
 /// Work queued under latches, done right after a change: toast values and

@@ -1561,6 +1561,11 @@ fn analyzing() -> bool {
 /// `rel` must be a valid open orioledb relation.
 pub unsafe fn reported_blocks(rel: pg_sys::Relation) -> u64 {
     // SAFETY: caller guarantees an open relation.
+    if unsafe { rows::is_toast(rel) } {
+        // Chunks are no rows (and the tree may not exist yet).
+        return 0;
+    }
+    // SAFETY: caller guarantees an open relation.
     let table = unsafe { table_of(rel) };
     if analyzing() {
         let next = table.tree.next_id();
@@ -1575,6 +1580,10 @@ pub unsafe fn reported_blocks(rel: pg_sys::Relation) -> u64 {
 /// # Safety
 /// `rel` must be a valid open orioledb relation.
 pub unsafe fn current_blocks(rel: pg_sys::Relation) -> u64 {
+    // SAFETY: caller guarantees an open relation.
+    if unsafe { rows::is_toast(rel) } {
+        return 0;
+    }
     // SAFETY: caller guarantees an open relation.
     tid_blocks(&unsafe { table_of(rel) }) as u64
 }

@@ -8,6 +8,13 @@
 //! heap files (`catalog/storage.c`, private to the server), so we keep ours:
 //! entries are tagged with the subtransaction that made them, run or dropped
 //! when it aborts, and handed to the parent when it commits.
+//!
+//! A toast relation's tree is the exception: it is created with the first
+//! value that goes out of line ([`create_toast_tree`]), so a table whose
+//! values all stay inline has no toast files. Such a tree outlives the
+//! transaction that created it (another one may have stored values in it
+//! meanwhile) unless the relation's file is new in that transaction: then
+//! it goes with the subtransaction that made the file.
 
 use crate::pg::engine::{engine, report, tree_id};
 use orioledb_engine::{EngineError, TreeId, TreeOptions};
@@ -39,7 +46,16 @@ thread_local! {
 
 fn remember(tree: TreeId, when: When) {
     // SAFETY: plain read of the current subtransaction id.
-    let subid = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    remember_in(tree, when, unsafe { pg_sys::GetCurrentSubTransactionId() });
+}
+
+/// `InvalidSubTransactionId` (utils/relcache.h: "not created in this
+/// transaction").
+const INVALID_SUBXACT: pg_sys::SubTransactionId = 0;
+
+/// [`remember`] on behalf of subtransaction `subid` of this transaction
+/// (one that is still open: the current one or a parent).
+fn remember_in(tree: TreeId, when: When, subid: pg_sys::SubTransactionId) {
     PENDING.with(|p| p.borrow_mut().push(Pending { tree, when, subid }));
 }
 
@@ -55,8 +71,9 @@ fn drop_trees(trees: impl IntoIterator<Item = TreeId>) {
     }
 }
 
-/// Creates the primary tree of a relation getting the new file `rnode`
-/// and arranges for the old one (if the relation had a tree) to go at
+/// Creates the tree of a relation getting the new file `rnode` (a toast
+/// relation's only with its first value, [`create_toast_tree`]) and
+/// arranges for the old one (if the relation had a tree) to go at
 /// commit. Compression starts at the level a new table would get now; the
 /// options hook sets the stored level right after CREATE TABLE.
 ///
@@ -86,17 +103,36 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
         (false, true) => crate::pg::options::new_table_levels().toast,
         (false, false) => crate::pg::options::new_table_levels().primary,
     };
-    let opts = TreeOptions {
-        compress: level,
-        ..Default::default()
-    };
     let engine = engine();
-    if engine.tree(id).is_ok() {
+    let leftover = engine.tree(id).is_ok();
+    if leftover {
         // PostgreSQL picks relation file numbers without looking at our
         // files, so it can hand out one whose tree a crash left behind (its
         // table dropped after the last engine checkpoint): start it empty.
         engine.truncate_tree(id).unwrap_or_else(|e| report(e));
     }
+    // A toast relation gets its tree with its first value.
+    if !is_toast || leftover {
+        open_or_create(id, level);
+        remember(id, When::DropAtAbort);
+    }
+    if replacing {
+        let old_id = tree_id(old.dbNode, old.relNode);
+        // has_tree, not tree(): a damaged tree must go with its file too.
+        if engine.has_tree(old_id) {
+            remember(old_id, When::DropAtCommit);
+        }
+    }
+}
+
+/// Opens tree `id`, creating it at compression `level` if it does not
+/// exist (atomically: two processes asking at once get the same tree).
+fn open_or_create(id: TreeId, level: i32) -> orioledb_engine::Tree {
+    let opts = TreeOptions {
+        compress: level,
+        ..Default::default()
+    };
+    let engine = engine();
     let opened = match engine.open_tree(id, opts.clone()) {
         // The metadata and slots of dropped tables come back at the next
         // engine checkpoint: a server creating and dropping tables faster
@@ -107,15 +143,56 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
         }
         r => r,
     };
-    opened.unwrap_or_else(|e| report(e));
-    remember(id, When::DropAtAbort);
-    if replacing {
-        let old_id = tree_id(old.dbNode, old.relNode);
-        // has_tree, not tree(): a damaged tree must go with its file too.
-        if engine.has_tree(old_id) {
-            remember(old_id, When::DropAtCommit);
-        }
+    opened.unwrap_or_else(|e| report(e))
+}
+
+/// The tree of toast relation `rel` if it has one yet (see the module
+/// documentation).
+///
+/// # Safety
+/// `rel` is an open toast relation of our AM.
+pub unsafe fn toast_tree(rel: pg_sys::Relation) -> Option<orioledb_engine::Tree> {
+    // SAFETY: an open relation has a valid rd_node.
+    let node = unsafe { (*rel).rd_node };
+    match engine().tree(tree_id(node.dbNode, node.relNode)) {
+        Ok(t) => Some(t),
+        Err(EngineError::NoSuchTree(_)) => None,
+        Err(e) => report(e),
     }
+}
+
+/// The tree of toast relation `rel`, created now if this is its first
+/// value, at the toast level its table stores. Dropped with an abort only
+/// of the subtransaction that gave the relation its file, when that is
+/// part of this transaction: nobody else can see such a relation, so
+/// nobody else stored a value in the tree, and the file goes too.
+///
+/// # Safety
+/// `rel` is an open toast relation of our AM, locked for writing.
+pub unsafe fn create_toast_tree(rel: pg_sys::Relation) -> orioledb_engine::Tree {
+    // SAFETY: per the contract.
+    if let Some(t) = unsafe { toast_tree(rel) } {
+        return t;
+    }
+    // SAFETY: per the contract (rd_node, rd_newRelfilenodeSubid and
+    // rd_createSubid of an open relation: the open subtransaction of this
+    // transaction that gave it its file or created it, else invalid).
+    let (id, file_sub) = unsafe {
+        let node = (*rel).rd_node;
+        let sub = [(*rel).rd_newRelfilenodeSubid, (*rel).rd_createSubid]
+            .into_iter()
+            .find(|s| *s != INVALID_SUBXACT);
+        (tree_id(node.dbNode, node.relNode), sub)
+    };
+    // SAFETY: per the contract.
+    let level = unsafe { crate::pg::options::toast_owner(rel) }
+        .map(|t| crate::pg::options::stored_levels(t).toast)
+        .unwrap_or(-1);
+    let tree = open_or_create(id, level);
+    if let Some(sub) = file_sub {
+        remember_in(id, When::DropAtAbort, sub);
+    }
+    tree
 }
 
 /// Sets the compression level of relation `reloid`'s primary tree (pages

@@ -14,13 +14,16 @@
 //!   exactly as long as the one version that owns it (every version owns
 //!   its own copies — an UPDATE re-stores unchanged large values), and is
 //!   deleted when that version is pruned.
+//! * The toast tree is created with the first value stored in it
+//!   (`storage::create_toast_tree`); until then readers find no tree and
+//!   nothing to delete.
 // The `pub unsafe fn`s here implement `TableAmRoutine` callbacks (called from
 // `routine.rs`): their safety contract is PostgreSQL's for that callback
 // (valid, open relations, slots and snapshots), and their argument lists
 // are the callbacks'.
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::am::rows::{raise, rel_name, tree_of};
+use crate::am::rows::{raise, rel_name};
 use orioledb_engine::btree::Change;
 use orioledb_engine::Direction;
 use pgrx::pg_sys;
@@ -195,7 +198,7 @@ unsafe fn save_value(rel: pg_sys::Relation, dval: *const u8) -> (pg_sys::Datum, 
             );
         }
         let toastrel = pg_sys::table_open(toastoid, pg_sys::RowExclusiveLock as c_int);
-        let tree = tree_of(toastrel);
+        let tree = crate::am::storage::create_toast_tree(toastrel);
         let b0 = *dval;
         let (data, rawsize, extinfo): (&[u8], i32, u32) = if b0 & 0x01 == 0x01 {
             let len = varsize_any(dval) - 1;
@@ -267,8 +270,16 @@ pub unsafe fn fetch_slice(
     }
     // SAFETY: the caller allocated result with room for len bytes of data.
     unsafe {
-        let tree = tree_of(toastrel);
         let id = valueid.to_u32();
+        let Some(tree) = crate::am::storage::toast_tree(toastrel) else {
+            raise(
+                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
+                format!(
+                    "missing chunk number 0 for toast value {id} in {}",
+                    rel_name(toastrel)
+                ),
+            );
+        };
         let (off, len) = (off as usize, len as usize);
         let first = (off / CHUNK) as u32;
         let last = ((off + len - 1) / CHUNK) as u32;
@@ -374,7 +385,10 @@ pub fn delete_doomed() {
             if r.is_null() {
                 continue;
             }
-            let tree = tree_of(r);
+            let Some(tree) = crate::am::storage::toast_tree(r) else {
+                pg_sys::relation_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
+                continue;
+            };
             let keys: Vec<Vec<u8>> = tree
                 .range(
                     Bound::Included(chunk_key(valueid, 0).to_vec()),
