@@ -446,10 +446,10 @@ fn tables_larger_than_the_pool_survive_restarts() {
 fn wal_records_are_described() {
     let (env, _g) = require_server!();
     let mut c = fresh_db(&env, "itest_wal_desc");
-    c.batch_execute("CREATE EXTENSION pg_walinspect; CREATE TABLE w (id int) USING orioledb")
+    c.batch_execute("CREATE EXTENSION pg_walinspect; CREATE TABLE w (id int, v text) USING orioledb")
         .unwrap();
     let lsn = query_text(&mut c, "SELECT pg_current_wal_lsn()::text");
-    c.batch_execute("INSERT INTO w VALUES (1); DELETE FROM w")
+    c.batch_execute("INSERT INTO w VALUES (1, repeat('x', 100)); DELETE FROM w")
         .unwrap();
     let kinds = query_text(
         &mut c,
@@ -461,9 +461,10 @@ fn wal_records_are_described() {
         ),
     );
     // The first row id hands out a batch (logged limit); a DELETE changes
-    // the version's header only (a PATCH of its xmax).
+    // the version's header only: its short header becomes the full one
+    // (a SPLICE of the header, not the row).
     assert_eq!(
-        kinds, "PATCH,PUT,ROW_ID_LIMIT true",
+        kinds, "PUT,ROW_ID_LIMIT,SPLICE true",
         "engine records in WAL: {kinds}"
     );
 }

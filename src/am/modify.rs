@@ -150,7 +150,7 @@ pub unsafe fn insert_many(
 /// # Safety
 /// `rel` is the open relation of `tree`; `v` was formed by `form_version`.
 unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8], near: Option<u64>) -> u64 {
-    let mut h = Header::decode(v).expect("a version formed just now");
+    let h = Header::decode(v).expect("a version formed just now");
     let t_len = version::HEAP_FIXED + version::tail_and_toast(&h, v).0.len();
     // SAFETY: per the contract.
     let fill = crate::am::fill::heap_fill(t_len, unsafe { crate::am::fill::fillfactor(rel) });
@@ -161,8 +161,7 @@ unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8], near: Option<
     .unwrap_or_else(|e| crate::pg::engine::report(e));
     // SAFETY: per the contract.
     unsafe { check_id_limit(rel, id) };
-    h.ctid = id;
-    h.encode_into(v);
+    version::set_ctid(v, id);
     id
 }
 
@@ -223,7 +222,7 @@ pub unsafe fn complete_speculative(
             h.flags &= !version::SPECULATIVE;
             h.spec = 0;
             let mut nv = v.to_vec();
-            h.encode_into(&mut nv);
+            orioledb_engine::version::set_header(&mut nv, &h);
             (Change::Put(nv), ())
         });
         rows::after_change();
@@ -505,7 +504,7 @@ fn decide(
         unsafe { rows::set_raw_cid(&mut h) };
     }
     let mut nv = v.to_vec();
-    h.encode_into(&mut nv);
+    orioledb_engine::version::set_header(&mut nv, &h);
     if matches!(action, Action::Update { .. }) {
         carried.extend(keep.iter().map(|&(m, held, _)| (m, held)));
     } else {
@@ -1272,7 +1271,7 @@ fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
         let strongest = locks.iter().map(|&(_, m)| m).max().unwrap_or(mode);
         h.set_multi_lock(multi, strongest);
     }
-    h.encode_into(&mut v);
+    orioledb_engine::version::set_header(&mut v, &h);
     v
 }
 

@@ -598,7 +598,7 @@ unsafe fn cluster_by_index(
     let mut copy = |mut v: Vec<u8>| {
         if let Some(mut h) = Header::decode(&v).filter(|h| h.ctid != rows::MOVED) {
             h.ctid = next;
-            h.encode_into(&mut v);
+            orioledb_engine::version::set_header(&mut v, &h);
         }
         // SAFETY: per the contract.
         unsafe { copy_in(old, to, next, &[], &v) };

@@ -234,7 +234,7 @@ impl Pruner for VersionPruner {
                 let mut h2 = h;
                 h2.infomask |= hints.0 & bits::XMAX_INVALID;
                 let mut v = value.to_vec();
-                h2.encode_into(&mut v);
+                orioledb_engine::version::set_header(&mut v, &h2);
                 Prune::Replace(v)
             }
             _ => Prune::Keep,
@@ -716,8 +716,11 @@ pub unsafe fn form_version(
             version::push_toast_list(&mut v, &owned);
         }
         pg_sys::heap_freetuple(tup);
-        if v.len() > max_value {
-            let size = v.len() - version::HEADER + version::HEAP_FIXED;
+        // Counted with the full header: any version may get it later (a
+        // deleter, a lock) and must still fit then.
+        let full = v.len() - version::header_len(&v) + version::HEADER;
+        if full > max_value {
+            let size = full - version::HEADER + version::HEAP_FIXED;
             // Too big for heap as well: heap's own message. Otherwise the
             // limit is ours (a third of a page), and the message says so.
             let message = if size > crate::am::toast::MAX_HEAP_TUPLE_SIZE {

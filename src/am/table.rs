@@ -336,7 +336,7 @@ impl Table {
             first,
             key: &nk,
             // A version's header may change before replay; its tuple never.
-            stable_from: version::HEADER,
+            stable: version::header_len,
         };
         self.tree
             .update(&k, &succ, decide)

@@ -311,7 +311,7 @@ impl Counter<'_> {
                 match f.header {
                     Some(nh) => {
                         let mut nv = cur.to_vec();
-                        nh.encode_into(&mut nv);
+                        orioledb_engine::version::set_header(&mut nv, &nh);
                         (Change::Put(nv), Some((nh, f)))
                     }
                     None => (Change::Keep, Some((ch, f))),

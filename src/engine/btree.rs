@@ -15,7 +15,7 @@ use crate::engine::{Barrier, Tree};
 use crate::error::{EngineError, Result};
 use crate::latch::LatchMode;
 use crate::page::{item_space, PageMut, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PAGE, PAGE_SIZE};
-use crate::wal::{Delta, Record};
+use crate::wal::{Delta, Edit, Record};
 use std::cmp::Ordering;
 
 /// What [`Tree::modify`] does with a key after looking at its value.
@@ -33,10 +33,11 @@ pub struct Successor<'a> {
     /// it), unlogged until the record that covers both.
     pub first: Option<(&'a [u8], &'a [u8])>,
     pub key: &'a [u8],
-    /// The successor's bytes before this offset are logged literally (a
-    /// version's header, which may differ from the old value's at replay);
-    /// past it, as a delta against the changed old value.
-    pub stable_from: usize,
+    /// Where a value's stable part starts: the successor's bytes before
+    /// that offset are logged literally (a version's header, which may
+    /// differ from the old value's at replay); past it, as a delta against
+    /// the changed old value's bytes past its own such offset.
+    pub stable: fn(&[u8]) -> usize,
 }
 
 /// A key [`Tree::update`] wrote unlogged, deleted again (unlogged) when
@@ -446,7 +447,7 @@ impl Tree {
         first: (&[u8], &[u8]),
         key: &[u8],
         val: &[u8],
-        base: Option<(&[u8], &[u8], usize)>,
+        base: Option<(&[u8], &[u8], fn(&[u8]) -> usize)>,
     ) -> Result<bool> {
         // One barrier entry around both: a checkpoint cannot start between
         // the unlogged first write and the record that covers it.
@@ -466,13 +467,15 @@ impl Tree {
         first: Option<(&[u8], &[u8])>,
         key: &[u8],
         val: &[u8],
-        base: Option<(&[u8], &[u8], usize)>,
+        base: Option<(&[u8], &[u8], fn(&[u8]) -> usize)>,
     ) -> Result<bool> {
         let Some(first) = first else {
             return self.apply(key, Log::Yes, |cur| absent(cur, val));
         };
         let first = (first.0.to_vec(), first.1.to_vec());
-        let delta = base.and_then(|(bk, bv, from)| Some((bk, Delta::between(val, bv, from)?)));
+        let delta = base.and_then(|(bk, bv, stable)| {
+            Some((bk, Delta::between(val, stable(val), bv, stable(bv))?))
+        });
         let rec = match delta {
             Some((base, delta)) => Record::PutPairDelta {
                 tree: self.id,
@@ -562,7 +565,7 @@ impl Tree {
         // it fail before that, the entry stays unlogged and names nothing
         // (read as gone), never deleted behind a record that has it.
         first.key = None;
-        let base = Some((key, &val[..], succ.stable_from));
+        let base = Some((key, &val[..], succ.stable));
         if !self.put_second(succ.first, succ.key, &new, base)? {
             return Err(self.damaged("update: the successor's key exists already"));
         }
@@ -587,9 +590,10 @@ impl Tree {
         let Ok(i) = pos else { return Ok(false) };
         let p = g.page();
         let cmp = self.cmp();
-        if p.value(i).len() != val.len()
-            || !matches!(self.covers(p, Target::Key(succ.key)), Cover::Yes)
-            || p.total_free() < item_space(succ.key.len(), new.len())
+        let old = p.value(i).to_vec();
+        let growth = val.len().saturating_sub(old.len());
+        if !matches!(self.covers(p, Target::Key(succ.key)), Cover::Yes)
+            || p.total_free() < item_space(succ.key.len(), new.len()) + growth
         {
             return Ok(false);
         }
@@ -599,16 +603,17 @@ impl Tree {
         let rec = match self.inner.wal {
             None => None,
             Some(_) => {
-                let ranges = crate::wal::diff(p.value(i), val).filter(|r| r.len() <= u8::MAX as usize);
-                let delta = Delta::between(new, val, succ.stable_from);
-                let (Some(ranges), Some(delta)) = (ranges, delta) else {
+                let edit = Edit::between(&old, val)
+                    .filter(|e| !matches!(e, Edit::Ranges(r) if r.len() > u8::MAX as usize));
+                let delta = Delta::between(new, (succ.stable)(new), val, (succ.stable)(val));
+                let (Some(edit), Some(delta)) = (edit, delta) else {
                     return Ok(false);
                 };
                 let rec = Record::Update {
                     tree: self.id,
                     key: key.to_vec(),
-                    len: val.len() as u16,
-                    ranges,
+                    len: old.len() as u16,
+                    edit,
                     first: succ.first.map(|(k, v)| (k.to_vec(), v.to_vec())),
                     new_key: succ.key.to_vec(),
                     delta,
@@ -617,25 +622,45 @@ impl Tree {
             }
         };
         self.inner.before_modify(g)?;
-        // The insert first: it is the step that may refuse (page unchanged).
-        if !g.page_mut().insert_at(j, succ.key, new) {
-            return Ok(false);
-        }
-        let i = if j <= i { i + 1 } else { i };
-        // Same length: written in place, cannot be refused.
-        if !g.page_mut().replace_value(i, val) {
-            // The leaf holds half the change now.
-            let what = "update: a same-length value was refused";
-            if let Some(w) = &self.inner.wal {
-                w.fatal(what);
+        // The step that may be refused goes first (the page unchanged);
+        // the second cannot be: a value no longer than the one in place is
+        // written in place, and a refused insert is undone by writing the
+        // shorter old value back.
+        if growth == 0 {
+            if !g.page_mut().insert_at(j, succ.key, new) {
+                return Ok(false);
             }
-            return Err(self.damaged(what));
+            let i = if j <= i { i + 1 } else { i };
+            if !g.page_mut().replace_value(i, val) {
+                return Err(self.half_done());
+            }
+        } else {
+            if !g.page_mut().replace_value(i, val) {
+                return Ok(false);
+            }
+            if !g.page_mut().insert_at(j, succ.key, new) {
+                if !g.page_mut().replace_value(i, &old) {
+                    return Err(self.half_done());
+                }
+                return Ok(false);
+            }
         }
         g.mark_dirty(epoch);
         if let Some(rec) = rec {
             self.inner.log_changed_encoded(&rec);
         }
         Ok(true)
+    }
+
+    /// A change that cannot be refused was: the leaf holds half of an
+    /// update. Fatal with a log (the leaf may differ from what replay
+    /// makes), else reported as damage.
+    fn half_done(&self) -> EngineError {
+        let what = "update: a value no longer than the one in place was refused";
+        if let Some(w) = &self.inner.wal {
+            w.fatal(what);
+        }
+        self.damaged(what)
     }
 
     /// Inserts `items`, new keys in strictly ascending order, as a load
@@ -805,13 +830,33 @@ impl Tree {
         key: &[u8],
         val: &[u8],
     ) -> Record {
-        if let Some(ranges) = pos.ok().and_then(|i| crate::wal::diff(p.value(i), val)) {
-            return Record::Patch {
-                tree: self.id,
-                key: key.to_vec(),
-                len: val.len() as u16,
-                ranges,
-            };
+        if let Ok(i) = pos {
+            let old = p.value(i);
+            match Edit::between(old, val) {
+                Some(Edit::Ranges(ranges)) => {
+                    return Record::Patch {
+                        tree: self.id,
+                        key: key.to_vec(),
+                        len: val.len() as u16,
+                        ranges,
+                    }
+                }
+                Some(Edit::Splice {
+                    prefix,
+                    suffix,
+                    middle,
+                }) => {
+                    return Record::Splice {
+                        tree: self.id,
+                        key: key.to_vec(),
+                        len: old.len() as u16,
+                        prefix,
+                        suffix,
+                        middle,
+                    }
+                }
+                None => {}
+            }
         }
         Record::Put {
             tree: self.id,

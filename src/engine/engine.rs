@@ -1013,19 +1013,35 @@ impl Engine {
                 key, len, ranges, ..
             } => {
                 let t = self.tree_with(id, cmp(id))?;
-                replay_patch(&t, &key, len, &ranges)?;
+                replay_edit(&t, &key, len, &crate::wal::Edit::Ranges(ranges))?;
+            }
+            Record::Splice {
+                key,
+                len,
+                prefix,
+                suffix,
+                middle,
+                ..
+            } => {
+                let t = self.tree_with(id, cmp(id))?;
+                let edit = crate::wal::Edit::Splice {
+                    prefix,
+                    suffix,
+                    middle,
+                };
+                replay_edit(&t, &key, len, &edit)?;
             }
             Record::Update {
                 key,
                 len,
-                ranges,
+                edit,
                 first,
                 new_key,
                 delta,
                 ..
             } => {
                 let t = self.tree_with(id, cmp(id))?;
-                let base = replay_patch(&t, &key, len, &ranges)?;
+                let base = replay_edit(&t, &key, len, &edit)?;
                 let value = delta.apply(&base).ok_or_else(|| EngineError::Damaged {
                     tree: id,
                     detail: format!("a logged update of key {key:02x?} has a delta longer than its base"),
@@ -1717,20 +1733,24 @@ pub struct TreeStats {
 #[allow(dead_code)]
 const _: () = assert!(PAGE_SIZE.is_multiple_of(UNIT));
 
-/// Replays a patch of `key`'s value (`len` bytes); returns the value as
-/// patched.
-fn replay_patch(t: &Tree, key: &[u8], len: u16, ranges: &[(u16, Vec<u8>)]) -> Result<Vec<u8>> {
-    let patched = t.apply(key, crate::btree::Log::No, |cur| {
-        match cur
-            .filter(|v| v.len() == len as usize)
-            .and_then(|v| crate::wal::apply_patch(v, ranges))
-        {
-            Some(nv) => (Change::Put(nv.clone()), Some(nv)),
-            None => (Change::Keep, None),
+/// Applies a logged edit to `key`'s value, which must be `len` bytes long
+/// (the value it was made from) or already the edit's result; the edited
+/// value.
+fn replay_edit(t: &Tree, key: &[u8], len: u16, edit: &crate::wal::Edit) -> Result<Vec<u8>> {
+    let edited = t.apply(key, crate::btree::Log::No, |cur| {
+        match cur {
+            Some(v) if v.len() == len as usize => match edit.apply(v) {
+                Some(nv) => (Change::Put(nv.clone()), Some(nv)),
+                None => (Change::Keep, None),
+            },
+            // Replayed again over its own result (a splice changes the
+            // length, so this value is not the one it was made from).
+            Some(v) if edit.applied(v, len) => (Change::Keep, Some(v.to_vec())),
+            _ => (Change::Keep, None),
         }
     })?;
-    patched.ok_or_else(|| EngineError::Damaged {
+    edited.ok_or_else(|| EngineError::Damaged {
         tree: t.id(),
-        detail: format!("a logged patch of key {key:02x?} finds no value of {len} bytes to patch"),
+        detail: format!("a logged edit of key {key:02x?} finds no value of {len} bytes to edit"),
     })
 }

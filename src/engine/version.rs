@@ -1,21 +1,32 @@
 //! Row versions: one tree item per version, keyed by the version's own row
 //! id (its TID), and their visibility under PostgreSQL's transaction rules.
 //!
-//! The value of an item is a 32-byte header followed by the tail of a heap
-//! tuple (null bitmap, padding and data exactly as `heap_fill_tuple` lays
-//! them out after the 23 fixed header bytes), so the server rebuilds a real
+//! The value of an item is a header followed by the tail of a heap tuple
+//! (null bitmap, padding and data exactly as `heap_fill_tuple` lays them
+//! out after the 23 fixed header bytes), so the server rebuilds a real
 //! `HeapTuple` with one copy and PostgreSQL deforms it with its own code.
+//! The header has two forms sharing their first 15 bytes:
 //!
 //! ```text
-//! 0  xmin u32 | 4 xmax u32 | 8 cmin u32 | 12 cmax u32
-//! 16 infomask u16 | 18 infomask2 u16     (heap's bit values, see `bits`)
-//! 20 ctid u48   successor's row id after an UPDATE, else the own row id
-//! 26 hoff u8 | 27 flags u8 (SPECULATIVE, TOAST_LIST, COMBO, RAW_CID)
+//! 0  form u8: flags (bits 0-4: SPECULATIVE, TOAST_LIST, COMBO, RAW_CID,
+//!    HOT_ROOT) | 0x20 short with cmin | 0x80 short
+//! 1  infomask u16 | 3 infomask2 u16      (heap's bit values, see `bits`)
+//! 5  xmin u32
+//! 9  ctid u48   successor's row id after an UPDATE, else the own row id
+//! short (15 or 16 bytes): [cmin u8 if 0x20]; xmax, cmax and the
+//!    speculative token are 0, hoff is heap's for the tuple (bitmap, MAXALIGN)
+//! full (32 bytes):
+//! 15 xmax u32 | 19 cmin u32 | 23 cmax u32 | 27 hoff u8
 //! 28 speculative token, or heap's raw command id u32
-//! 32 tuple tail (t_bits onwards)
+//! then the tuple tail (t_bits onwards)
 //! ```
-//! `cmin` and `cmax` are stored separately; heap's single command id field
-//! is kept only for display ([`RAW_CID`]).
+//! A version nobody deleted, updated or locked — most rows of most tables —
+//! has the short header (17 bytes less per row); the first deleter, updater
+//! or locker gives it the full one ([`Header::encode`] picks the form from
+//! the fields, so a value's form is a function of its header). Size limits
+//! count every version with the full header ([`HEADER`]), so that change
+//! always fits. `cmin` and `cmax` are stored separately; heap's single
+//! command id field is kept only for display ([`RAW_CID`]).
 //!
 //! The rules are heap's (`heapam_visibility.c`), over a [`Xacts`] oracle
 //! the server implements with clog/procarray calls and tests with a model.
@@ -29,8 +40,23 @@ pub type Xid = u32;
 /// Command id within a transaction.
 pub type Cid = u32;
 pub const INVALID_XID: Xid = 0;
-/// Size of the version header in front of the tuple tail.
+/// Bytes of the full version header, the longest a version can have:
+/// size limits count every version with it.
 pub const HEADER: usize = 32;
+/// Bytes of the short header without its `cmin` byte.
+pub const SHORT_HEADER: usize = 15;
+/// Form byte: the header is short.
+const SHORT: u8 = 0x80;
+/// Form byte of a short header: a `cmin` byte follows.
+const SHORT_CMIN: u8 = 0x20;
+/// Form byte bits that no header has.
+const FORM_UNUSED: u8 = 0x40;
+/// Form byte bits holding `Header::flags`.
+const FLAG_BITS: u8 = 0x1F;
+/// Flags whose field only the full header has.
+const FULL_ONLY_FLAGS: u8 = SPECULATIVE | RAW_CID | COMBO;
+/// Offsets of the fields both forms have.
+const AT_INFOMASK2: usize = 3;
 /// Bytes of a heap tuple header before `t_bits` (`offsetof(t_bits)`).
 pub const HEAP_FIXED: usize = 23;
 
@@ -102,7 +128,7 @@ pub const ROOT_LEN: usize = 6;
 
 /// The chain root of a heap-only version (its [`HOT_ROOT`] trailer).
 pub fn hot_root(h: &Header, value: &[u8]) -> Option<u64> {
-    if h.flags & HOT_ROOT == 0 || value.len() < HEADER + ROOT_LEN {
+    if h.flags & HOT_ROOT == 0 || value.len() < header_len(value) + ROOT_LEN {
         return None;
     }
     let mut b = [0u8; 8];
@@ -114,9 +140,9 @@ pub fn hot_root(h: &Header, value: &[u8]) -> Option<u64> {
 /// bits and appends the root trailer (see [`HOT_ROOT`]).
 pub fn make_heap_only(value: &mut Vec<u8>, root: u64) {
     value.extend_from_slice(&root.to_le_bytes()[..ROOT_LEN]);
-    value[27] |= HOT_ROOT;
-    let i2 = u16::from_le_bytes([value[18], value[19]]) | bits::HEAP_ONLY;
-    value[18..20].copy_from_slice(&i2.to_le_bytes());
+    value[0] |= HOT_ROOT;
+    let i2 = u16_at(value, AT_INFOMASK2) | bits::HEAP_ONLY;
+    value[AT_INFOMASK2..AT_INFOMASK2 + 2].copy_from_slice(&i2.to_le_bytes());
 }
 
 /// Version `value` as an ordinary one: HOT bits and root trailer removed
@@ -126,19 +152,19 @@ pub fn without_hot(mut value: Vec<u8>) -> Vec<u8> {
     let Some(h) = Header::decode(&value) else {
         return value;
     };
-    if h.flags & HOT_ROOT != 0 && value.len() >= HEADER + ROOT_LEN {
+    if h.flags & HOT_ROOT != 0 && value.len() >= header_len(&value) + ROOT_LEN {
         value.truncate(value.len() - ROOT_LEN);
     }
-    value[27] &= !HOT_ROOT;
+    value[0] &= !HOT_ROOT;
     let i2 = h.infomask2 & !(bits::HEAP_ONLY | bits::HOT_UPDATED);
-    value[18..20].copy_from_slice(&i2.to_le_bytes());
+    value[AT_INFOMASK2..AT_INFOMASK2 + 2].copy_from_slice(&i2.to_le_bytes());
     value
 }
 
 /// The tuple tail of version `value` (decoded as `h`) and the toast values
 /// it owns.
 pub fn tail_and_toast<'a>(h: &Header, value: &'a [u8]) -> (&'a [u8], Vec<(u32, u32)>) {
-    let mut body = &value[HEADER.min(value.len())..];
+    let mut body = &value[header_len(value).min(value.len())..];
     if h.flags & HOT_ROOT != 0 && body.len() >= ROOT_LEN {
         body = &body[..body.len() - ROOT_LEN];
     }
@@ -162,7 +188,7 @@ pub fn push_toast_list(value: &mut Vec<u8>, list: &[(u32, u32)]) {
         value.extend_from_slice(&id.to_le_bytes());
     }
     value.extend_from_slice(&(list.len() as u32).to_le_bytes());
-    value[27] |= TOAST_LIST;
+    value[0] |= TOAST_LIST;
 }
 
 /// Row lock strength (PostgreSQL's `LockTupleMode`, same numbering).
@@ -222,6 +248,43 @@ fn u16_at(b: &[u8], i: usize) -> u16 {
     u16::from_le_bytes(b[i..i + 2].try_into().unwrap())
 }
 
+/// The `t_hoff` heap gives a tuple with these infomask bits (HASNULL) and
+/// attribute count: the fixed part, the null bitmap if any, MAXALIGNed.
+fn natural_hoff(infomask: u16, infomask2: u16) -> usize {
+    let natts = (infomask2 & bits::NATTS_MASK) as usize;
+    let bitmap = if infomask & bits::HASNULL != 0 {
+        natts.div_ceil(8)
+    } else {
+        0
+    };
+    (HEAP_FIXED + bitmap).next_multiple_of(8)
+}
+
+/// Bytes of the header `value` starts with, read from its form byte (0
+/// for an empty value; `Header::decode` tells whether it is whole).
+pub fn header_len(value: &[u8]) -> usize {
+    match value.first() {
+        None => 0,
+        Some(f) if f & SHORT == 0 => HEADER,
+        Some(f) if f & SHORT_CMIN != 0 => SHORT_HEADER + 1,
+        Some(_) => SHORT_HEADER,
+    }
+}
+
+/// Replaces the header `value` starts with by `h`, whose form may differ
+/// (the tail moves with it).
+pub fn set_header(value: &mut Vec<u8>, h: &Header) {
+    let old = header_len(value).min(value.len());
+    let (b, n) = h.encode();
+    value.splice(..old, b[..n].iter().copied());
+}
+
+/// Sets the `ctid` of the version `value` (both header forms hold it at
+/// the same place, so the form stays).
+pub fn set_ctid(value: &mut [u8], ctid: u64) {
+    value[9..15].copy_from_slice(&ctid.to_le_bytes()[..6]);
+}
+
 impl Header {
     /// A fresh version inserted by `xmin` at command `cmin`, with its own
     /// row id as `ctid`.
@@ -235,48 +298,96 @@ impl Header {
         }
     }
 
-    /// Decodes a header; None if `b` is too short or `hoff` impossible.
+    /// Whether the short form holds this header: no deleter, locker or
+    /// speculative token, heap's own `hoff`, a `cmin` below 256.
+    fn is_short(&self) -> bool {
+        self.xmax == INVALID_XID
+            && self.cmax == 0
+            && self.spec == 0
+            && self.flags & (FULL_ONLY_FLAGS | !FLAG_BITS) == 0
+            && self.cmin <= u8::MAX as u32
+            && self.hoff as usize == natural_hoff(self.infomask, self.infomask2)
+    }
+
+    /// Bytes of this header encoded.
+    pub fn encoded_len(&self) -> usize {
+        match (self.is_short(), self.cmin) {
+            (false, _) => HEADER,
+            (true, 0) => SHORT_HEADER,
+            (true, _) => SHORT_HEADER + 1,
+        }
+    }
+
+    /// The encoded header: its bytes are the first `n` of the array.
+    pub fn encode(&self) -> ([u8; HEADER], usize) {
+        let mut b = [0u8; HEADER];
+        let short = self.is_short();
+        b[0] = self.flags & FLAG_BITS;
+        b[1..3].copy_from_slice(&self.infomask.to_le_bytes());
+        b[3..5].copy_from_slice(&self.infomask2.to_le_bytes());
+        b[5..9].copy_from_slice(&self.xmin.to_le_bytes());
+        b[9..15].copy_from_slice(&self.ctid.to_le_bytes()[..6]);
+        if short {
+            b[0] |= SHORT;
+            if self.cmin == 0 {
+                return (b, SHORT_HEADER);
+            }
+            b[0] |= SHORT_CMIN;
+            b[15] = self.cmin as u8;
+            return (b, SHORT_HEADER + 1);
+        }
+        b[15..19].copy_from_slice(&self.xmax.to_le_bytes());
+        b[19..23].copy_from_slice(&self.cmin.to_le_bytes());
+        b[23..27].copy_from_slice(&self.cmax.to_le_bytes());
+        b[27] = self.hoff;
+        b[28..32].copy_from_slice(&self.spec.to_le_bytes());
+        (b, HEADER)
+    }
+
+    /// Decodes a header; None if `b` is too short, its form byte unknown
+    /// or `hoff` impossible.
     pub fn decode(b: &[u8]) -> Option<Header> {
-        if b.len() < HEADER {
+        let form = *b.first()?;
+        let len = header_len(b);
+        if form & FORM_UNUSED != 0 || b.len() < len {
             return None;
         }
         let mut ctid = [0u8; 8];
-        ctid[..6].copy_from_slice(&b[20..26]);
-        let h = Header {
-            xmin: u32_at(b, 0),
-            xmax: u32_at(b, 4),
-            cmin: u32_at(b, 8),
-            cmax: u32_at(b, 12),
-            infomask: u16_at(b, 16),
-            infomask2: u16_at(b, 18),
+        ctid[..6].copy_from_slice(&b[9..15]);
+        let mut h = Header {
+            xmin: u32_at(b, 5),
+            infomask: u16_at(b, 1),
+            infomask2: u16_at(b, 3),
             ctid: u64::from_le_bytes(ctid),
-            hoff: b[26],
-            flags: b[27],
-            spec: u32_at(b, 28),
+            flags: form & FLAG_BITS,
+            ..Header::default()
         };
-        (h.hoff as usize >= HEAP_FIXED && b.len() >= HEADER + h.hoff as usize - HEAP_FIXED)
+        if form & SHORT != 0 {
+            if h.flags & FULL_ONLY_FLAGS != 0 {
+                return None;
+            }
+            h.cmin = if form & SHORT_CMIN != 0 { b[15] as u32 } else { 0 };
+            h.hoff = natural_hoff(h.infomask, h.infomask2) as u8;
+        } else {
+            if form & SHORT_CMIN != 0 {
+                return None;
+            }
+            h.xmax = u32_at(b, 15);
+            h.cmin = u32_at(b, 19);
+            h.cmax = u32_at(b, 23);
+            h.hoff = b[27];
+            h.spec = u32_at(b, 28);
+        }
+        (h.hoff as usize >= HEAP_FIXED && b.len() >= len + h.hoff as usize - HEAP_FIXED)
             .then_some(h)
-    }
-
-    /// Writes the header into the first [`HEADER`] bytes of `b`.
-    pub fn encode_into(&self, b: &mut [u8]) {
-        b[0..4].copy_from_slice(&self.xmin.to_le_bytes());
-        b[4..8].copy_from_slice(&self.xmax.to_le_bytes());
-        b[8..12].copy_from_slice(&self.cmin.to_le_bytes());
-        b[12..16].copy_from_slice(&self.cmax.to_le_bytes());
-        b[16..18].copy_from_slice(&self.infomask.to_le_bytes());
-        b[18..20].copy_from_slice(&self.infomask2.to_le_bytes());
-        b[20..26].copy_from_slice(&self.ctid.to_le_bytes()[..6]);
-        b[26] = self.hoff;
-        b[27] = self.flags;
-        b[28..32].copy_from_slice(&self.spec.to_le_bytes());
     }
 
     /// A whole item value: this header, then `tail`.
     pub fn with_tail(&self, tail: &[u8]) -> Vec<u8> {
-        let mut v = vec![0u8; HEADER + tail.len()];
-        self.encode_into(&mut v);
-        v[HEADER..].copy_from_slice(tail);
+        let (b, n) = self.encode();
+        let mut v = Vec::with_capacity(n + tail.len());
+        v.extend_from_slice(&b[..n]);
+        v.extend_from_slice(tail);
         v
     }
 

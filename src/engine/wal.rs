@@ -150,50 +150,152 @@ pub enum Record {
         items: Vec<(Vec<u8>, Vec<u8>)>,
     },
     /// A value replaced by a successor in one change (`Tree::update`: a row
-    /// version's header patched and its new version inserted beside it,
-    /// under one leaf latch): `key`'s value, `len` bytes before and after,
-    /// gets `ranges`; then `first` is put (a row-id map entry), if any;
-    /// then `new_key` gets `delta` applied to `key`'s value as patched.
+    /// version's header changed and its new version inserted beside it,
+    /// under one leaf latch): `key`'s value, `len` bytes before, gets
+    /// `edit`; then `first` is put (a row-id map entry), if any; then
+    /// `new_key` gets `delta` applied to `key`'s value as edited.
     Update {
         tree: TreeId,
         key: Vec<u8>,
         len: u16,
-        ranges: Vec<(u16, Vec<u8>)>,
+        edit: Edit,
         first: Option<(Vec<u8>, Vec<u8>)>,
         new_key: Vec<u8>,
         delta: Delta,
     },
+    /// `key`'s value, `len` bytes long, becomes its first `prefix` bytes,
+    /// then `middle`, then its last `suffix` bytes (a change of length: a
+    /// row version getting its full header).
+    Splice {
+        tree: TreeId,
+        key: Vec<u8>,
+        len: u16,
+        prefix: u16,
+        suffix: u16,
+        middle: Vec<u8>,
+    },
+}
+
+/// A change of a value in place, against the value of known length it
+/// was made from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Edit {
+    /// Byte ranges replaced (same length, see [`diff`]).
+    Ranges(Vec<(u16, Vec<u8>)>),
+    /// The first `prefix` and last `suffix` bytes kept, `middle` between.
+    Splice {
+        prefix: u16,
+        suffix: u16,
+        middle: Vec<u8>,
+    },
+}
+
+impl Edit {
+    /// The edit turning `old` into `new`: ranges when the lengths agree,
+    /// else a splice; None when it would not be smaller than `new`.
+    pub fn between(old: &[u8], new: &[u8]) -> Option<Edit> {
+        if old.len() == new.len() {
+            return diff(old, new).map(Edit::Ranges);
+        }
+        let (prefix, suffix, middle) = splice(old, new)?;
+        Some(Edit::Splice {
+            prefix,
+            suffix,
+            middle,
+        })
+    }
+
+    /// Whether `value` is what this edit made of a value of `len` bytes: a
+    /// splice's result (of another length than `len`) with its middle in
+    /// place. Ranges say nothing here: they keep the length, so a value of
+    /// another length was never theirs.
+    pub fn applied(&self, value: &[u8], len: u16) -> bool {
+        match self {
+            Edit::Ranges(_) => false,
+            Edit::Splice {
+                prefix,
+                suffix,
+                middle,
+            } => {
+                let (p, s) = (*prefix as usize, *suffix as usize);
+                value.len() != len as usize
+                    && value.len() == p + middle.len() + s
+                    && value[p..p + middle.len()] == middle[..]
+            }
+        }
+    }
+
+    /// `value` edited; None if the edit does not fit it.
+    pub fn apply(&self, value: &[u8]) -> Option<Vec<u8>> {
+        match self {
+            Edit::Ranges(r) => apply_patch(value, r),
+            Edit::Splice {
+                prefix,
+                suffix,
+                middle,
+            } => apply_splice(value, *prefix, *suffix, middle),
+        }
+    }
+}
+
+/// (prefix, suffix, middle) turning `old` into `new` by keeping `old`'s
+/// first `prefix` and last `suffix` bytes; None unless smaller than `new`.
+pub fn splice(old: &[u8], new: &[u8]) -> Option<(u16, u16, Vec<u8>)> {
+    if old.len() > u16::MAX as usize || new.len() > u16::MAX as usize {
+        return None;
+    }
+    let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
+    let (o, n) = (&old[prefix..], &new[prefix..]);
+    let suffix = o.iter().rev().zip(n.iter().rev()).take_while(|(a, b)| a == b).count();
+    let middle = &n[..n.len() - suffix];
+    (middle.len() + 6 < new.len()).then(|| (prefix as u16, suffix as u16, middle.to_vec()))
+}
+
+/// `value` spliced (see [`splice`]); None if prefix and suffix overlap.
+pub fn apply_splice(value: &[u8], prefix: u16, suffix: u16, middle: &[u8]) -> Option<Vec<u8>> {
+    let (p, s) = (prefix as usize, suffix as usize);
+    if p + s > value.len() {
+        return None;
+    }
+    let mut v = Vec::with_capacity(p + middle.len() + s);
+    v.extend_from_slice(&value[..p]);
+    v.extend_from_slice(middle);
+    v.extend_from_slice(&value[value.len() - s..]);
+    Some(v)
 }
 
 /// A value as `head`, then `prefix` bytes of a base value from offset
-/// `head.len()`, then `middle`, then the last `suffix` bytes of the base.
+/// `from`, then `middle`, then the last `suffix` bytes of the base.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Delta {
     pub head: Vec<u8>,
+    pub from: u16,
     pub prefix: u16,
     pub middle: Vec<u8>,
     pub suffix: u16,
 }
 
 impl Delta {
-    /// `new` against `base`, taking the first `stable_from` bytes of `new`
-    /// literally (the part of a base that may change before replay); None
-    /// unless smaller than `new`.
-    pub fn between(new: &[u8], base: &[u8], stable_from: usize) -> Option<Delta> {
-        let h = stable_from.min(new.len());
-        if base.len() < h || new.len() > u16::MAX as usize {
+    /// `new` against `base`: the first `new_from` bytes of `new` literally
+    /// (a version's header), the rest against `base` from `base_from` on
+    /// (the part of a base that never changes: a version's tuple, whatever
+    /// its header became); None unless smaller than `new`.
+    pub fn between(new: &[u8], new_from: usize, base: &[u8], base_from: usize) -> Option<Delta> {
+        let h = new_from.min(new.len());
+        if base.len() < base_from || new.len() > u16::MAX as usize || base.len() > u16::MAX as usize {
             return None;
         }
-        let (n, b) = (&new[h..], &base[h..]);
+        let (n, b) = (&new[h..], &base[base_from..]);
         let prefix = n.iter().zip(b).take_while(|(x, y)| x == y).count();
         let (n, b) = (&n[prefix..], &b[prefix..]);
         let suffix = n.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
         let middle = &n[..n.len() - suffix];
-        if h + middle.len() + 6 >= new.len() {
+        if h + middle.len() + 8 >= new.len() {
             return None;
         }
         Some(Delta {
             head: new[..h].to_vec(),
+            from: base_from as u16,
             prefix: prefix as u16,
             middle: middle.to_vec(),
             suffix: suffix as u16,
@@ -202,13 +304,13 @@ impl Delta {
 
     /// The value this delta makes of `base`; None if `base` is too short.
     pub fn apply(&self, base: &[u8]) -> Option<Vec<u8>> {
-        let (h, p, s) = (self.head.len(), self.prefix as usize, self.suffix as usize);
-        if base.len() < h + p + s {
+        let (f, p, s) = (self.from as usize, self.prefix as usize, self.suffix as usize);
+        if base.len() < f + p + s {
             return None;
         }
-        let mut v = Vec::with_capacity(h + p + self.middle.len() + s);
+        let mut v = Vec::with_capacity(self.head.len() + p + self.middle.len() + s);
         v.extend_from_slice(&self.head);
-        v.extend_from_slice(&base[h..h + p]);
+        v.extend_from_slice(&base[f..f + p]);
         v.extend_from_slice(&self.middle);
         v.extend_from_slice(&base[base.len() - s..]);
         Some(v)
@@ -297,6 +399,7 @@ fn put_ranges(b: &mut Vec<u8>, ranges: &[(u16, Vec<u8>)]) {
 fn put_delta(b: &mut Vec<u8>, d: &Delta) {
     b.extend_from_slice(&(d.head.len() as u16).to_le_bytes());
     b.extend_from_slice(&d.head);
+    b.extend_from_slice(&d.from.to_le_bytes());
     b.extend_from_slice(&d.prefix.to_le_bytes());
     b.extend_from_slice(&d.suffix.to_le_bytes());
     b.extend_from_slice(&d.middle);
@@ -318,6 +421,7 @@ impl Record {
             | Record::PutPairDelta { tree, .. }
             | Record::PutRun { tree, .. }
             | Record::Update { tree, .. }
+            | Record::Splice { tree, .. }
             | Record::Truncate { tree } => *tree,
         }
     }
@@ -339,6 +443,7 @@ impl Record {
             Record::PutPairDelta { tree, .. } => (9, tree),
             Record::PutRun { tree, .. } => (12, tree),
             Record::Update { tree, .. } => (13, tree),
+            Record::Splice { tree, .. } => (14, tree),
         };
         b.push(kind);
         b.extend_from_slice(&tree.db.to_le_bytes());
@@ -385,10 +490,24 @@ impl Record {
                 put_delta(&mut b, delta);
             }
             Record::PutRun { .. } => unreachable!("encoded above"),
+            Record::Splice {
+                key,
+                len,
+                prefix,
+                suffix,
+                middle,
+                ..
+            } => {
+                with_len(&mut b, key);
+                b.extend_from_slice(&len.to_le_bytes());
+                b.extend_from_slice(&prefix.to_le_bytes());
+                b.extend_from_slice(&suffix.to_le_bytes());
+                b.extend_from_slice(middle);
+            }
             Record::Update {
                 key,
                 len,
-                ranges,
+                edit,
                 first,
                 new_key,
                 delta,
@@ -396,8 +515,23 @@ impl Record {
             } => {
                 with_len(&mut b, key);
                 b.extend_from_slice(&len.to_le_bytes());
-                b.push(ranges.len() as u8);
-                put_ranges(&mut b, ranges);
+                match edit {
+                    Edit::Ranges(ranges) => {
+                        b.push(0);
+                        b.push(ranges.len() as u8);
+                        put_ranges(&mut b, ranges);
+                    }
+                    Edit::Splice {
+                        prefix,
+                        suffix,
+                        middle,
+                    } => {
+                        b.push(1);
+                        b.extend_from_slice(&prefix.to_le_bytes());
+                        b.extend_from_slice(&suffix.to_le_bytes());
+                        with_len(&mut b, middle);
+                    }
+                }
                 match first {
                     Some((k, v)) => {
                         with_len(&mut b, k);
@@ -449,10 +583,12 @@ impl Record {
         };
         let delta = |at: &mut usize| -> Result<Delta, String> {
             let head = with_len(at)?;
+            let from = u16of(at)? as u16;
             let prefix = u16of(at)? as u16;
             let suffix = u16of(at)? as u16;
             Ok(Delta {
                 head,
+                from,
                 prefix,
                 middle: rest(at),
                 suffix,
@@ -473,6 +609,23 @@ impl Record {
                 return Err(
                     "log record of an earlier build of orioledb_rs (its format changed)".into(),
                 )
+            }
+            14 => {
+                let key = with_len(&mut at)?;
+                let len = u16of(&mut at)?;
+                let prefix = u16of(&mut at)?;
+                let suffix = u16of(&mut at)?;
+                if prefix + suffix > len {
+                    return Err(format!("splice keeps {prefix}+{suffix} bytes of a value of {len}"));
+                }
+                Record::Splice {
+                    tree,
+                    key,
+                    len: len as u16,
+                    prefix: prefix as u16,
+                    suffix: suffix as u16,
+                    middle: rest(&mut at),
+                }
             }
             10 => Record::Put {
                 tree,
@@ -525,10 +678,31 @@ impl Record {
             13 => {
                 let key = with_len(&mut at)?;
                 let len = u16of(&mut at)?;
-                let n = take(&mut at, 1)?[0];
-                let ranges = (0..n)
-                    .map(|_| range(&mut at, len))
-                    .collect::<Result<Vec<_>, String>>()?;
+                let edit = match take(&mut at, 1)?[0] {
+                    0 => {
+                        let n = take(&mut at, 1)?[0];
+                        Edit::Ranges(
+                            (0..n)
+                                .map(|_| range(&mut at, len))
+                                .collect::<Result<Vec<_>, String>>()?,
+                        )
+                    }
+                    1 => {
+                        let prefix = u16of(&mut at)?;
+                        let suffix = u16of(&mut at)?;
+                        if prefix + suffix > len {
+                            return Err(format!(
+                                "update keeps {prefix}+{suffix} bytes of a value of {len}"
+                            ));
+                        }
+                        Edit::Splice {
+                            prefix: prefix as u16,
+                            suffix: suffix as u16,
+                            middle: with_len(&mut at)?,
+                        }
+                    }
+                    e => return Err(format!("unknown edit kind {e} in an update record")),
+                };
                 let fk = with_len(&mut at)?;
                 let first = if fk.is_empty() {
                     None
@@ -545,7 +719,7 @@ impl Record {
                     tree,
                     key,
                     len: len as u16,
-                    ranges,
+                    edit,
                     first,
                     new_key,
                     delta: delta(&mut at)?,
@@ -644,6 +818,7 @@ mod tests {
                 base: b"k3".to_vec(),
                 delta: Delta {
                     head: vec![1; 8],
+                    from: 8,
                     prefix: 3,
                     middle: vec![5, 6],
                     suffix: 9,
@@ -657,11 +832,12 @@ mod tests {
                 tree: t,
                 key: b"k5-old".to_vec(),
                 len: 40,
-                ranges: vec![(4, vec![1; 4]), (20, vec![2; 8])],
+                edit: Edit::Ranges(vec![(4, vec![1; 4]), (20, vec![2; 8])]),
                 first: Some((b"m".to_vec(), b"pfx".to_vec())),
                 new_key: b"k5-new!".to_vec(),
                 delta: Delta {
                     head: vec![3; 32],
+                    from: 32,
                     prefix: 2,
                     middle: vec![9],
                     suffix: 5,
@@ -671,15 +847,43 @@ mod tests {
                 tree: t,
                 key: b"abc".to_vec(),
                 len: 10,
-                ranges: vec![],
+                edit: Edit::Ranges(vec![]),
                 first: None,
                 new_key: b"x".to_vec(),
                 delta: Delta {
                     head: vec![],
+                    from: 0,
                     prefix: 0,
                     middle: vec![],
                     suffix: 0,
                 },
+            },
+            Record::Update {
+                tree: t,
+                key: b"k6".to_vec(),
+                len: 120,
+                edit: Edit::Splice {
+                    prefix: 0,
+                    suffix: 104,
+                    middle: vec![7; 32],
+                },
+                first: Some((b"m".to_vec(), b"p".to_vec())),
+                new_key: b"k7".to_vec(),
+                delta: Delta {
+                    head: vec![3; 15],
+                    from: 32,
+                    prefix: 100,
+                    middle: vec![1],
+                    suffix: 3,
+                },
+            },
+            Record::Splice {
+                tree: t,
+                key: b"k8".to_vec(),
+                len: 120,
+                prefix: 1,
+                suffix: 100,
+                middle: vec![5; 33],
             },
         ];
         for r in &recs {
@@ -704,7 +908,7 @@ mod tests {
         let mut new = base.clone();
         new[0..8].copy_from_slice(&[9; 8]);
         new[60..64].copy_from_slice(&[7; 4]);
-        let d = Delta::between(&new, &base, 8).unwrap();
+        let d = Delta::between(&new, 8, &base, 8).unwrap();
         assert_eq!((d.head.len(), d.middle.len()), (8, 4));
         assert_eq!(d.apply(&base).unwrap(), new);
         // The base's head may differ at replay; the value does not.
@@ -712,9 +916,16 @@ mod tests {
         other[0..8].copy_from_slice(&[3; 8]);
         assert_eq!(d.apply(&other).unwrap(), new);
         let longer: Vec<u8> = new.iter().chain(&[1, 2, 3]).copied().collect();
-        assert_eq!(Delta::between(&longer, &base, 8).unwrap().apply(&base).unwrap(), longer);
+        assert_eq!(Delta::between(&longer, 8, &base, 8).unwrap().apply(&base).unwrap(), longer);
         let unrelated = vec![0xEE; 120];
-        assert!(Delta::between(&unrelated, &base, 8).is_none());
+        assert!(Delta::between(&unrelated, 8, &base, 8).is_none());
+        // A head of another length than the base's (a short version header
+        // against a full one): the tuples still line up.
+        let mut short = vec![4u8; 3];
+        short.extend_from_slice(&new[8..]);
+        let d = Delta::between(&short, 3, &base, 8).unwrap();
+        assert_eq!((d.head.len(), d.middle.len()), (3, 4));
+        assert_eq!(d.apply(&base).unwrap(), short);
         // Random values: whatever between returns rebuilds the value.
         let mut x = 99u64;
         for _ in 0..2000 {
@@ -733,8 +944,14 @@ mod tests {
                 n.remove(at);
             }
             let h = step() % 16;
-            if let Some(d) = Delta::between(&n, &b, h) {
+            let bf = (step() % 16).min(b.len());
+            if let Some(d) = Delta::between(&n, h, &b, bf) {
                 assert_eq!(d.apply(&b).unwrap(), n);
+            }
+            // Splices (and edits in general) rebuild the value too.
+            if let Some(e) = Edit::between(&b, &n) {
+                assert_eq!(e.apply(&b).unwrap(), n);
+                assert!(matches!(e, Edit::Ranges(_)) == (b.len() == n.len()));
             }
         }
     }

@@ -25,7 +25,7 @@
 //!   pruning decided from commits logged before L). Replay skips markers.
 
 use orioledb_engine::cmp::{Bytewise, KeyCmp};
-use orioledb_engine::wal::{Lsn, Record, WalSink};
+use orioledb_engine::wal::{Edit, Lsn, Record, WalSink};
 use orioledb_engine::{Engine, Replayed, TreeId};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -209,7 +209,8 @@ fn replay_one(bytes: &[u8]) {
     let changes_order = match &rec {
         Record::Put { tree, key, .. }
         | Record::Delete { tree, key, .. }
-        | Record::Patch { tree, key, .. } => (key == crate::am::table::DESC_KEY).then_some(*tree),
+        | Record::Patch { tree, key, .. }
+        | Record::Splice { tree, key, .. } => (key == crate::am::table::DESC_KEY).then_some(*tree),
         Record::PutPair {
             tree, first, key, ..
         }
@@ -313,6 +314,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         9 => c"PUT_PAIR_DELTA",
         12 => c"PUT_RUN",
         13 => c"UPDATE",
+        14 => c"SPLICE",
         KIND_REDO_POINT => c"REDO_POINT",
         _ => c"UNKNOWN",
     };
@@ -391,18 +393,32 @@ pub fn describe(r: &Record) -> String {
             hex(base),
             delta.head.len() + delta.middle.len()
         ),
+        Record::Splice {
+            key, len, middle, ..
+        } => format!(
+            "{tree} key {} value {len} bytes, {} bytes spliced in",
+            hex(key),
+            middle.len()
+        ),
         Record::Update {
             key,
             len,
-            ranges,
+            edit,
             first,
             new_key,
             delta,
             ..
         } => format!(
-            "{tree} key {} value {len} bytes, {} bytes patched{}; key {} as a delta of it ({} bytes new)",
+            "{tree} key {} value {len} bytes, {} bytes {}{}; key {} as a delta of it ({} bytes new)",
             hex(key),
-            ranges.iter().map(|r| r.1.len()).sum::<usize>(),
+            match edit {
+                Edit::Ranges(r) => r.iter().map(|r| r.1.len()).sum::<usize>(),
+                Edit::Splice { middle, .. } => middle.len(),
+            },
+            match edit {
+                Edit::Ranges(_) => "patched",
+                Edit::Splice { .. } => "spliced in",
+            },
             first
                 .as_ref()
                 .map_or_else(String::new, |(k, v)| format!("; key {} value {} bytes", hex(k), v.len())),

@@ -2,11 +2,13 @@
 //! it holds.
 //!
 //! ```text
-//! version 2: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
+//! version 3: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
 //!            24 ntrees u32 | ntrees x (db u32, rel u32) | crc32c u32
-//! version 1: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
-//!            24 crc32c u32                         (written by earlier builds; read only)
 //! ```
+//! The version also names the format of everything the checkpoint holds:
+//! version 3 came with the short row-version header (`version.rs`), so the
+//! files of versions 1 and 2 (earlier builds; version 1 had no tree list)
+//! are refused with a message that says so, never misread.
 //! It is replaced atomically (write a temporary file, sync, rename, sync the
 //! directory): the rename is the moment a checkpoint becomes durable.
 //!
@@ -18,7 +20,7 @@
 use crate::id::TreeId;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"ORDC");
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 /// Length of a version 1 file, and the smallest length of any version.
 pub const CONTROL_LEN: usize = 28;
 
@@ -77,11 +79,11 @@ impl Control {
         // anything read here is trusted.
         let want = match u32_at(4) {
             1 => CONTROL_LEN,
-            2 if b.len() >= CONTROL_LEN + 4 => (u32_at(24) as usize)
+            2 | 3 if b.len() >= CONTROL_LEN + 4 => (u32_at(24) as usize)
                 .checked_mul(8)
                 .and_then(|n| n.checked_add(CONTROL_LEN + 4))
                 .unwrap_or(usize::MAX),
-            2 => CONTROL_LEN + 4,
+            2 | 3 => CONTROL_LEN + 4,
             // A damaged version field: the checksum (at either place) says so.
             _ => b.len(),
         };
@@ -99,7 +101,14 @@ impl Control {
             return Err("bad control file magic".into());
         }
         let v = u32_at(4);
-        if v != 1 && v != VERSION {
+        if v == 1 || v == 2 {
+            return Err(format!(
+                "control file version {v} was written by an earlier build of orioledb_rs, whose \
+                 row format this build does not read (it reads version {VERSION}): dump the \
+                 orioledb tables with that build and restore them into a new cluster"
+            ));
+        }
+        if v != VERSION {
             return Err(format!("unsupported control file version {v}"));
         }
         let trees = (v == VERSION).then(|| {
@@ -140,10 +149,21 @@ mod tests {
         }
     }
 
-    /// A control file written before trees were listed still loads; its
-    /// tree list is unknown.
+    /// Control files of earlier builds (version 1 without a tree list,
+    /// version 2 with the long row header) are refused, saying why.
     #[test]
-    fn version_1_is_read() {
+    fn earlier_versions_are_refused_by_name() {
+        let mut v2 = Control::empty().encode();
+        v2[4..8].copy_from_slice(&2u32.to_le_bytes());
+        let end = v2.len() - 4;
+        let c = crc32c::crc32c(&v2[..end]);
+        v2[end..].copy_from_slice(&c.to_le_bytes());
+        let e = Control::decode(&v2).unwrap_err();
+        assert!(e.contains("earlier build") && e.contains("dump"), "{e}");
+    }
+
+    #[test]
+    fn version_1_is_refused() {
         let mut b = Vec::new();
         b.extend_from_slice(b"ORDC");
         b.extend_from_slice(&1u32.to_le_bytes());
@@ -151,14 +171,7 @@ mod tests {
         b.extend_from_slice(&77u64.to_le_bytes());
         let c = crc32c::crc32c(&b);
         b.extend_from_slice(&c.to_le_bytes());
-        assert_eq!(
-            Control::decode(&b),
-            Ok(Control {
-                checkpoint: 9,
-                redo: 77,
-                trees: None
-            })
-        );
+        assert!(Control::decode(&b).unwrap_err().contains("earlier build"));
         let mut bad = b.clone();
         bad[12] ^= 1;
         assert!(Control::decode(&bad).is_err());

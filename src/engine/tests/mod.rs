@@ -164,11 +164,16 @@ fn updates_share_a_leaf_and_a_record() {
         k
     };
     let mkey = |id: u64| [&b"m"[..], &id.to_be_bytes()].concat();
+    // A header of 32 or 49 bytes (its length at byte 16), as row versions
+    // have a short and a full one: an update may change the old value's
+    // length, and deltas line the tuples up past each value's own header.
     let header = |id: u64, mark: u8| {
         let mut h = vec![mark; 32];
         h[..8].copy_from_slice(&id.to_le_bytes());
+        h[16] = 32;
         h
     };
+    let stable: fn(&[u8]) -> usize = |v| v[16] as usize;
     let mut model = BTreeMap::new();
     let rows = 300u32;
     let mut cur: Vec<u64> = (0..rows as u64).collect();
@@ -191,7 +196,7 @@ fn updates_share_a_leaf_and_a_record() {
         let succ = Successor {
             first: Some((&m, &r)),
             key: &nk,
-            stable_from: 32,
+            stable,
         };
         let mut stored = None;
         t.update(&ok, &succ, |v| {
@@ -201,8 +206,21 @@ fn updates_share_a_leaf_and_a_record() {
             }
             let mut nv = v.to_vec();
             nv[8..16].copy_from_slice(&new.to_le_bytes());
-            let mut succ_v = nv.clone();
-            succ_v[..32].copy_from_slice(&header(new, 1));
+            // Every third update widens a 32-byte header to 49 bytes, as a
+            // deleter widens a short row header; every third narrows it.
+            match (n % 3, stable(&nv)) {
+                (0, 32) => {
+                    nv[16] = 49;
+                    nv.splice(32..32, [0xAB; 17]);
+                }
+                (1, 49) => {
+                    nv[16] = 32;
+                    nv.drain(32..49);
+                }
+                _ => {}
+            }
+            let mut succ_v = header(new, 1);
+            succ_v.extend_from_slice(&nv[stable(&nv)..]);
             succ_v[40] ^= n as u8 | 1;
             stored = Some((nv.clone(), succ_v.clone()));
             (Change::Put(nv), Some(succ_v), ())
@@ -228,7 +246,7 @@ fn updates_share_a_leaf_and_a_record() {
     let succ = Successor {
         first: Some((&m, b"x")),
         key: &nk,
-        stable_from: 32,
+        stable,
     };
     let raised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         t.update(&ok, &succ, |_| -> (Change, Option<Vec<u8>>, ()) { panic!("an ERROR in decide") })

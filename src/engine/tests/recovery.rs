@@ -79,7 +79,8 @@ fn random_change(
                     v[at] = v[at].wrapping_add(1);
                     v.extend_from_slice(&[7, 7]);
                 }
-                let based = base.as_ref().map(|(bk, bv)| (&bk[..], &bv[..], 8));
+                let stable: fn(&[u8]) -> usize = |_| 8;
+                let based = base.as_ref().map(|(bk, bv)| (&bk[..], &bv[..], stable));
                 assert!(t.insert_pair_based((&pair, &pv), &k, &v, based).unwrap());
                 m.insert(pair, pv);
             }
@@ -103,7 +104,7 @@ fn random_change(
                     let succ = crate::btree::Successor {
                         first: Some((&pair, &pv)),
                         key: &sk,
-                        stable_from: 8,
+                        stable: |_| 8,
                     };
                     let put = (crate::btree::Change::Put(v.clone()), Some(sv.clone()), ());
                     t.update(&k, &succ, |_| put).unwrap();

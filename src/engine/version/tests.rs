@@ -241,6 +241,56 @@ fn header_round_trip_and_tids() {
 }
 
 #[test]
+fn fresh_versions_have_the_short_header_and_changes_widen_it() {
+    // 3 columns, a null among them: a 1-byte bitmap, hoff 24.
+    let mut h = Header::new(1234, 0, 77);
+    h.infomask |= bits::HASNULL;
+    h.infomask2 = 3;
+    h.hoff = 24;
+    let tail = [0b101u8, 0, 1, 2, 3, 4];
+    let v = h.with_tail(&tail);
+    assert_eq!(v.len(), SHORT_HEADER + tail.len(), "no deleter: short");
+    assert_eq!((header_len(&v), Header::decode(&v)), (SHORT_HEADER, Some(h)));
+    assert_eq!(tail_and_toast(&h, &v).0, &tail[..]);
+    // A command id below 256 takes one more byte; above, the full header.
+    for (cmin, len) in [(7, SHORT_HEADER + 1), (255, SHORT_HEADER + 1), (256, HEADER)] {
+        let h2 = Header { cmin, ..h };
+        let v2 = h2.with_tail(&tail);
+        assert_eq!(v2.len() - tail.len(), len, "cmin {cmin}");
+        assert_eq!(Header::decode(&v2), Some(h2));
+    }
+    // A deleter widens it in place of the old header; the tail stays.
+    let mut v3 = v.clone();
+    let mut d = h;
+    d.set_deleter(99, 3, 78, false);
+    set_header(&mut v3, &d);
+    assert_eq!((v3.len(), header_len(&v3)), (HEADER + tail.len(), HEADER));
+    assert_eq!(Header::decode(&v3), Some(d));
+    assert_eq!(&v3[HEADER..], &tail[..]);
+    // The common part sits where it did: ctid can be set in either form.
+    set_ctid(&mut v3, 5000);
+    assert_eq!(Header::decode(&v3).unwrap().ctid, 5000);
+    // Freezing away the deleter gives the short header back.
+    set_header(&mut v3, &Header { ctid: 5000, ..h });
+    assert_eq!(v3.len(), v.len());
+    // A hoff heap would not compute, a speculative token: full header.
+    for odd in [Header { hoff: 32, ..h }, Header { flags: SPECULATIVE, spec: 9, ..h }] {
+        let v4 = odd.with_tail(&[0; 16]);
+        assert_eq!(header_len(&v4), HEADER);
+        assert_eq!(Header::decode(&v4), Some(odd));
+    }
+    // Form bytes no encoder writes are refused.
+    let mut bad = v.clone();
+    bad[0] |= 0x40;
+    assert_eq!(Header::decode(&bad), None);
+    let mut bad = v.clone();
+    bad[0] |= SPECULATIVE;
+    assert_eq!(Header::decode(&bad), None, "a short header has no token");
+    assert_eq!(Header::decode(&v[..SHORT_HEADER - 1]), None);
+    assert_eq!(Header::decode(&[]), None);
+}
+
+#[test]
 fn toast_list_trailer() {
     let mut h = Header::new(5, 0, 1);
     h.hoff = 24;
@@ -271,7 +321,7 @@ fn hot_root_trailer_follows_the_toast_list() {
     let mut updated = v.clone();
     let mut h3 = h2;
     h3.infomask2 |= bits::HOT_UPDATED;
-    h3.encode_into(&mut updated);
+    set_header(&mut updated, &h3);
     assert_eq!(without_hot(updated), plain);
 }
 
