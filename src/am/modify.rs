@@ -1275,6 +1275,25 @@ fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
     v
 }
 
+/// Successor `next` of a version that updater `prior` replaced. Where the
+/// two do not share a leaf, `Tree::update` writes the old version's header
+/// before it inserts the successor (in another leaf), so while the updater
+/// runs a missing successor is about to appear: wait for it, or for the
+/// updater to end — committed, it had inserted it; aborted, it never will.
+fn successor(tree: &Table, next: u64, prior: Xid) -> Option<Vec<u8>> {
+    loop {
+        if let Some(v) = get_version(tree, next) {
+            return Some(v);
+        }
+        if !version::Xacts::in_progress(&PgXacts, prior) {
+            return get_version(tree, next);
+        }
+        pgrx::check_for_interrupts!();
+        // SAFETY: a plain sleep; the successor's insert takes microseconds.
+        unsafe { pg_sys::pg_usleep(100) };
+    }
+}
+
 /// Before a KEY SHARE lock on a version whose key-preserving update is
 /// committed or running: KEY SHARE-locks the newer versions too
 /// (`heap_lock_updated_tuple`), so that whoever later deletes the row or
@@ -1306,7 +1325,7 @@ unsafe fn lock_successors(
             }
             let prior = version::update_xid(&h, &PgXacts);
             let next = h.ctid;
-            let Some(nv) = get_version(tree, next) else {
+            let Some(nv) = successor(tree, next, prior) else {
                 return Ok(());
             };
             if decode(rel, next, &nv).xmin != prior {
