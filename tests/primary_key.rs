@@ -339,3 +339,41 @@ fn cached_table_handles_follow_another_sessions_key_changes() {
     let check = query_text(&mut a, "SELECT orioledb_check('h'::regclass)");
     assert!(check.starts_with("ok"), "{check}");
 }
+
+/// A row stored with the short header in a row-id table may be too large
+/// for a keyed tree once it gets its full header (a deleter, a lock): the
+/// key's bytes come on top. Such a table is left in row-id order by ADD
+/// PRIMARY KEY (as for a key too long to encode), so the row can still be
+/// locked, updated and deleted.
+#[test]
+fn rows_near_the_size_limit_keep_the_table_deletable_after_a_key() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_pk_near_limit");
+    // Full-header size: 32 + 1 (padding) + 8 (int8) + 4 (varlena) + n; the
+    // row-id tree takes 2592 bytes of value, a tree keyed by an int8 2578.
+    c.batch_execute(
+        "CREATE TABLE big (id int8, b bytea) USING orioledb;
+         ALTER TABLE big ALTER COLUMN b SET STORAGE PLAIN;
+         INSERT INTO big SELECT 1, decode(repeat('ab', 2540), 'hex');
+         INSERT INTO big SELECT g, 'small' FROM generate_series(2, 50) g;
+         ALTER TABLE big ADD PRIMARY KEY (id);",
+    )
+    .unwrap();
+    assert_eq!(key_of(&mut c, "big"), "row id", "the big row keeps the table in row-id order");
+    c.batch_execute(
+        "SELECT * FROM big WHERE id = 1 FOR UPDATE;
+         UPDATE big SET b = decode(repeat('cd', 2540), 'hex') WHERE id = 1;
+         DELETE FROM big WHERE id = 1;",
+    )
+    .unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM big", &[]).unwrap().get(0);
+    assert_eq!(n, 49);
+    // Without that row the same table is keyed.
+    c.batch_execute(
+        "CREATE TABLE fine (id int8, b bytea) USING orioledb;
+         INSERT INTO fine SELECT g, 'small' FROM generate_series(1, 50) g;
+         ALTER TABLE fine ADD PRIMARY KEY (id);",
+    )
+    .unwrap();
+    assert_eq!(key_of(&mut c, "fine"), "id");
+}

@@ -422,7 +422,10 @@ impl KeysOf {
         }
     }
 
-    /// The key prefix of version `v` (row id `id`); Err if too long.
+    /// The key prefix of version `v` (row id `id`); Err if too long, or if
+    /// the version would not fit beside it once it gets its full header
+    /// (a row formed for a shorter key, and stored with the short header,
+    /// could then never be deleted, updated or locked).
     fn of(&self, id: u64, v: &[u8]) -> Result<Vec<u8>, usize> {
         let Some(d) = &self.desc else {
             return Ok(Vec::new());
@@ -438,7 +441,11 @@ impl KeysOf {
             let p = d.try_prefix(values, nulls);
             pg_sys::MemoryContextSwitchTo(prev);
             pg_sys::MemoryContextReset(self.cxt);
-            p
+            let p = p?;
+            if version::full_len(v) > crate::am::table::keyed_max_value(p.len()) {
+                return Err(p.len());
+            }
+            Ok(p)
         }
     }
 }

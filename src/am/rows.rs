@@ -718,7 +718,7 @@ pub unsafe fn form_version(
         pg_sys::heap_freetuple(tup);
         // Counted with the full header: any version may get it later (a
         // deleter, a lock) and must still fit then.
-        let full = v.len() - version::header_len(&v) + version::HEADER;
+        let full = version::full_len(&v);
         if full > max_value {
             let size = full - version::HEADER + version::HEAP_FIXED;
             // Too big for heap as well: heap's own message. Otherwise the

@@ -79,6 +79,13 @@ pub fn remember_key(tree: TreeId, id: u64, key: &[u8]) {
     });
 }
 
+/// Largest version value that fits beside a keyed version key whose
+/// prefix is `prefix_len` bytes (the `0x02` tag, the prefix, the 6-byte
+/// row id), with room for the HOT root trailer a version may get later.
+pub fn keyed_max_value(prefix_len: usize) -> usize {
+    orioledb_engine::page::MAX_ITEM - (prefix_len + 7 + version::ROOT_LEN)
+}
+
 fn map_key(id: u64) -> [u8; 9] {
     let mut k = [MAP_TAG; 9];
     k[1..].copy_from_slice(&id.to_be_bytes());
@@ -403,12 +410,10 @@ impl Table {
 
     /// Largest version value that fits beside a key with `prefix`.
     pub fn max_value(&self, prefix: &[u8]) -> usize {
-        let key = match self.layout {
-            Layout::RowId => 8,
-            // A keyed version may become heap-only: room for its trailer.
-            Layout::Keyed(_) => prefix.len() + 7 + version::ROOT_LEN,
-        };
-        orioledb_engine::page::MAX_ITEM - key
+        match self.layout {
+            Layout::RowId => orioledb_engine::page::MAX_ITEM - 8,
+            Layout::Keyed(_) => keyed_max_value(prefix.len()),
+        }
     }
 
     /// Bounds of the whole version range.

@@ -271,6 +271,12 @@ pub fn header_len(value: &[u8]) -> usize {
     }
 }
 
+/// Length of version `value` once it has the full header (what size
+/// limits count: any version may get it later).
+pub fn full_len(value: &[u8]) -> usize {
+    value.len() - header_len(value).min(value.len()) + HEADER
+}
+
 /// Replaces the header `value` starts with by `h`, whose form may differ
 /// (the tail moves with it).
 pub fn set_header(value: &mut Vec<u8>, h: &Header) {

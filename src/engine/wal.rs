@@ -27,13 +27,19 @@
 //!   8 put pair   klen u16 | key | vlen u16 | value | klen u16 | key | value (to the end)
 //!   9 put pair, second value as a delta against a base key's value:
 //!                klen u16 | key | vlen u16 | value | klen u16 | key | klen u16 | base key |
-//!                hlen u16 | head | prefix u16 | suffix u16 | middle (to the end)
+//!                hlen u16 | head | from u16 | prefix u16 | suffix u16 | middle (to the end)
 //!  12 put run    (klen u16 | key | vlen u16 | value)* to the end
-//!  13 update     klen u16 | key | vlen u16 | nranges u8 | ranges (offset u16 | n u8 | n bytes) |
+//!  13 update     klen u16 | key | vlen u16 | edit |
 //!                flen u16 | first key | fvlen u16 | first value (flen 0: no first, no fvlen) |
 //!                shared u16 | tlen u16 | tail (new key: `shared` bytes of key, then tail) |
-//!                hlen u16 | head | prefix u16 | suffix u16 | middle (to the end)
+//!                hlen u16 | head | from u16 | prefix u16 | suffix u16 | middle (to the end)
+//!                edit: 0 | nranges u8 | ranges (offset u16 | n u8 | n bytes)  (same length)
+//!                   or 1 | prefix u16 | suffix u16 | mlen u16 | middle        (a splice)
+//!  14 splice     klen u16 | key | vlen u16 | prefix u16 | suffix u16 | middle (to the end)
 //! ```
+//!
+//! The kind is also the record's `info >> 4` in PostgreSQL's WAL, where 15
+//! marks the engine's redo point: 14 is the last kind there is room for.
 //!
 //! Kinds 3 and 4 were a put and a delete with a checksum of their own,
 //! written by earlier builds; they are refused, not misread (the other

@@ -39,7 +39,8 @@ use std::sync::Arc;
 pub const RM_ID: u8 = 201;
 
 /// `info >> 4` of the redo-point marker an engine checkpoint logs. Not an
-/// engine record (the engine's kinds are 1..12): replay skips it.
+/// engine record (the engine's kinds are 1..14, and 14 is the last free
+/// one: `info` has four bits for the kind): replay skips it.
 const KIND_REDO_POINT: u8 = 15;
 
 /// The replication slot that keeps WAL from the engine's redo point.
