@@ -49,6 +49,7 @@ macro_rules! parity_tests {
 
 parity_tests! {
     parity_dml => "dml",
+    parity_copy_freeze => "copy_freeze",
     parity_ddl => "ddl",
     parity_constraints => "constraints",
     parity_indexes => "indexes",

@@ -107,12 +107,19 @@ pub unsafe fn insert_many(
     rel: pg_sys::Relation,
     slots: &[*mut pg_sys::TupleTableSlot],
     cid: pg_sys::CommandId,
+    frozen: bool,
 ) {
     // SAFETY: caller guarantees valid pointers.
     unsafe {
         refuse_in_parallel_worker();
         let tree = table_of(rel);
-        let h = Header::new(current_xid(), cid, 0);
+        let mut h = Header::new(current_xid(), cid, 0);
+        if frozen {
+            // COPY FREEZE (the table's file is new in this subtransaction,
+            // so an abort takes the rows with it): inserted frozen, as heap
+            // does — visible to every snapshot, never looked up in clog.
+            h.infomask |= bits::XMIN_COMMITTED | bits::XMIN_INVALID;
+        }
         crate::am::toast::begin_version();
         let mut rows = Vec::with_capacity(slots.len());
         for &slot in slots {

@@ -338,13 +338,14 @@ unsafe extern "C-unwind" fn multi_insert(
     slots: *mut *mut pg_sys::TupleTableSlot,
     nslots: c_int,
     cid: pg_sys::CommandId,
-    _options: c_int,
+    options: c_int,
     _bistate: *mut pg_sys::BulkInsertStateData,
 ) {
     // SAFETY: PostgreSQL passes nslots valid slots.
     unsafe {
         let slots = std::slice::from_raw_parts(slots, nslots.max(0) as usize);
-        crate::am::modify::insert_many(rel, slots, cid);
+        let frozen = options as u32 & pg_sys::TABLE_INSERT_FROZEN != 0;
+        crate::am::modify::insert_many(rel, slots, cid, frozen);
     }
 }
 
