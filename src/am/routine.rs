@@ -2,15 +2,21 @@
 //!
 //! Every callback is filled: PostgreSQL calls them without NULL checks, so a
 //! missing one is a backend crash. Rows are read in `scan` (sequential,
-//! index, bitmap, TID range and sample scans), written in `modify` (format
-//! and visibility in `rows`); VACUUM is in `vacuum`. What is not supported
-//! yet (parallel scans, CLUSTER, moving tablespaces) raises `orioledb:
-//! <operation> is not supported yet` with SQLSTATE 0A000.
+//! parallel, index, bitmap, TID range and sample scans) and `pkscan` (the
+//! primary scan), written in `modify` (format and visibility in `rows`,
+//! large values in `toast`); VACUUM is in `vacuum`, VACUUM FULL / CLUSTER
+//! and re-keying in `rekey`, tree lifetimes in `storage`. What is refused on
+//! purpose (tables outside the default tablespace, moving them to another
+//! one; in `rekey`, among others, CLUSTER of a keyed table on an index
+//! other than its primary key) raises `orioledb: <operation> is not
+//! supported yet` with SQLSTATE 0A000.
 //!
-//! No storage is created under `base/`: engine files will live in
-//! `orioledb_data/`, and PostgreSQL tolerates a missing main fork when it
-//! drops a relation (it ignores ENOENT when unlinking). Sizes reported to
-//! PostgreSQL come from `relation_size`, not from `base/`.
+//! Rows live in the engine's files under `orioledb_data/`; under `base/` a
+//! relation has the empty main fork PostgreSQL creates (its presence tells
+//! the orphan sweep that the relation exists, see `storage::sweep_orphans`)
+//! and, once VACUUM marked blocks, a visibility-map fork (`vismap`). Sizes
+//! reported to PostgreSQL come from `relation_size` (blocks of row ids),
+//! not from `base/`.
 
 // Callback signatures are fixed by PostgreSQL's tableam.h.
 #![allow(clippy::too_many_arguments)]

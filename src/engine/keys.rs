@@ -13,7 +13,8 @@
 //! - bytea and text under the "C" collation: the bytes with 0x00 escaped as
 //!   0x00 0xFF, terminated by 0x00 0x00 — self-delimiting, so a shorter
 //!   value sorts before its extensions and composite keys concatenate;
-//! - the version suffix (plan-rows.md §1): a 6-byte TID, bitwise inverted,
+//! - the version suffix (docs/architecture.md, "Primary-key order"): a
+//!   6-byte TID, bitwise inverted,
 //!   so the versions of one key sit together, newest first.
 //!
 //! numeric has its own decimal encoding ([`encode_decimal`]). Text under a
