@@ -351,7 +351,9 @@ fi
 cpu_model="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
 ram_gb="$(awk '/^MemTotal:/ { printf "%.1f", $2 / 1048576 }' /proc/meminfo)"
 commit="$(git -C "$PROJECT_DIR" rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [ "$commit" != unknown ] && [ -n "$(git -C "$PROJECT_DIR" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+# Changes under the output directory are this run's own results, not code.
+out_rel="$(realpath --relative-to="$PROJECT_DIR" "$OUT" 2>/dev/null || echo "$OUT")"
+if [ "$commit" != unknown ] && [ -n "$(git -C "$PROJECT_DIR" status --porcelain --untracked-files=no -- . ":(exclude)$out_rel" 2>/dev/null)" ]; then
     commit="$commit (with uncommitted changes)"
 fi
 lib_when="$(date -r "$SO" '+%Y-%m-%d %H:%M' 2>/dev/null || echo '?')"
