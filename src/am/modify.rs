@@ -229,7 +229,7 @@ pub unsafe fn complete_speculative(
             h.flags &= !version::SPECULATIVE;
             h.spec = 0;
             let mut nv = v.to_vec();
-            orioledb_engine::version::set_header(&mut nv, &h);
+            version::set_header(&mut nv, &h);
             (Change::Put(nv), ())
         });
         rows::after_change();
@@ -511,7 +511,7 @@ fn decide(
         unsafe { rows::set_raw_cid(&mut h) };
     }
     let mut nv = v.to_vec();
-    orioledb_engine::version::set_header(&mut nv, &h);
+    version::set_header(&mut nv, &h);
     if matches!(action, Action::Update { .. }) {
         carried.extend(keep.iter().map(|&(m, held, _)| (m, held)));
     } else {
@@ -1278,7 +1278,7 @@ fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
         let strongest = locks.iter().map(|&(_, m)| m).max().unwrap_or(mode);
         h.set_multi_lock(multi, strongest);
     }
-    orioledb_engine::version::set_header(&mut v, &h);
+    version::set_header(&mut v, &h);
     v
 }
 

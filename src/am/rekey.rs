@@ -488,7 +488,7 @@ pub unsafe fn copy_for_cluster(
     // SAFETY: per the contract.
     unsafe {
         let name = rows::rel_name(old);
-        if (*(*old).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
+        if rows::is_toast(old) {
             // Chunks, not versions: rewritten with the table that owns them.
             rows::raise(
                 pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -605,7 +605,7 @@ unsafe fn cluster_by_index(
     let mut copy = |mut v: Vec<u8>| {
         if let Some(mut h) = Header::decode(&v).filter(|h| h.ctid != rows::MOVED) {
             h.ctid = next;
-            orioledb_engine::version::set_header(&mut v, &h);
+            version::set_header(&mut v, &h);
         }
         // SAFETY: per the contract.
         unsafe { copy_in(old, to, next, &[], &v) };

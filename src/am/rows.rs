@@ -234,7 +234,7 @@ impl Pruner for VersionPruner {
                 let mut h2 = h;
                 h2.infomask |= hints.0 & bits::XMAX_INVALID;
                 let mut v = value.to_vec();
-                orioledb_engine::version::set_header(&mut v, &h2);
+                version::set_header(&mut v, &h2);
                 Prune::Replace(v)
             }
             _ => Prune::Keep,

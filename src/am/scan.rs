@@ -246,7 +246,7 @@ pub unsafe fn scan_begin(
     flags: u32,
 ) -> pg_sys::TableScanDesc {
     // SAFETY: an open relation has its pg_class row.
-    if unsafe { (*(*rel).rd_rel).relkind } as u8 == pg_sys::RELKIND_TOASTVALUE {
+    if unsafe { rows::is_toast(rel) } {
         // Toast trees hold chunks, read only through detoasting.
         // SAFETY: PostgreSQL passes an open relation.
         let name = unsafe { rows::rel_name(rel) };
@@ -1054,7 +1054,7 @@ pub unsafe fn index_build_range_scan(
     // any, a scan of table_rel begun by scan_begin; the executor state,
     // slot and any snapshot registered here are released here.
     unsafe {
-        if (*(*table_rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
+        if rows::is_toast(table_rel) {
             // The toast relation's index is never used: chunks are found
             // by key in the toast tree. (No scan is handed in: scan_begin
             // refuses toast relations.)
@@ -1440,7 +1440,7 @@ pub unsafe fn index_validate_scan(
     // registered MVCC snapshot and the state whose sort holds the index's
     // TIDs; the executor state and slot are created and released here.
     unsafe {
-        if (*(*table_rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
+        if rows::is_toast(table_rel) {
             // REINDEX TABLE CONCURRENTLY reaches the toast relation's
             // index too; it stays empty (see index_build_range_scan).
             return;

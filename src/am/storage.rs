@@ -91,7 +91,7 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     // applies the CREATE statement's own options right after.
     let replacing = old.relNode != new.relNode && old.relNode != pg_sys::InvalidOid;
     // SAFETY: `rel` is an open relation (contract).
-    let is_toast = unsafe { (*(*rel).rd_rel).relkind } as u8 == pg_sys::RELKIND_TOASTVALUE;
+    let is_toast = unsafe { crate::am::rows::is_toast(rel) };
     let level = match (replacing, is_toast) {
         // A toast relation's level is its table's toast level.
         // SAFETY: as above.

@@ -311,7 +311,7 @@ impl Counter<'_> {
                 match f.header {
                     Some(nh) => {
                         let mut nv = cur.to_vec();
-                        orioledb_engine::version::set_header(&mut nv, &nh);
+                        version::set_header(&mut nv, &nh);
                         (Change::Put(nv), Some((nh, f)))
                     }
                     None => (Change::Keep, Some((ch, f))),
@@ -376,7 +376,7 @@ pub unsafe fn vacuum(
             &mut cutoffs.freeze_limit,
             &mut multi_cutoff,
         );
-        if (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE {
+        if rows::is_toast(rel) {
             // Chunks carry no transaction ids: nothing holds the toast
             // relation's horizons back.
             pg_sys::vac_update_relstats(

@@ -590,7 +590,9 @@ impl Tree {
         let Ok(i) = pos else { return Ok(false) };
         let p = g.page();
         let cmp = self.cmp();
-        let old = p.value(i).to_vec();
+        let old = p.value(i);
+        // Room for the successor and for the old value's growth (a version
+        // getting its full header): both steps below then fit.
         let growth = val.len().saturating_sub(old.len());
         if !matches!(self.covers(p, Target::Key(succ.key)), Cover::Yes)
             || p.total_free() < item_space(succ.key.len(), new.len()) + growth
@@ -603,7 +605,7 @@ impl Tree {
         let rec = match self.inner.wal {
             None => None,
             Some(_) => {
-                let edit = Edit::between(&old, val)
+                let edit = Edit::between(old, val)
                     .filter(|e| !matches!(e, Edit::Ranges(r) if r.len() > u8::MAX as usize));
                 let delta = Delta::between(new, (succ.stable)(new), val, (succ.stable)(val));
                 let (Some(edit), Some(delta)) = (edit, delta) else {
@@ -622,28 +624,15 @@ impl Tree {
             }
         };
         self.inner.before_modify(g)?;
-        // The step that may be refused goes first (the page unchanged);
-        // the second cannot be: a value no longer than the one in place is
-        // written in place, and a refused insert is undone by writing the
-        // shorter old value back.
-        if growth == 0 {
-            if !g.page_mut().insert_at(j, succ.key, new) {
-                return Ok(false);
-            }
-            let i = if j <= i { i + 1 } else { i };
-            if !g.page_mut().replace_value(i, val) {
-                return Err(self.half_done());
-            }
-        } else {
-            if !g.page_mut().replace_value(i, val) {
-                return Ok(false);
-            }
-            if !g.page_mut().insert_at(j, succ.key, new) {
-                if !g.page_mut().replace_value(i, &old) {
-                    return Err(self.half_done());
-                }
-                return Ok(false);
-            }
+        // The insert first: it is the step that may be refused (page
+        // unchanged). The replace cannot be then: the room checked above
+        // covers the old value's growth (compacting if need be).
+        if !g.page_mut().insert_at(j, succ.key, new) {
+            return Ok(false);
+        }
+        let i = if j <= i { i + 1 } else { i };
+        if !g.page_mut().replace_value(i, val) {
+            return Err(self.half_done());
         }
         g.mark_dirty(epoch);
         if let Some(rec) = rec {
@@ -656,7 +645,7 @@ impl Tree {
     /// update. Fatal with a log (the leaf may differ from what replay
     /// makes), else reported as damage.
     fn half_done(&self) -> EngineError {
-        let what = "update: a value no longer than the one in place was refused";
+        let what = "update: a value the leaf had room for was refused";
         if let Some(w) = &self.inner.wal {
             w.fatal(what);
         }
@@ -821,8 +810,9 @@ impl Tree {
         Ok(())
     }
 
-    /// The record of putting `val` at `key` (found at `pos` of the leaf): a
-    /// patch of the few bytes that change, else the whole value.
+    /// The record of putting `val` at `key` (found at `pos` of the leaf): an
+    /// edit of the bytes that change (ranges, or a splice where the length
+    /// changes), else the whole value.
     fn put_record(
         &self,
         p: PageRef,
@@ -830,33 +820,14 @@ impl Tree {
         key: &[u8],
         val: &[u8],
     ) -> Record {
-        if let Ok(i) = pos {
-            let old = p.value(i);
-            match Edit::between(old, val) {
-                Some(Edit::Ranges(ranges)) => {
-                    return Record::Patch {
-                        tree: self.id,
-                        key: key.to_vec(),
-                        len: val.len() as u16,
-                        ranges,
-                    }
-                }
-                Some(Edit::Splice {
-                    prefix,
-                    suffix,
-                    middle,
-                }) => {
-                    return Record::Splice {
-                        tree: self.id,
-                        key: key.to_vec(),
-                        len: old.len() as u16,
-                        prefix,
-                        suffix,
-                        middle,
-                    }
-                }
-                None => {}
-            }
+        let old = pos.ok().map(|i| p.value(i));
+        if let Some((old, edit)) = old.and_then(|o| Some((o, Edit::between(o, val)?))) {
+            return Record::Patch {
+                tree: self.id,
+                key: key.to_vec(),
+                len: old.len() as u16,
+                edit,
+            };
         }
         Record::Put {
             tree: self.id,

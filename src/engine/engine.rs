@@ -1009,26 +1009,8 @@ impl Engine {
                 t.write_inner(&first.0, &first.1, None, false)?;
                 t.write_inner(&key, &value, None, false)?;
             }
-            Record::Patch {
-                key, len, ranges, ..
-            } => {
+            Record::Patch { key, len, edit, .. } => {
                 let t = self.tree_with(id, cmp(id))?;
-                replay_edit(&t, &key, len, &crate::wal::Edit::Ranges(ranges))?;
-            }
-            Record::Splice {
-                key,
-                len,
-                prefix,
-                suffix,
-                middle,
-                ..
-            } => {
-                let t = self.tree_with(id, cmp(id))?;
-                let edit = crate::wal::Edit::Splice {
-                    prefix,
-                    suffix,
-                    middle,
-                };
                 replay_edit(&t, &key, len, &edit)?;
             }
             Record::Update {

@@ -315,15 +315,6 @@ impl Header {
             && self.hoff as usize == natural_hoff(self.infomask, self.infomask2)
     }
 
-    /// Bytes of this header encoded.
-    pub fn encoded_len(&self) -> usize {
-        match (self.is_short(), self.cmin) {
-            (false, _) => HEADER,
-            (true, 0) => SHORT_HEADER,
-            (true, _) => SHORT_HEADER + 1,
-        }
-    }
-
     /// The encoded header: its bytes are the first `n` of the array.
     pub fn encode(&self) -> ([u8; HEADER], usize) {
         let mut b = [0u8; HEADER];

@@ -123,13 +123,14 @@ pub enum Record {
         tree: TreeId,
         limit: u64,
     },
-    /// `key`'s value, `len` bytes long before and after, has `ranges`
-    /// (offset, bytes) replaced.
+    /// `key`'s value, `len` bytes long, gets `edit`: byte ranges replaced
+    /// (kind 7), or a splice (kind 14: a change of length, such as a row
+    /// version getting its full header).
     Patch {
         tree: TreeId,
         key: Vec<u8>,
         len: u16,
-        ranges: Vec<(u16, Vec<u8>)>,
+        edit: Edit,
     },
     /// Two new keys written as one change (a row-id map entry and the
     /// version it locates).
@@ -168,17 +169,6 @@ pub enum Record {
         first: Option<(Vec<u8>, Vec<u8>)>,
         new_key: Vec<u8>,
         delta: Delta,
-    },
-    /// `key`'s value, `len` bytes long, becomes its first `prefix` bytes,
-    /// then `middle`, then its last `suffix` bytes (a change of length: a
-    /// row version getting its full header).
-    Splice {
-        tree: TreeId,
-        key: Vec<u8>,
-        len: u16,
-        prefix: u16,
-        suffix: u16,
-        middle: Vec<u8>,
     },
 }
 
@@ -250,23 +240,37 @@ pub fn splice(old: &[u8], new: &[u8]) -> Option<(u16, u16, Vec<u8>)> {
     if old.len() > u16::MAX as usize || new.len() > u16::MAX as usize {
         return None;
     }
-    let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
-    let (o, n) = (&old[prefix..], &new[prefix..]);
-    let suffix = o.iter().rev().zip(n.iter().rev()).take_while(|(a, b)| a == b).count();
-    let middle = &n[..n.len() - suffix];
+    let (prefix, suffix) = common_ends(new, old);
+    let middle = &new[prefix..new.len() - suffix];
     (middle.len() + 6 < new.len()).then(|| (prefix as u16, suffix as u16, middle.to_vec()))
 }
 
 /// `value` spliced (see [`splice`]); None if prefix and suffix overlap.
 pub fn apply_splice(value: &[u8], prefix: u16, suffix: u16, middle: &[u8]) -> Option<Vec<u8>> {
-    let (p, s) = (prefix as usize, suffix as usize);
-    if p + s > value.len() {
+    rebuild(&[], value, 0, prefix, middle, suffix)
+}
+
+/// How many bytes `new` shares with `base` at the start, and then at the
+/// end of what is left of both (the two never overlap).
+fn common_ends(new: &[u8], base: &[u8]) -> (usize, usize) {
+    let prefix = new.iter().zip(base).take_while(|(x, y)| x == y).count();
+    let (n, b) = (&new[prefix..], &base[prefix..]);
+    let suffix = n.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
+    (prefix, suffix)
+}
+
+/// `head`, then `prefix` bytes of `base` from `from`, then `middle`, then
+/// the last `suffix` bytes of `base`; None if `base` is too short.
+fn rebuild(head: &[u8], base: &[u8], from: u16, prefix: u16, middle: &[u8], suffix: u16) -> Option<Vec<u8>> {
+    let (f, p, s) = (from as usize, prefix as usize, suffix as usize);
+    if base.len() < f + p + s {
         return None;
     }
-    let mut v = Vec::with_capacity(p + middle.len() + s);
-    v.extend_from_slice(&value[..p]);
+    let mut v = Vec::with_capacity(head.len() + p + middle.len() + s);
+    v.extend_from_slice(head);
+    v.extend_from_slice(&base[f..f + p]);
     v.extend_from_slice(middle);
-    v.extend_from_slice(&value[value.len() - s..]);
+    v.extend_from_slice(&base[base.len() - s..]);
     Some(v)
 }
 
@@ -291,11 +295,9 @@ impl Delta {
         if base.len() < base_from || new.len() > u16::MAX as usize || base.len() > u16::MAX as usize {
             return None;
         }
-        let (n, b) = (&new[h..], &base[base_from..]);
-        let prefix = n.iter().zip(b).take_while(|(x, y)| x == y).count();
-        let (n, b) = (&n[prefix..], &b[prefix..]);
-        let suffix = n.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
-        let middle = &n[..n.len() - suffix];
+        let n = &new[h..];
+        let (prefix, suffix) = common_ends(n, &base[base_from..]);
+        let middle = &n[prefix..n.len() - suffix];
         if h + middle.len() + 8 >= new.len() {
             return None;
         }
@@ -310,16 +312,7 @@ impl Delta {
 
     /// The value this delta makes of `base`; None if `base` is too short.
     pub fn apply(&self, base: &[u8]) -> Option<Vec<u8>> {
-        let (f, p, s) = (self.from as usize, self.prefix as usize, self.suffix as usize);
-        if base.len() < f + p + s {
-            return None;
-        }
-        let mut v = Vec::with_capacity(self.head.len() + p + self.middle.len() + s);
-        v.extend_from_slice(&self.head);
-        v.extend_from_slice(&base[f..f + p]);
-        v.extend_from_slice(&self.middle);
-        v.extend_from_slice(&base[base.len() - s..]);
-        Some(v)
+        rebuild(&self.head, base, self.from, self.prefix, &self.middle, self.suffix)
     }
 }
 
@@ -427,7 +420,6 @@ impl Record {
             | Record::PutPairDelta { tree, .. }
             | Record::PutRun { tree, .. }
             | Record::Update { tree, .. }
-            | Record::Splice { tree, .. }
             | Record::Truncate { tree } => *tree,
         }
     }
@@ -444,12 +436,16 @@ impl Record {
             Record::Delete { tree, .. } => (11, tree),
             Record::IdLimit { tree, .. } => (5, tree),
             Record::Truncate { tree } => (6, tree),
-            Record::Patch { tree, .. } => (7, tree),
+            Record::Patch {
+                tree,
+                edit: Edit::Ranges(_),
+                ..
+            } => (7, tree),
+            Record::Patch { tree, .. } => (14, tree),
             Record::PutPair { tree, .. } => (8, tree),
             Record::PutPairDelta { tree, .. } => (9, tree),
             Record::PutRun { tree, .. } => (12, tree),
             Record::Update { tree, .. } => (13, tree),
-            Record::Splice { tree, .. } => (14, tree),
         };
         b.push(kind);
         b.extend_from_slice(&tree.db.to_le_bytes());
@@ -467,12 +463,21 @@ impl Record {
                 b.extend_from_slice(value);
             }
             Record::Delete { key, .. } => b.extend_from_slice(key),
-            Record::Patch {
-                key, len, ranges, ..
-            } => {
+            Record::Patch { key, len, edit, .. } => {
                 with_len(&mut b, key);
                 b.extend_from_slice(&len.to_le_bytes());
-                put_ranges(&mut b, ranges);
+                match edit {
+                    Edit::Ranges(ranges) => put_ranges(&mut b, ranges),
+                    Edit::Splice {
+                        prefix,
+                        suffix,
+                        middle,
+                    } => {
+                        b.extend_from_slice(&prefix.to_le_bytes());
+                        b.extend_from_slice(&suffix.to_le_bytes());
+                        b.extend_from_slice(middle);
+                    }
+                }
             }
             Record::PutPair {
                 first, key, value, ..
@@ -496,20 +501,6 @@ impl Record {
                 put_delta(&mut b, delta);
             }
             Record::PutRun { .. } => unreachable!("encoded above"),
-            Record::Splice {
-                key,
-                len,
-                prefix,
-                suffix,
-                middle,
-                ..
-            } => {
-                with_len(&mut b, key);
-                b.extend_from_slice(&len.to_le_bytes());
-                b.extend_from_slice(&prefix.to_le_bytes());
-                b.extend_from_slice(&suffix.to_le_bytes());
-                b.extend_from_slice(middle);
-            }
             Record::Update {
                 key,
                 len,
@@ -624,13 +615,15 @@ impl Record {
                 if prefix + suffix > len {
                     return Err(format!("splice keeps {prefix}+{suffix} bytes of a value of {len}"));
                 }
-                Record::Splice {
+                Record::Patch {
                     tree,
                     key,
                     len: len as u16,
-                    prefix: prefix as u16,
-                    suffix: suffix as u16,
-                    middle: rest(&mut at),
+                    edit: Edit::Splice {
+                        prefix: prefix as u16,
+                        suffix: suffix as u16,
+                        middle: rest(&mut at),
+                    },
                 }
             }
             10 => Record::Put {
@@ -653,7 +646,7 @@ impl Record {
                     tree,
                     key,
                     len: len as u16,
-                    ranges,
+                    edit: Edit::Ranges(ranges),
                 }
             }
             8 => Record::PutPair {
@@ -809,7 +802,7 @@ mod tests {
                 tree: t,
                 key: b"k2".to_vec(),
                 len: 40,
-                ranges: vec![(0, vec![1, 2]), (30, vec![9; 10])],
+                edit: Edit::Ranges(vec![(0, vec![1, 2]), (30, vec![9; 10])]),
             },
             Record::PutPair {
                 tree: t,
@@ -883,13 +876,15 @@ mod tests {
                     suffix: 3,
                 },
             },
-            Record::Splice {
+            Record::Patch {
                 tree: t,
                 key: b"k8".to_vec(),
                 len: 120,
-                prefix: 1,
-                suffix: 100,
-                middle: vec![5; 33],
+                edit: Edit::Splice {
+                    prefix: 1,
+                    suffix: 100,
+                    middle: vec![5; 33],
+                },
             },
         ];
         for r in &recs {
@@ -996,7 +991,7 @@ mod tests {
                     tree: TreeId::new(1, 2),
                     key: vec![1],
                     len: b.len() as u16,
-                    ranges: r,
+                    edit: Edit::Ranges(r),
                 };
                 assert_eq!(Record::decode(&rec.encode()).unwrap(), rec);
             }

@@ -210,8 +210,7 @@ fn replay_one(bytes: &[u8]) {
     let changes_order = match &rec {
         Record::Put { tree, key, .. }
         | Record::Delete { tree, key, .. }
-        | Record::Patch { tree, key, .. }
-        | Record::Splice { tree, key, .. } => (key == crate::am::table::DESC_KEY).then_some(*tree),
+        | Record::Patch { tree, key, .. } => (key == crate::am::table::DESC_KEY).then_some(*tree),
         Record::PutPair {
             tree, first, key, ..
         }
@@ -352,6 +351,14 @@ fn hex(b: &[u8]) -> String {
         + if b.len() > 16 { "..." } else { "" }
 }
 
+/// What an edit writes, for [`describe`].
+fn edited(edit: &Edit) -> String {
+    match edit {
+        Edit::Ranges(r) => format!("{} bytes patched", r.iter().map(|r| r.1.len()).sum::<usize>()),
+        Edit::Splice { middle, .. } => format!("{} bytes spliced in", middle.len()),
+    }
+}
+
 /// One line per record for `pg_waldump`.
 pub fn describe(r: &Record) -> String {
     let t = r.tree();
@@ -364,13 +371,9 @@ pub fn describe(r: &Record) -> String {
         }
         Record::Delete { key, .. } => format!("{tree} key {}", hex(key)),
         Record::IdLimit { limit, .. } => format!("{tree} limit {limit}"),
-        Record::Patch {
-            key, len, ranges, ..
-        } => format!(
-            "{tree} key {} value {len} bytes, {} bytes patched",
-            hex(key),
-            ranges.iter().map(|r| r.1.len()).sum::<usize>()
-        ),
+        Record::Patch { key, len, edit, .. } => {
+            format!("{tree} key {} value {len} bytes, {}", hex(key), edited(edit))
+        }
         Record::PutPair {
             first, key, value, ..
         } => format!(
@@ -394,13 +397,6 @@ pub fn describe(r: &Record) -> String {
             hex(base),
             delta.head.len() + delta.middle.len()
         ),
-        Record::Splice {
-            key, len, middle, ..
-        } => format!(
-            "{tree} key {} value {len} bytes, {} bytes spliced in",
-            hex(key),
-            middle.len()
-        ),
         Record::Update {
             key,
             len,
@@ -410,16 +406,9 @@ pub fn describe(r: &Record) -> String {
             delta,
             ..
         } => format!(
-            "{tree} key {} value {len} bytes, {} bytes {}{}; key {} as a delta of it ({} bytes new)",
+            "{tree} key {} value {len} bytes, {}{}; key {} as a delta of it ({} bytes new)",
             hex(key),
-            match edit {
-                Edit::Ranges(r) => r.iter().map(|r| r.1.len()).sum::<usize>(),
-                Edit::Splice { middle, .. } => middle.len(),
-            },
-            match edit {
-                Edit::Ranges(_) => "patched",
-                Edit::Splice { .. } => "spliced in",
-            },
+            edited(edit),
             first
                 .as_ref()
                 .map_or_else(String::new, |(k, v)| format!("; key {} value {} bytes", hex(k), v.len())),
