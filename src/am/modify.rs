@@ -92,6 +92,7 @@ pub unsafe fn insert(
         set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
         rows::after_change();
+        rows::report_pruned(rel, tree.tree.id());
     }
 }
 
@@ -143,6 +144,7 @@ pub unsafe fn insert_many(
         crate::am::ssi::check_in(rel, None);
         pg_sys::pgstat_count_heap_insert(rel, slots.len() as _);
         rows::after_change();
+        rows::report_pruned(rel, tree.tree.id());
     }
 }
 
@@ -712,6 +714,7 @@ unsafe fn change_with_wait(
                         _ => rows::SweepWeight::Leaves,
                     };
                     rows::sweep_step(&tree.tree, weight);
+                    rows::report_pruned(rel, tree.tree.id());
                     break pg_sys::TM_Result::TM_Ok;
                 }
                 Decision::Missing => {
@@ -846,6 +849,7 @@ pub unsafe fn update(
         crate::am::toast::placed();
         // The insert may have pruned its leaf.
         rows::after_change();
+        rows::report_pruned(rel, tree.tree.id());
         crate::am::vismap::clear(rel, new_id);
         // (The root's block was cleared with the old version's change.)
         // After both writes: a point lookup that found the new key empty

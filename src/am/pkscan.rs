@@ -489,9 +489,12 @@ unsafe fn make_path(
             std::ptr::null_mut()
         };
         // One descent per key range (its CPU is the btree's start-up cost;
-        // inner pages stay in the page pool, like a btree's), then the rows
-        // read in key order from consecutive leaves: no second lookup per
-        // row as through the btree.
+        // inner pages stay in the page pool, like a btree's) to a leaf,
+        // then the rows read in key order from consecutive leaves: no
+        // second lookup per row as through the btree. A range's first leaf
+        // is the one its descent reached (charging it twice made a point
+        // lookup cost two pages, and lose to a sequential scan of a
+        // two-page table).
         let ranges = conds
             .iter()
             .filter(|(c, _)| c.array)
@@ -516,8 +519,7 @@ unsafe fn make_path(
         let target = (*(*rel).reltarget).cost;
         path.startup_cost = src.startup_cost + quals.startup;
         path.total_cost = path.startup_cost
-            + ranges * pg_sys::seq_page_cost
-            + (read / density).ceil() * pg_sys::seq_page_cost
+            + (ranges + (read / density).ceil() - 1.0).max(ranges) * pg_sys::seq_page_cost
             + read * (pg_sys::cpu_tuple_cost + quals.per_tuple)
             + path.rows * target.per_tuple;
         (*cp).flags = 0;
@@ -597,6 +599,12 @@ struct Run {
     /// rows take tuple locks, as heap's index fetches do; a key with no
     /// visible row locks the relation instead (the phantom).
     point: bool,
+    /// Every range is one whole key of an immediate primary key, read with
+    /// an MVCC snapshot (not SERIALIZABLE): at most one version per range
+    /// is visible, so the range ends with the first (heap's HOT-chain
+    /// search stops there too). A deferrable key may hold two rows of one
+    /// key until commit.
+    unique: bool,
     /// In point mode: the current range, and whether it had a visible row.
     current: Option<(KeyRange, bool)>,
     /// The primary key's index, opened when first counted: the scan counts
@@ -664,6 +672,7 @@ unsafe extern "C-unwind" fn begin(
             cursor: None,
             ssi_out: ssi::out_needed(rel, snapshot),
             point: false,
+            unique: false,
             current: None,
             pk_index: std::ptr::null_mut(),
         });
@@ -983,6 +992,10 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
             }
             if !run.pk_index.is_null() {
                 rows::count_scan_stat(run.pk_index, rows::ScanStat::Scan);
+                run.unique = exact
+                    && !run.ssi_out
+                    && crate::am::scan::is_mvcc(snapshot)
+                    && (*(*run.pk_index).rd_index).indimmediate;
             }
             if !run.point {
                 // Before reading: ranges are predicates over the table.
@@ -1001,6 +1014,7 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                 run.cursor = Some(run.table.versions(lo, hi, run.dir));
             }
             let cursor = run.cursor.as_mut().expect("just set");
+            let mut returned = false;
             for item in cursor.by_ref() {
                 pgrx::check_for_interrupts!();
                 let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
@@ -1033,8 +1047,15 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                     // them the row-id map probe.
                     crate::am::table::remember_key(run.table.tree.id(), id, &k);
                     store_version(rel, slot, id, &v);
-                    return slot;
+                    returned = true;
+                    break;
                 }
+            }
+            if returned {
+                if run.unique {
+                    run.cursor = None;
+                }
+                return slot;
             }
             run.cursor = None;
             if let Some(((lo, hi), false)) = run.current.take() {

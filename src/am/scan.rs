@@ -29,7 +29,9 @@ struct ScanState {
     tree: Table,
     cursor: Option<SeqCursor>,
     /// ANALYZE: the versions of the sampled block.
-    analyze: Option<IdRange>,
+    analyze: Option<AnalyzeBlock>,
+    /// ANALYZE of a keyed table: how its leaves are divided into blocks.
+    analyze_split: Option<LeafSplit>,
     dir: Direction,
     /// Where a sequential walk resumes when it turns round: set from the
     /// spent walk's position when it is replaced.
@@ -292,6 +294,7 @@ pub unsafe fn scan_begin(
             tree,
             cursor: None,
             analyze: None,
+            analyze_split: None,
             dir: Direction::Forward,
             last: None,
             at_end: false,
@@ -321,6 +324,7 @@ pub unsafe fn scan_end(scan: pg_sys::TableScanDesc) {
         let st = &mut *(*s).state;
         st.cursor = None;
         st.analyze = None;
+        st.analyze_split = None;
         st.bitmap = VecDeque::new();
         st.tids = None;
         st.sample = Sample::default();
@@ -813,7 +817,7 @@ pub unsafe fn index_fetch_tuple(
 ///
 /// # Safety
 /// A valid snapshot.
-unsafe fn is_mvcc(snapshot: pg_sys::Snapshot) -> bool {
+pub(crate) unsafe fn is_mvcc(snapshot: pg_sys::Snapshot) -> bool {
     // SAFETY: per the contract.
     let t = unsafe { (*snapshot).snapshot_type };
     t == pg_sys::SnapshotType::SNAPSHOT_MVCC || t == pg_sys::SnapshotType::SNAPSHOT_HISTORIC_MVCC
@@ -1588,7 +1592,51 @@ pub unsafe fn current_blocks(rel: pg_sys::Relation) -> u64 {
     tid_blocks(&unsafe { table_of(rel) }) as u64
 }
 
-/// Starts sampling one block: the versions whose row ids it covers.
+/// ANALYZE's walk of one sample block.
+enum AnalyzeBlock {
+    /// The versions whose row ids the block covers (tables in row-id
+    /// order, where that is the leaves' order).
+    Ids(IdRange),
+    /// A keyed table: the versions of the block's share of the leaves.
+    Keys(orioledb_engine::Cursor),
+}
+
+/// A keyed table's leaves divided among the blocks ANALYZE was told of:
+/// block `b` is leaves `b * leaves / blocks .. (b + 1) * leaves / blocks`,
+/// read in key order. Sampling by row-id block instead looked up every
+/// version by its row id, a descent each once updates had scattered the
+/// ids over the leaves (pgbench's accounts: 3 s against heap's 0.13 s).
+/// Every leaf belongs to one block, so the sampled blocks' rows are a
+/// uniform sample and their counts scale to the table's as heap's do.
+/// Invariant: `starts` ascend; `blocks` >= the block count ANALYZE saw.
+struct LeafSplit {
+    starts: Vec<Vec<u8>>,
+    blocks: u64,
+}
+
+impl LeafSplit {
+    /// The key range of block `b` (None: no leaf falls to it).
+    fn range(&self, b: u64) -> Option<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+        let leaves = self.starts.len() as u128 + 1;
+        let at = |b: u64| (b as u128 * leaves / self.blocks as u128) as usize;
+        let (i, j) = (at(b), at(b + 1).min(leaves as usize));
+        if i >= j {
+            return None;
+        }
+        let lo = match i {
+            0 => Bound::Unbounded,
+            _ => Bound::Included(self.starts[i - 1].clone()),
+        };
+        let hi = match self.starts.get(j - 1) {
+            Some(k) if j < leaves as usize => Bound::Excluded(k.clone()),
+            _ => Bound::Unbounded,
+        };
+        Some((lo, hi))
+    }
+}
+
+/// Starts sampling one block: the versions whose row ids it covers, or in
+/// a keyed table its share of the leaves ([`LeafSplit`]).
 pub unsafe fn analyze_next_block(
     scan: pg_sys::TableScanDesc,
     blockno: pg_sys::BlockNumber,
@@ -1596,14 +1644,40 @@ pub unsafe fn analyze_next_block(
     // SAFETY: only scan_begin creates scans.
     unsafe {
         let st = &mut *(*scan.cast::<OScan>()).state;
+        let analyzing = analyzing();
+        if analyzing && st.tree.desc().is_some() {
+            if st.analyze_split.is_none() {
+                let next = st.tree.tree.next_id();
+                let (lo, hi) = st.tree.all_versions();
+                let key = |b: Bound<Vec<u8>>| match b {
+                    Bound::Included(k) | Bound::Excluded(k) => Some(k),
+                    Bound::Unbounded => None,
+                };
+                let lo = key(lo).unwrap_or_default();
+                let starts = st
+                    .tree
+                    .tree
+                    .leaf_starts(&lo, key(hi).as_deref())
+                    .unwrap_or_else(|e| crate::pg::engine::report(e));
+                st.analyze_split = Some(LeafSplit {
+                    starts,
+                    blocks: next.div_ceil(ids_per_block(next)).max(1),
+                });
+            }
+            let split = st.analyze_split.as_ref().expect("set above");
+            st.analyze = split.range(blockno as u64).map(|(lo, hi)| {
+                AnalyzeBlock::Keys(st.tree.versions(lo, hi, Direction::Forward))
+            });
+            return true;
+        }
         // The block size relation_size reported to this ANALYZE.
-        let per = if analyzing() {
+        let per = if analyzing {
             ids_per_block(st.tree.tree.next_id())
         } else {
             tid::PER_BLOCK
         };
         let first = blockno as u64 * per;
-        st.analyze = Some(st.tree.id_range(first, first + per));
+        st.analyze = Some(AnalyzeBlock::Ids(st.tree.id_range(first, first + per)));
         true
     }
 }
@@ -1624,10 +1698,18 @@ pub unsafe fn analyze_next_tuple(
         let rel = (*scan).rs_rd;
         let st = &mut *(*scan.cast::<OScan>()).state;
         let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest_xmin);
+        let table = st.tree.clone();
         let Some(sample) = st.analyze.as_mut() else {
             return false;
         };
-        for (id, v) in sample.by_ref() {
+        let versions: Box<dyn Iterator<Item = (u64, Vec<u8>)> + '_> = match sample {
+            AnalyzeBlock::Ids(r) => Box::new(r.by_ref()),
+            AnalyzeBlock::Keys(c) => Box::new(c.by_ref().map(|item| {
+                let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+                (table.id_of(&k), v)
+            })),
+        };
+        for (id, v) in versions {
             let h = decode(rel, id, &v);
             let mine = |x: Xid| version::Xacts::is_current(&rows::PgXacts, x);
             let take = match version::vacuum_state(
@@ -1742,5 +1824,32 @@ mod unit {
             ordinary_entry(VacuumState::DeleteInProgress, true, no, yes),
             e(false, true)
         );
+    }
+
+    #[test]
+    fn leaf_split_gives_every_leaf_to_one_block() {
+        let k = |n: u8| vec![n];
+        let split = LeafSplit {
+            starts: vec![k(10), k(20), k(30), k(40)],
+            blocks: 3,
+        };
+        use Bound::*;
+        assert_eq!(split.range(0), Some((Unbounded, Excluded(k(10)))));
+        assert_eq!(split.range(1), Some((Included(k(10)), Excluded(k(30)))));
+        assert_eq!(split.range(2), Some((Included(k(30)), Unbounded)));
+        assert_eq!(split.range(3), None);
+        // More blocks than leaves: some blocks have none, each leaf one.
+        let wide = LeafSplit {
+            starts: vec![k(10)],
+            blocks: 5,
+        };
+        let got: Vec<_> = (0..5).filter_map(|b| wide.range(b)).collect();
+        assert_eq!(got, vec![(Unbounded, Excluded(k(10))), (Included(k(10)), Unbounded)]);
+        let one = LeafSplit {
+            starts: vec![],
+            blocks: 2,
+        };
+        assert_eq!(one.range(0), None);
+        assert_eq!(one.range(1), Some((Unbounded, Unbounded)));
     }
 }

@@ -503,6 +503,8 @@ pub unsafe fn vacuum(
             std::ptr::null_mut(),
             false,
         );
+        // VACUUM's own pruning is in its count of dead versions left.
+        rows::take_pruned(table.tree.id());
         pg_sys::pgstat_report_vacuum(
             (*rel).rd_id,
             (*(*rel).rd_rel).relisshared,

@@ -986,11 +986,17 @@ impl Tree {
                     changed = true;
                 }
                 Prune::Replace(v) => {
-                    // Shrinking an item is for unlogged trees only: a later
-                    // patch or delta of a logged one is replayed against
-                    // the value as logged, whose length must not change.
-                    if self.inner.wal.is_none()
-                        && v.len() < g.page().value(i).len()
+                    let len = g.page().value(i).len();
+                    if v.len() == len {
+                        // Hint bits, in place as `prune_leaf_at` writes
+                        // them (never refused); they free no room.
+                        g.page_mut().replace_value(i, &v);
+                    } else if self.inner.wal.is_none()
+                        // Shrinking an item is for unlogged trees only: a
+                        // later patch or delta of a logged one is replayed
+                        // against the value as logged, whose length must
+                        // not change.
+                        && v.len() < len
                         && g.page_mut().replace_value(i, &v)
                     {
                         changed = true;

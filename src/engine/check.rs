@@ -185,6 +185,13 @@ impl Tree {
                 return Ok(Err(format!("page {p} is neither reachable nor free")));
             }
         }
+        if u64::from(f.live_pages()) != report.pages {
+            return Ok(Err(format!(
+                "{} pages counted in use, {} reachable",
+                f.live_pages(),
+                report.pages
+            )));
+        }
         Ok(Ok(report))
     }
 }

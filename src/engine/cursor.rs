@@ -11,7 +11,6 @@ use crate::latch::LatchMode;
 use crate::cmp::KeyCmp;
 use crate::page::PageRef;
 use std::cmp::Ordering;
-use std::collections::VecDeque;
 use std::ops::Bound;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +36,10 @@ pub struct Cursor {
     lo: Bound<Vec<u8>>,
     hi: Bound<Vec<u8>>,
     dir: Direction,
-    batch: VecDeque<(Vec<u8>, Vec<u8>)>,
+    /// The leaf [`Iterator::next`] hands items out of, and how many it
+    /// handed out (items are copied out one by one, only when asked for:
+    /// a point lookup stops after the first visible version).
+    batch: Option<(Leaf, usize)>,
     next: Next,
 }
 
@@ -49,10 +51,47 @@ impl Tree {
         let g = self.descend(Target::Key(key), 0, LatchMode::Shared, &mut Vec::new())?;
         let p = g.page();
         Ok(Leaf {
-            page: p.0.to_vec(),
+            body: Body::Page(p.0.to_vec()),
             start: 0,
             end: p.nitems(),
         })
+    }
+
+    /// Where the leaves holding keys in `lo..hi` (`hi` None: no end) begin,
+    /// strictly inside that range and in key order: the range's leaves are
+    /// the runs between them. Read from the level above the leaves (a
+    /// descent per page of it) without reading a leaf; a tree of one leaf
+    /// has none. Splits and merges while it runs make it a recent answer,
+    /// not a snapshot: ANALYZE divides a table into sample blocks by it.
+    pub fn leaf_starts(&self, lo: &[u8], hi: Option<&[u8]>) -> Result<Vec<Vec<u8>>> {
+        // The root's level never drops (merges leave it), so a tree above
+        // one leaf keeps its level 1 for the descents below.
+        if self.fetch(self.root(), LatchMode::Shared)?.page().level() == 0 {
+            return Ok(Vec::new());
+        }
+        let cmp = self.cmp();
+        let below_hi = |k: &[u8]| hi.is_none_or(|h| cmp.cmp(k, h) == Ordering::Less);
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let mut from = lo.to_vec();
+        loop {
+            let g = self.descend(Target::Key(&from), 1, LatchMode::Shared, &mut Vec::new())?;
+            let p = g.page();
+            // A page's first downlink starts at its low key; its first
+            // item's key means nothing.
+            let starts = p.low().into_iter().chain((1..p.nitems()).map(|i| p.key(i)));
+            for k in starts {
+                // Strictly ascending: a merge may have moved keys already
+                // taken into the page reached now.
+                let after = out.last().map_or(lo, |l| l.as_slice());
+                if cmp.cmp(k, after) == Ordering::Greater && below_hi(k) {
+                    out.push(k.to_vec());
+                }
+            }
+            match p.high() {
+                Some(h) if below_hi(h) => from = h.to_vec(),
+                _ => return Ok(out),
+            }
+        }
     }
 
     pub fn range(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, dir: Direction) -> Cursor {
@@ -61,7 +100,7 @@ impl Tree {
             lo,
             hi,
             dir,
-            batch: VecDeque::new(),
+            batch: None,
             next: Next::Start,
         }
     }
@@ -109,20 +148,6 @@ impl Cursor {
         }
     }
 
-    fn fill(&mut self) -> Result<()> {
-        if let Some(leaf) = self.read_leaf()? {
-            let items = leaf.items().map(|(k, v)| (k.to_vec(), v.to_vec()));
-            if self.dir == Direction::Backward {
-                let mut items: Vec<_> = items.collect();
-                items.reverse();
-                self.batch.extend(items);
-            } else {
-                self.batch.extend(items);
-            }
-        }
-        Ok(())
-    }
-
     /// Reads the next leaf: a copy of it with the items in range (None
     /// when none are), and where to go on from.
     fn read_leaf(&mut self) -> Result<Option<Leaf>> {
@@ -165,11 +190,7 @@ impl Cursor {
             Next::Below(b) => end = end.min(first_at_least(b)),
             _ => {}
         }
-        let leaf = (start < end).then(|| Leaf {
-            page: p.0.to_vec(),
-            start,
-            end,
-        });
+        let leaf = (start < end).then(|| Leaf::copy(p, start, end));
         self.next = match self.dir {
             Direction::Forward => match p.high() {
                 Some(h) if self.below_hi(h) => Next::From(h.to_vec()),
@@ -191,16 +212,62 @@ impl Cursor {
     }
 }
 
-/// A copy of a leaf with the positions `start..end` of the items a cursor
-/// returns from it. Invariant: `start <= end <= ` the page's item count
-/// (`start < end` for a cursor's leaves).
+/// A copy of a leaf's items `start..end` (the ones a cursor returns from
+/// it). Invariant: `start <= end`; with [`Body::Page`] `end <=` the page's
+/// item count, with [`Body::Items`] the copy holds exactly `end - start`
+/// items.
 pub struct Leaf {
-    page: Vec<u8>,
+    body: Body,
     start: usize,
     end: usize,
 }
 
+/// How a [`Leaf`] holds its items.
+enum Body {
+    /// The whole page (a long run, or a leaf asked for by key).
+    Page(Vec<u8>),
+    /// Only the run's items: key and value bytes back to back, and where
+    /// each item's key and value end. A point lookup copies the few
+    /// versions of one key instead of the page (and the allocator's large
+    /// block path an 8 kB copy takes).
+    Items { bytes: Vec<u8>, ends: Vec<(u32, u32)> },
+}
+
+/// Runs up to this many bytes of keys and values are copied item by item.
+const ITEMS_COPY_MAX: usize = 2048;
+
 impl Leaf {
+    /// Copies items `start..end` of leaf `p`.
+    fn copy(p: PageRef, start: usize, end: usize) -> Leaf {
+        // Stops counting at the limit: a sequential scan's runs are whole
+        // leaves.
+        let mut size = 0;
+        let long = (start..end).any(|i| {
+            size += p.key(i).len() + p.value(i).len();
+            size > ITEMS_COPY_MAX
+        });
+        if long {
+            return Leaf {
+                body: Body::Page(p.0.to_vec()),
+                start,
+                end,
+            };
+        }
+        let mut bytes = Vec::with_capacity(size);
+        let mut ends = Vec::with_capacity(end - start);
+        for i in start..end {
+            bytes.extend_from_slice(p.key(i));
+            let k = bytes.len() as u32;
+            bytes.extend_from_slice(p.value(i));
+            ends.push((k, bytes.len() as u32));
+        }
+        Leaf {
+            body: Body::Items { bytes, ends },
+            start: 0,
+            end: end - start,
+        }
+    }
+
     /// The items, in key order.
     pub fn items(&self) -> impl Iterator<Item = (&[u8], &[u8])> + '_ {
         (0..self.len()).map(move |n| self.item(n))
@@ -219,7 +286,11 @@ impl Leaf {
     /// What this copy says about `key`: None if the leaf's range does not
     /// hold it, else its value then (Some(None): absent).
     pub fn lookup(&self, cmp: &dyn KeyCmp, key: &[u8]) -> Option<Option<&[u8]>> {
-        let p = PageRef(&self.page);
+        // Item copies know no bounds: only a page copy answers.
+        let Body::Page(page) = &self.body else {
+            return None;
+        };
+        let p = PageRef(page);
         if p.low().is_some_and(|l| cmp.cmp(key, l) == Ordering::Less)
             || p.high().is_some_and(|h| cmp.cmp(key, h) != Ordering::Less)
         {
@@ -230,8 +301,17 @@ impl Leaf {
 
     /// The `n`-th item in key order (`n < len()`).
     pub fn item(&self, n: usize) -> (&[u8], &[u8]) {
-        let p = PageRef(&self.page);
-        (p.key(self.start + n), p.value(self.start + n))
+        match &self.body {
+            Body::Page(page) => {
+                let p = PageRef(page);
+                (p.key(self.start + n), p.value(self.start + n))
+            }
+            Body::Items { bytes, ends } => {
+                let from = if n == 0 { 0 } else { ends[n - 1].1 as usize };
+                let (k, v) = (ends[n].0 as usize, ends[n].1 as usize);
+                (&bytes[from..k], &bytes[k..v])
+            }
+        }
     }
 }
 
@@ -289,15 +369,21 @@ impl Iterator for Cursor {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            if let Some(kv) = self.batch.pop_front() {
-                return Some(Ok(kv));
+            if let Some((leaf, taken)) = &mut self.batch {
+                if *taken < leaf.len() {
+                    let n = match self.dir {
+                        Direction::Forward => *taken,
+                        Direction::Backward => leaf.len() - 1 - *taken,
+                    };
+                    *taken += 1;
+                    let (k, v) = leaf.item(n);
+                    return Some(Ok((k.to_vec(), v.to_vec())));
+                }
             }
-            if matches!(self.next, Next::Done) {
-                return None;
-            }
-            if let Err(e) = self.fill() {
-                self.next = Next::Done;
-                return Some(Err(e));
+            self.batch = None;
+            match self.next_leaf()? {
+                Ok(leaf) => self.batch = Some((leaf, 0)),
+                Err(e) => return Some(Err(e)),
             }
         }
     }

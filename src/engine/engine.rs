@@ -1663,7 +1663,7 @@ impl Tree {
         let (resident, dirty) = self.inner.pool.resident(self.num);
         let f = self.file();
         TreeStats {
-            pages: (0..f.npages()).filter(|&p| !f.entry(p).free).count() as u64,
+            pages: f.live_pages() as u64,
             resident_pages: resident as u64,
             dirty_pages: dirty as u64,
             file_bytes: f.end_units() as u64 * UNIT as u64,
@@ -1678,8 +1678,9 @@ impl Tree {
 
     /// Pages in the tree's page table, free ones included: O(1), for
     /// planner estimates (`stats` counts exactly but walks the table).
+    /// The tree's pages in use (free page-table entries left out).
     pub fn approx_pages(&self) -> u64 {
-        self.file().npages() as u64
+        self.file().live_pages() as u64
     }
 
     pub(crate) fn page_count(&self) -> u32 {

@@ -99,6 +99,8 @@ pub(crate) struct Slot {
     /// Epoch at which a DROPPED tree was dropped.
     pub dropped_at: AtomicU64,
     npages: u32,
+    /// Entries below `npages` that are free (on the free list).
+    nfree: u32,
     free_head: u32,
     end_units: u32,
     free_hint: u32,
@@ -554,6 +556,12 @@ impl FileGuard<'_> {
         self.s().npages
     }
 
+    /// Pages in use: `npages` counts every entry ever pushed, and a tree
+    /// that once grew (a burst of dead versions) keeps its entries.
+    pub fn live_pages(&self) -> u32 {
+        self.s().npages - self.s().nfree
+    }
+
     pub fn entry(&self, p: u32) -> PageEntry {
         assert!(p < self.npages(), "page {p} beyond the tree");
         let b = self
@@ -622,6 +630,7 @@ impl FileGuard<'_> {
             let e = self.entry(head);
             if e.free {
                 self.s().free_head = e.next_free;
+                self.s().nfree -= 1;
                 self.update(head, |e| {
                     e.free = false;
                     e.next_free = NIL;
@@ -812,6 +821,7 @@ impl FileGuard<'_> {
         ent.next_free = self.s().free_head;
         self.set_entry(p, &ent);
         self.s().free_head = p;
+        self.s().nfree += 1;
         if let Some(o) = old {
             self.release_unless_named(&ent, o);
         }
@@ -1032,6 +1042,7 @@ impl FileGuard<'_> {
             if pages[p as usize].is_none() {
                 self.update(p, |e| e.next_free = head);
                 head = p;
+                self.s().nfree += 1;
             }
         }
         self.s().free_head = head;
@@ -1048,6 +1059,7 @@ impl FileGuard<'_> {
         }
         let s = self.s();
         s.npages = 0;
+        s.nfree = 0;
         s.free_head = NIL;
         s.end_units = 0;
         s.free_hint = 0;

@@ -504,3 +504,43 @@ fn writes_into_leaves_being_pruned_match_the_model() {
         .collect();
     assert!(got == model, "the sweep changed live items");
 }
+
+/// `leaf_starts` divides a key range at its leaves' boundaries: each run
+/// between two starts is read from one leaf, and the runs cover the range.
+#[test]
+fn leaf_starts_are_leaf_boundaries() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 256);
+    let t = tree(&e, 1, -1);
+    assert!(t.leaf_starts(&key(0), None).unwrap().is_empty());
+    for j in 0..20_000u64 {
+        let i = j * 7919 % 20_000;
+        assert!(t.insert(&key(i as _), &value(i as _, 0, 40)).unwrap());
+    }
+    for (lo, hi) in [(0u64, None), (3_000, Some(17_000)), (5_000, Some(5_001))] {
+        let (lo, hi) = (key(lo as _), hi.map(|h: u64| key(h as _)));
+        let starts = t.leaf_starts(&lo, hi.as_deref()).unwrap();
+        assert!(starts.windows(2).all(|w| w[0] < w[1]), "ascending");
+        let mut bounds = vec![Bound::Included(lo.clone())];
+        bounds.extend(starts.iter().cloned().map(Bound::Included));
+        let ends = starts
+            .iter()
+            .cloned()
+            .map(Bound::Excluded)
+            .chain([hi.clone().map_or(Bound::Unbounded, Bound::Excluded)]);
+        let mut total = 0;
+        for (b, e) in bounds.into_iter().zip(ends) {
+            let mut c = t.range(b, e, Direction::Forward);
+            let leaf = c.next_leaf().expect("a run holds keys").unwrap();
+            assert!(c.next_leaf().is_none(), "a run is one leaf");
+            total += leaf.len();
+        }
+        let whole = t
+            .range(Bound::Included(lo), hi.map_or(Bound::Unbounded, Bound::Excluded), Direction::Forward)
+            .count();
+        assert_eq!(total, whole);
+        if whole > 1000 {
+            assert!(starts.len() > 10, "{} starts for {whole} keys", starts.len());
+        }
+    }
+}
