@@ -1573,9 +1573,39 @@ pub unsafe fn reported_blocks(rel: pg_sys::Relation) -> u64 {
     let table = unsafe { table_of(rel) };
     if analyzing() {
         let next = table.tree.next_id();
-        next.div_ceil(ids_per_block(next))
+        let per = ids_per_block(next);
+        let blocks = next.div_ceil(per);
+        // SAFETY: an open relation.
+        let oid = unsafe { (*rel).rd_id }.to_u32();
+        ANALYZE_BLOCKS.with(|a| a.set(Some((oid, blocks, per))));
+        blocks
     } else {
         tid_blocks(&table) as u64
+    }
+}
+
+thread_local! {
+    /// What [`reported_blocks`] told the running ANALYZE last: the table's
+    /// OID, its block count and row ids per block. Sampling divides the
+    /// table by these, not by the row ids handed out since.
+    static ANALYZE_BLOCKS: std::cell::Cell<Option<(u32, u64, u64)>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// The block count and row ids per block ANALYZE was told for `rel`.
+///
+/// # Safety
+/// `rel` must be a valid open relation.
+unsafe fn analyze_blocks(rel: pg_sys::Relation, table: &Table) -> (u64, u64) {
+    // SAFETY: per the contract.
+    let oid = unsafe { (*rel).rd_id }.to_u32();
+    match ANALYZE_BLOCKS.with(|a| a.get()) {
+        Some((o, blocks, per)) if o == oid => (blocks, per),
+        _ => {
+            let next = table.tree.next_id();
+            let per = ids_per_block(next);
+            (next.div_ceil(per), per)
+        }
     }
 }
 
@@ -1602,36 +1632,78 @@ enum AnalyzeBlock {
 }
 
 /// A keyed table's leaves divided among the blocks ANALYZE was told of:
-/// block `b` is leaves `b * leaves / blocks .. (b + 1) * leaves / blocks`,
-/// read in key order. Sampling by row-id block instead looked up every
+/// leaf `l` of `L` falls to block `l * N / L` of `N`, and a block's leaves
+/// are read in key order. Sampling by row-id block instead looked up every
 /// version by its row id, a descent each once updates had scattered the
 /// ids over the leaves (pgbench's accounts: 3 s against heap's 0.13 s).
 /// Every leaf belongs to one block, so the sampled blocks' rows are a
 /// uniform sample and their counts scale to the table's as heap's do.
-/// Invariant: `starts` ascend; `blocks` >= the block count ANALYZE saw.
+/// Only the key where each block's first leaf begins is kept (at most
+/// `N`, which ANALYZE caps). Invariant: `firsts` ascends in both block and
+/// key and starts with block 0 at the range's start (`None`).
 struct LeafSplit {
-    starts: Vec<Vec<u8>>,
+    firsts: Vec<(u64, Option<Vec<u8>>)>,
+    leaves: u64,
     blocks: u64,
+    /// Leaf starts pushed so far.
+    seen: u64,
 }
 
 impl LeafSplit {
-    /// The key range of block `b` (None: no leaf falls to it).
-    fn range(&self, b: u64) -> Option<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
-        let leaves = self.starts.len() as u128 + 1;
-        let at = |b: u64| (b as u128 * leaves / self.blocks as u128) as usize;
-        let (i, j) = (at(b), at(b + 1).min(leaves as usize));
-        if i >= j {
-            return None;
+    /// A split of `leaves` leaves among `blocks` blocks, before the starts
+    /// of the leaves after the first are pushed in order.
+    fn new(leaves: u64, blocks: u64) -> LeafSplit {
+        LeafSplit {
+            firsts: vec![(0, None)],
+            leaves: leaves.max(1),
+            blocks: blocks.max(1),
+            seen: 0,
         }
-        let lo = match i {
-            0 => Bound::Unbounded,
-            _ => Bound::Included(self.starts[i - 1].clone()),
+    }
+
+    /// The next leaf's start. Leaves beyond the count (split since it was
+    /// taken) fall to the last block.
+    fn push(&mut self, start: &[u8]) {
+        self.seen += 1;
+        let b = (self.seen as u128 * self.blocks as u128 / self.leaves as u128)
+            .min(self.blocks as u128 - 1) as u64;
+        if self.firsts.last().is_some_and(|(last, _)| *last != b) {
+            self.firsts.push((b, Some(start.to_vec())));
+        }
+    }
+
+    /// The key range of block `b` (None: no leaf fell to it).
+    fn range(&self, b: u64) -> Option<(Bound<Vec<u8>>, Bound<Vec<u8>>)> {
+        let i = self.firsts.binary_search_by_key(&b, |(block, _)| *block).ok()?;
+        let lo = match &self.firsts[i].1 {
+            Some(k) => Bound::Included(k.clone()),
+            None => Bound::Unbounded,
         };
-        let hi = match self.starts.get(j - 1) {
-            Some(k) if j < leaves as usize => Bound::Excluded(k.clone()),
+        let hi = match self.firsts.get(i + 1) {
+            Some((_, Some(k))) => Bound::Excluded(k.clone()),
             _ => Bound::Unbounded,
         };
         Some((lo, hi))
+    }
+
+    /// Divides `table`'s versions among `blocks` blocks: the level above
+    /// the leaves is read twice, to count the leaves and to keep the
+    /// blocks' first keys.
+    fn of(table: &Table, blocks: u64) -> LeafSplit {
+        let (lo, hi) = table.all_versions();
+        let key = |b: Bound<Vec<u8>>| match b {
+            Bound::Included(k) | Bound::Excluded(k) => Some(k),
+            Bound::Unbounded => None,
+        };
+        let (lo, hi) = (key(lo).unwrap_or_default(), key(hi));
+        let mut starts = 0u64;
+        let tree = &table.tree;
+        tree.for_each_leaf_start(&lo, hi.as_deref(), |_| starts += 1)
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        let mut split = LeafSplit::new(starts + 1, blocks);
+        tree.for_each_leaf_start(&lo, hi.as_deref(), |k| split.push(k))
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
+        split
     }
 }
 
@@ -1645,37 +1717,21 @@ pub unsafe fn analyze_next_block(
     unsafe {
         let st = &mut *(*scan.cast::<OScan>()).state;
         let analyzing = analyzing();
+        // The blocks relation_size reported to this ANALYZE.
+        let (blocks, per) = if analyzing {
+            analyze_blocks((*scan).rs_rd, &st.tree)
+        } else {
+            (0, tid::PER_BLOCK)
+        };
         if analyzing && st.tree.desc().is_some() {
-            if st.analyze_split.is_none() {
-                let next = st.tree.tree.next_id();
-                let (lo, hi) = st.tree.all_versions();
-                let key = |b: Bound<Vec<u8>>| match b {
-                    Bound::Included(k) | Bound::Excluded(k) => Some(k),
-                    Bound::Unbounded => None,
-                };
-                let lo = key(lo).unwrap_or_default();
-                let starts = st
-                    .tree
-                    .tree
-                    .leaf_starts(&lo, key(hi).as_deref())
-                    .unwrap_or_else(|e| crate::pg::engine::report(e));
-                st.analyze_split = Some(LeafSplit {
-                    starts,
-                    blocks: next.div_ceil(ids_per_block(next)).max(1),
-                });
-            }
-            let split = st.analyze_split.as_ref().expect("set above");
+            let split = st
+                .analyze_split
+                .get_or_insert_with(|| LeafSplit::of(&st.tree, blocks));
             st.analyze = split.range(blockno as u64).map(|(lo, hi)| {
                 AnalyzeBlock::Keys(st.tree.versions(lo, hi, Direction::Forward))
             });
             return true;
         }
-        // The block size relation_size reported to this ANALYZE.
-        let per = if analyzing {
-            ids_per_block(st.tree.tree.next_id())
-        } else {
-            tid::PER_BLOCK
-        };
         let first = blockno as u64 * per;
         st.analyze = Some(AnalyzeBlock::Ids(st.tree.id_range(first, first + per)));
         true
@@ -1828,28 +1884,37 @@ mod unit {
 
     #[test]
     fn leaf_split_gives_every_leaf_to_one_block() {
-        let k = |n: u8| vec![n];
-        let split = LeafSplit {
-            starts: vec![k(10), k(20), k(30), k(40)],
-            blocks: 3,
-        };
         use Bound::*;
-        assert_eq!(split.range(0), Some((Unbounded, Excluded(k(10)))));
-        assert_eq!(split.range(1), Some((Included(k(10)), Excluded(k(30)))));
-        assert_eq!(split.range(2), Some((Included(k(30)), Unbounded)));
-        assert_eq!(split.range(3), None);
-        // More blocks than leaves: some blocks have none, each leaf one.
-        let wide = LeafSplit {
-            starts: vec![k(10)],
-            blocks: 5,
+        let k = |n: u16| n.to_be_bytes().to_vec();
+        let split = |leaves: u64, blocks: u64| {
+            let mut s = LeafSplit::new(leaves, blocks);
+            for n in 1..leaves {
+                s.push(&k(n as u16 * 10));
+            }
+            s
         };
+        // Five leaves (starts 10, 20, 30, 40) in three blocks: leaf l to
+        // block l * 3 / 5, so 0 1 | 2 3 | 4.
+        let s = split(5, 3);
+        assert_eq!(s.range(0), Some((Unbounded, Excluded(k(20)))));
+        assert_eq!(s.range(1), Some((Included(k(20)), Excluded(k(40)))));
+        assert_eq!(s.range(2), Some((Included(k(40)), Unbounded)));
+        assert_eq!(s.range(3), None);
+        // More blocks than leaves: some blocks have none, each leaf one.
+        let wide = split(2, 5);
         let got: Vec<_> = (0..5).filter_map(|b| wide.range(b)).collect();
         assert_eq!(got, vec![(Unbounded, Excluded(k(10))), (Included(k(10)), Unbounded)]);
-        let one = LeafSplit {
-            starts: vec![],
-            blocks: 2,
-        };
-        assert_eq!(one.range(0), None);
-        assert_eq!(one.range(1), Some((Unbounded, Unbounded)));
+        let one = split(1, 2);
+        assert_eq!(one.range(0), Some((Unbounded, Unbounded)));
+        assert_eq!(one.range(1), None);
+        // Leaves that appeared after counting go to the last block.
+        let mut grown = LeafSplit::new(2, 2);
+        for n in 1..4u16 {
+            grown.push(&k(n * 10));
+        }
+        assert_eq!(grown.range(1), Some((Included(k(10)), Unbounded)));
+        // At most one key kept per block.
+        let many = split(200, 3);
+        assert_eq!(many.firsts.len(), 3);
     }
 }

@@ -59,19 +59,36 @@ impl Tree {
 
     /// Where the leaves holding keys in `lo..hi` (`hi` None: no end) begin,
     /// strictly inside that range and in key order: the range's leaves are
-    /// the runs between them. Read from the level above the leaves (a
-    /// descent per page of it) without reading a leaf; a tree of one leaf
-    /// has none. Splits and merges while it runs make it a recent answer,
-    /// not a snapshot: ANALYZE divides a table into sample blocks by it.
+    /// the runs between them. See [`Tree::for_each_leaf_start`].
     pub fn leaf_starts(&self, lo: &[u8], hi: Option<&[u8]>) -> Result<Vec<Vec<u8>>> {
-        // The root's level never drops (merges leave it), so a tree above
-        // one leaf keeps its level 1 for the descents below.
+        let mut out = Vec::new();
+        self.for_each_leaf_start(lo, hi, |k| out.push(k.to_vec()))?;
+        Ok(out)
+    }
+
+    /// Calls `f` with each key where a leaf holding keys in `lo..hi` (`hi`
+    /// None: no end) begins, strictly inside that range, in ascending
+    /// order. Read from the level above the leaves (a descent per page of
+    /// it) without reading a leaf; a tree of one leaf has none. Splits and
+    /// merges while it runs make it a recent answer, not a snapshot:
+    /// ANALYZE divides a table into sample blocks by it. The caller keeps
+    /// the tree from being emptied in place (which makes the root a leaf
+    /// again): ANALYZE's lock on the table conflicts with TRUNCATE's.
+    pub fn for_each_leaf_start(
+        &self,
+        lo: &[u8],
+        hi: Option<&[u8]>,
+        mut f: impl FnMut(&[u8]),
+    ) -> Result<()> {
+        // Merges never lower the root, so a tree above one leaf keeps its
+        // level 1 for the descents below.
         if self.fetch(self.root(), LatchMode::Shared)?.page().level() == 0 {
-            return Ok(Vec::new());
+            return Ok(());
         }
         let cmp = self.cmp();
         let below_hi = |k: &[u8]| hi.is_none_or(|h| cmp.cmp(k, h) == Ordering::Less);
-        let mut out: Vec<Vec<u8>> = Vec::new();
+        // The last start handed out (or `lo`), and where to descend next.
+        let mut after = lo.to_vec();
         let mut from = lo.to_vec();
         loop {
             let g = self.descend(Target::Key(&from), 1, LatchMode::Shared, &mut Vec::new())?;
@@ -81,15 +98,15 @@ impl Tree {
             let starts = p.low().into_iter().chain((1..p.nitems()).map(|i| p.key(i)));
             for k in starts {
                 // Strictly ascending: a merge may have moved keys already
-                // taken into the page reached now.
-                let after = out.last().map_or(lo, |l| l.as_slice());
-                if cmp.cmp(k, after) == Ordering::Greater && below_hi(k) {
-                    out.push(k.to_vec());
+                // passed into the page reached now.
+                if cmp.cmp(k, &after) == Ordering::Greater && below_hi(k) {
+                    f(k);
+                    after = k.to_vec();
                 }
             }
             match p.high() {
                 Some(h) if below_hi(h) => from = h.to_vec(),
-                _ => return Ok(out),
+                _ => return Ok(()),
             }
         }
     }

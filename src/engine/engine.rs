@@ -1676,9 +1676,8 @@ impl Tree {
         self.file().next_id()
     }
 
-    /// Pages in the tree's page table, free ones included: O(1), for
-    /// planner estimates (`stats` counts exactly but walks the table).
-    /// The tree's pages in use (free page-table entries left out).
+    /// The tree's pages in use (free page-table entries left out): O(1),
+    /// for planner estimates.
     pub fn approx_pages(&self) -> u64 {
         self.file().live_pages() as u64
     }
