@@ -218,14 +218,19 @@ impl Table {
 
     /// The tree key of version `id` whose key prefix is `prefix`.
     pub fn version_key(&self, prefix: &[u8], id: u64) -> Vec<u8> {
+        let mut k = Vec::with_capacity(prefix.len() + 8);
+        self.push_version_key(&mut k, prefix, id);
+        k
+    }
+
+    /// Appends [`Table::version_key`] to `out`.
+    pub fn push_version_key(&self, out: &mut Vec<u8>, prefix: &[u8], id: u64) {
         match self.layout {
-            Layout::RowId => tid::key(id).to_vec(),
+            Layout::RowId => out.extend_from_slice(&tid::key(id)),
             Layout::Keyed(_) => {
-                let mut k = Vec::with_capacity(prefix.len() + 7);
-                k.push(VERSION_TAG);
-                k.extend_from_slice(prefix);
-                push_version_suffix(&mut k, id);
-                k
+                out.push(VERSION_TAG);
+                out.extend_from_slice(prefix);
+                push_version_suffix(out, id);
             }
         }
     }
@@ -363,14 +368,14 @@ impl Table {
     /// [`Tree::insert_run`], a leaf per descent and log record — map
     /// entries first, so a version is never without its entry. Returns a
     /// row id that is taken already (then part of the batch may be in).
-    pub fn insert_many(&self, rows: &[(u64, Vec<u8>, Vec<u8>)]) -> Option<u64> {
+    pub fn insert_many<P: AsRef<[u8]>, V: AsRef<[u8]>>(&self, rows: &[(u64, P, V)]) -> Option<u64> {
         self.insert_map_entries(rows)
             .or_else(|| self.insert_versions(rows))
     }
 
     /// The map entries of new versions `(row id, key prefix, _)` as a
     /// batch (nothing in the row-id layout); a row id that has one already.
-    pub fn insert_map_entries(&self, rows: &[(u64, Vec<u8>, Vec<u8>)]) -> Option<u64> {
+    pub fn insert_map_entries<P: AsRef<[u8]>, V>(&self, rows: &[(u64, P, V)]) -> Option<u64> {
         let Layout::Keyed(_) = self.layout else {
             return None;
         };
@@ -380,24 +385,29 @@ impl Table {
         let items: Vec<(&[u8], &[u8])> = order
             .iter()
             .zip(&maps)
-            .map(|(&i, m)| (&m[..], &rows[i].1[..]))
+            .map(|(&i, m)| (&m[..], rows[i].1.as_ref()))
             .collect();
         self.run(&items).map(|at| rows[order[at]].0)
     }
 
     /// New versions `(row id, key prefix, value)` whose map entries are in
     /// as a batch; a row id that is taken.
-    pub fn insert_versions(&self, rows: &[(u64, Vec<u8>, Vec<u8>)]) -> Option<u64> {
-        let keys: Vec<Vec<u8>> = rows
-            .iter()
-            .map(|(id, p, _)| self.version_key(p, *id))
-            .collect();
+    pub fn insert_versions<P: AsRef<[u8]>, V: AsRef<[u8]>>(&self, rows: &[(u64, P, V)]) -> Option<u64> {
+        // The keys back to back in one buffer: a load's batch holds
+        // thousands of rows, and a key each was as many allocations.
+        let mut buf = Vec::new();
+        let mut ends = Vec::with_capacity(rows.len());
+        for (id, p, _) in rows {
+            self.push_version_key(&mut buf, p.as_ref(), *id);
+            ends.push(buf.len());
+        }
+        let key = |i: usize| &buf[if i == 0 { 0 } else { ends[i - 1] }..ends[i]];
         let mut order: Vec<usize> = (0..rows.len()).collect();
         let cmp = self.tree.cmp();
-        order.sort_by(|&a, &b| cmp.cmp(&keys[a], &keys[b]));
+        order.sort_by(|&a, &b| cmp.cmp(key(a), key(b)));
         let items: Vec<(&[u8], &[u8])> = order
             .iter()
-            .map(|&i| (&keys[i][..], &rows[i].2[..]))
+            .map(|&i| (key(i), rows[i].2.as_ref()))
             .collect();
         self.run(&items).map(|at| rows[order[at]].0)
     }

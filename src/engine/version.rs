@@ -145,6 +145,11 @@ pub fn make_heap_only(value: &mut Vec<u8>, root: u64) {
     value[AT_INFOMASK2..AT_INFOMASK2 + 2].copy_from_slice(&i2.to_le_bytes());
 }
 
+/// Whether `h` carries anything [`without_hot`] removes.
+pub fn has_hot_marks(h: &Header) -> bool {
+    h.flags & HOT_ROOT != 0 || h.infomask2 & (bits::HEAP_ONLY | bits::HOT_UPDATED) != 0
+}
+
 /// Version `value` as an ordinary one: HOT bits and root trailer removed
 /// (a rewrite that rebuilds every index gives each version its own
 /// entries).
