@@ -22,7 +22,8 @@
 use crate::am::pkey::KeyDesc;
 use orioledb_engine::btree::{Change, Successor};
 use orioledb_engine::cmp::Bytewise;
-use orioledb_engine::keys::{push_version_suffix, version_suffix, SUFFIX};
+pub use orioledb_engine::keys::VERSION_TAG;
+use orioledb_engine::keys::{map_key, push_version_suffix, version_suffix, SUFFIX};
 use orioledb_engine::version::{self, tid};
 use orioledb_engine::{Cursor, Direction, IdHash, Leaf, Tree, TreeId};
 use std::cell::RefCell;
@@ -31,8 +32,6 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 pub const DESC_KEY: &[u8] = &[0x00];
-const MAP_TAG: u8 = 0x01;
-pub const VERSION_TAG: u8 = 0x02;
 
 /// How versions are keyed in a tree. Invariant: `Keyed` iff the tree holds
 /// the descriptor item.
@@ -84,12 +83,6 @@ pub fn remember_key(tree: TreeId, id: u64, key: &[u8]) {
 /// row id), with room for the HOT root trailer a version may get later.
 pub fn keyed_max_value(prefix_len: usize) -> usize {
     orioledb_engine::page::MAX_ITEM - (prefix_len + 7 + version::ROOT_LEN)
-}
-
-fn map_key(id: u64) -> [u8; 9] {
-    let mut k = [MAP_TAG; 9];
-    k[1..].copy_from_slice(&id.to_be_bytes());
-    k
 }
 
 /// A keyed version's key: its tag, at least two prefix bytes (a column's

@@ -576,8 +576,12 @@ impl PageIo for Inner {
         self.refresh_handles();
         let path = self.data_path(id);
         let off = ext.off as u64 * UNIT as u64;
-        let mut bytes = vec![0u8; ext.len as usize * UNIT];
-        self.io.read_at(&path, off, &mut bytes).map_err(|e| {
+        let len = ext.len as usize * UNIT;
+        // A page-sized extent is read straight into the page: usually a
+        // raw image, checked in place (no buffer, no copy).
+        let mut bytes = if len == buf.len() { Vec::new() } else { vec![0u8; len] };
+        let target: &mut [u8] = if bytes.is_empty() { &mut *buf } else { &mut bytes };
+        self.io.read_at(&path, off, target).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 // The map names this extent: a shorter file lost data.
                 EngineError::corrupt(
@@ -589,7 +593,16 @@ impl PageIo for Inner {
                 EngineError::io("read", &path, e)
             }
         })?;
-        image::decode(&bytes, page, buf).map_err(|d| EngineError::corrupt(&path, off, d))?;
+        let decoded = if !bytes.is_empty() {
+            image::decode(&bytes, page, buf)
+        } else if image::is_raw(buf) {
+            image::decode_raw_in_place(buf, page)
+        } else {
+            // A compressed image that happens to fill 16 units.
+            let img = buf.to_vec();
+            image::decode(&img, page, buf)
+        };
+        decoded.map_err(|d| EngineError::corrupt(&path, off, d))?;
         crate::page::validate(buf)
             .map_err(|d| EngineError::corrupt(&path, off, format!("page {page}: {d}")))?;
         Ok(())

@@ -299,6 +299,31 @@ pub fn encode_decimal(text: &str, out: &mut Vec<u8>) -> bool {
 /// Length of the version suffix.
 pub const SUFFIX: usize = 6;
 
+/// Tag of a row-id map entry's key in a keyed tree (`MAP_TAG ‖ row id u64
+/// BE` → key prefix; the table AM's layout, `src/am/table.rs`).
+pub const MAP_TAG: u8 = 0x01;
+/// Tag of a version's key in a keyed tree (`VERSION_TAG ‖ prefix ‖
+/// suffix`).
+pub const VERSION_TAG: u8 = 0x02;
+
+/// The row-id map entry's key of version `tid`.
+pub fn map_key(tid: u64) -> [u8; 9] {
+    let mut k = [MAP_TAG; 9];
+    k[1..].copy_from_slice(&tid.to_be_bytes());
+    k
+}
+
+/// The row-id map entry (key, value) that locates version key `key` of a
+/// keyed tree: a function of the key alone, so the log names such an entry
+/// beside its version with a marker instead of its bytes (`wal.rs`). None
+/// for a key that is not a keyed version's.
+pub fn map_entry_of(key: &[u8]) -> Option<([u8; 9], &[u8])> {
+    if key.len() < 1 + SUFFIX || key[0] != VERSION_TAG {
+        return None;
+    }
+    Some((map_key(version_suffix(key)?), &key[1..key.len() - SUFFIX]))
+}
+
 /// Appends the version suffix for `tid` (48 bits): inverted, so that a
 /// key's versions sort newest (highest TID) first.
 pub fn push_version_suffix(key: &mut Vec<u8>, tid: u64) {

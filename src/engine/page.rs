@@ -4,7 +4,8 @@
 //! 0   magic u16 | flags u16 | level u16 | nitems u16
 //! 8   upper u16 | garbage u16 | right u32
 //! 16  low_off u16 | low_len u16 | high_off u16 | high_len u16
-//! 24  reserved u64
+//! 24  reserved u64 (zero; a raw page image keeps its checksum and page
+//!     number here on disk, `store/image.rs`)
 //! 32  slot array: nitems x u16 item offsets, in key order (grows up)
 //! ... free space ...
 //! upper..8192: item data (grows down): klen u16 | vlen u16 | key | value,

@@ -25,12 +25,15 @@
 //!   5 row-id limit  limit u64
 //!   7 patch      klen u16 | key | vlen u16 | ranges to the end: offset u16 | n u8 | n bytes
 //!   8 put pair   klen u16 | key | vlen u16 | value | klen u16 | key | value (to the end)
+//!     (in 8 and 9, a first klen of 0xFFFF stands for the second key's
+//!     row-id map entry, `keys::map_entry_of`: neither key nor value follows)
 //!   9 put pair, second value as a delta against a base key's value:
 //!                klen u16 | key | vlen u16 | value | klen u16 | key | klen u16 | base key |
 //!                hlen u16 | head | from u16 | prefix u16 | suffix u16 | middle (to the end)
 //!  12 put run    (klen u16 | key | vlen u16 | value)* to the end
 //!  13 update     klen u16 | key | vlen u16 | edit |
-//!                flen u16 | first key | fvlen u16 | first value (flen 0: no first, no fvlen) |
+//!                flen u16 | first key | fvlen u16 | first value (flen 0: no first, no fvlen;
+//!                  flen 0xFFFF: the new key's row-id map entry, nothing follows) |
 //!                shared u16 | tlen u16 | tail (new key: `shared` bytes of key, then tail) |
 //!                hlen u16 | head | from u16 | prefix u16 | suffix u16 | middle (to the end)
 //!                edit: 0 | nranges u8 | ranges (offset u16 | n u8 | n bytes)  (same length)
@@ -454,6 +457,16 @@ impl Record {
             b.extend_from_slice(&(x.len() as u16).to_le_bytes());
             b.extend_from_slice(x);
         };
+        // A first entry that is the map entry of the version key that
+        // follows it costs the marker alone.
+        let put_first = |b: &mut Vec<u8>, first: &(Vec<u8>, Vec<u8>), key: &[u8]| {
+            if is_map_entry_of(first, key) {
+                b.extend_from_slice(&DERIVED.to_le_bytes());
+            } else {
+                with_len(b, &first.0);
+                with_len(b, &first.1);
+            }
+        };
         match self {
             Record::Create { compress, .. } => b.extend_from_slice(&compress.to_le_bytes()),
             Record::Drop { .. } | Record::Truncate { .. } => {}
@@ -482,8 +495,7 @@ impl Record {
             Record::PutPair {
                 first, key, value, ..
             } => {
-                with_len(&mut b, &first.0);
-                with_len(&mut b, &first.1);
+                put_first(&mut b, first, key);
                 with_len(&mut b, key);
                 b.extend_from_slice(value);
             }
@@ -494,8 +506,7 @@ impl Record {
                 delta,
                 ..
             } => {
-                with_len(&mut b, &first.0);
-                with_len(&mut b, &first.1);
+                put_first(&mut b, first, key);
                 with_len(&mut b, key);
                 with_len(&mut b, base);
                 put_delta(&mut b, delta);
@@ -530,10 +541,7 @@ impl Record {
                     }
                 }
                 match first {
-                    Some((k, v)) => {
-                        with_len(&mut b, k);
-                        with_len(&mut b, v);
-                    }
+                    Some(f) => put_first(&mut b, f, new_key),
                     None => with_len(&mut b, &[]),
                 }
                 let shared = key.iter().zip(new_key).take_while(|(a, b)| a == b).count();
@@ -564,6 +572,15 @@ impl Record {
         let with_len = |at: &mut usize| -> Result<Vec<u8>, String> {
             let n = u16of(at)?;
             Ok(take(at, n)?.to_vec())
+        };
+        // A pair's first entry: None for the marker (derived from the key
+        // that follows).
+        let first_of = |at: &mut usize| -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+            if b.get(*at..*at + 2) == Some(&DERIVED.to_le_bytes()[..]) {
+                *at += 2;
+                return Ok(None);
+            }
+            Ok(Some((with_len(at)?, with_len(at)?)))
         };
         let rest = |at: &mut usize| {
             let r = b[*at..].to_vec();
@@ -649,15 +666,20 @@ impl Record {
                     edit: Edit::Ranges(ranges),
                 }
             }
-            8 => Record::PutPair {
-                tree,
-                first: (with_len(&mut at)?, with_len(&mut at)?),
-                key: with_len(&mut at)?,
-                value: rest(&mut at),
-            },
-            9 => {
-                let first = (with_len(&mut at)?, with_len(&mut at)?);
+            8 => {
+                let first = first_of(&mut at)?;
                 let key = with_len(&mut at)?;
+                Record::PutPair {
+                    tree,
+                    first: derive_first(first, &key)?,
+                    key,
+                    value: rest(&mut at),
+                }
+            }
+            9 => {
+                let first = first_of(&mut at)?;
+                let key = with_len(&mut at)?;
+                let first = derive_first(first, &key)?;
                 let base = with_len(&mut at)?;
                 Record::PutPairDelta {
                     tree,
@@ -702,11 +724,13 @@ impl Record {
                     }
                     e => return Err(format!("unknown edit kind {e} in an update record")),
                 };
-                let fk = with_len(&mut at)?;
-                let first = if fk.is_empty() {
+                let derived = b.get(at..at + 2) == Some(&DERIVED.to_le_bytes()[..]);
+                let first = if derived {
+                    at += 2;
                     None
                 } else {
-                    Some((fk, with_len(&mut at)?))
+                    let fk = with_len(&mut at)?;
+                    (!fk.is_empty()).then(|| Ok::<_, String>((fk, with_len(&mut at)?))).transpose()?
                 };
                 let shared = u16of(&mut at)?;
                 let mut new_key = key
@@ -714,6 +738,11 @@ impl Record {
                     .ok_or("update record shares more key bytes than there are")?
                     .to_vec();
                 new_key.extend_from_slice(&with_len(&mut at)?);
+                let first = if derived {
+                    Some(derive_first(None, &new_key)?)
+                } else {
+                    first
+                };
                 Record::Update {
                     tree,
                     key,
@@ -730,6 +759,27 @@ impl Record {
             return Err("log record has trailing bytes".into());
         }
         Ok(rec)
+    }
+}
+
+/// The length field that stands for a pair's first entry when that entry
+/// is the row-id map entry of the version key beside it
+/// (`keys::map_entry_of`): no key is that long, so earlier records never
+/// hold it.
+const DERIVED: u16 = u16::MAX;
+
+/// Whether `first` is the map entry `key` implies.
+fn is_map_entry_of(first: &(Vec<u8>, Vec<u8>), key: &[u8]) -> bool {
+    crate::keys::map_entry_of(key).is_some_and(|(k, v)| first.0 == k && first.1 == v)
+}
+
+/// A decoded first entry, or (None: the marker) the one `key` implies.
+fn derive_first(first: Option<(Vec<u8>, Vec<u8>)>, key: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
+    match first {
+        Some(f) => Ok(f),
+        None => crate::keys::map_entry_of(key)
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .ok_or_else(|| "log record derives a map entry from a key that has none".into()),
     }
 }
 
@@ -901,6 +951,63 @@ mod tests {
                 assert!(Record::decode(&b[..cut]).is_err());
             }
         }
+    }
+
+    #[test]
+    fn a_versions_map_entry_costs_a_marker_and_decodes_back() {
+        let t = TreeId::new(5, 16384);
+        let mut vkey = vec![crate::keys::VERSION_TAG, 1, 0x80, 0, 0, 7];
+        crate::keys::push_version_suffix(&mut vkey, 4242);
+        let map = (crate::keys::map_key(4242).to_vec(), vec![1, 0x80, 0, 0, 7]);
+        let delta = Delta {
+            head: vec![3; 15],
+            from: 32,
+            prefix: 100,
+            middle: vec![1],
+            suffix: 3,
+        };
+        let pair = |first: (Vec<u8>, Vec<u8>)| Record::PutPair {
+            tree: t,
+            first,
+            key: vkey.clone(),
+            value: vec![4; 20],
+        };
+        let pair_delta = |first: (Vec<u8>, Vec<u8>)| Record::PutPairDelta {
+            tree: t,
+            first,
+            key: vkey.clone(),
+            base: b"base".to_vec(),
+            delta: delta.clone(),
+        };
+        let update = |first: (Vec<u8>, Vec<u8>)| Record::Update {
+            tree: t,
+            key: vkey[..vkey.len() - 1].to_vec(),
+            len: 120,
+            edit: Edit::Ranges(vec![(4, vec![1; 4])]),
+            first: Some(first),
+            new_key: vkey.clone(),
+            delta: delta.clone(),
+        };
+        // The entry of another row id, or another prefix, is spelled out.
+        let other_id = (crate::keys::map_key(4243).to_vec(), map.1.clone());
+        let other_prefix = (map.0.clone(), vec![1, 0x80, 0, 0, 8]);
+        for make in [&pair as &dyn Fn(_) -> Record, &pair_delta, &update] {
+            let derived = make(map.clone());
+            let b = derived.encode();
+            assert_eq!(Record::decode(&b).unwrap(), derived);
+            for other in [other_id.clone(), other_prefix.clone()] {
+                let spelled = make(other);
+                let sb = spelled.encode();
+                assert_eq!(Record::decode(&sb).unwrap(), spelled);
+                // 2 length fields, the 9-byte key and the 5-byte prefix.
+                assert_eq!(sb.len(), b.len() + 2 + 9 + 5);
+            }
+        }
+        // A marker before a key that implies no entry is damage.
+        let mut bad = pair(map.clone()).encode();
+        let k_at = 9 + 2 + 2;
+        bad[k_at] = 0x07;
+        assert!(Record::decode(&bad).is_err());
     }
 
     #[test]
