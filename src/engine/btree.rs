@@ -560,6 +560,21 @@ impl Tree {
             first.key = None;
             return Ok((true, out));
         }
+        let mut pos = pos;
+        // The successor's leaf is full: prune it, as a put does, and try
+        // again, so that the update stays one change and one record (the
+        // way below costs a second descent and two records).
+        if pos.is_ok_and(|i| self.lacks_room(g.page(), succ.key, &new, val.len(), i)) {
+            self.inner.before_modify(&mut g)?;
+            if self.prune_leaf(&mut g, key)? {
+                g.mark_dirty(epoch);
+                pos = self.position(&g, key, true)?;
+                if self.update_in_leaf(&mut g, key, pos, &val, succ, &new, epoch)? {
+                    first.key = None;
+                    return Ok((true, out));
+                }
+            }
+        }
         self.put_latched(g, path, key, pos, val.clone(), Log::Yes, epoch)?;
         // The successor's record covers the first key once logged; should
         // it fail before that, the entry stays unlogged and names nothing
@@ -591,11 +606,8 @@ impl Tree {
         let p = g.page();
         let cmp = self.cmp();
         let old = p.value(i);
-        // Room for the successor and for the old value's growth (a version
-        // getting its full header): both steps below then fit.
-        let growth = val.len().saturating_sub(old.len());
         if !matches!(self.covers(p, Target::Key(succ.key)), Cover::Yes)
-            || p.total_free() < item_space(succ.key.len(), new.len()) + growth
+            || self.lacks_room(p, succ.key, new, val.len(), i)
         {
             return Ok(false);
         }
@@ -639,6 +651,16 @@ impl Tree {
             self.inner.log_changed_encoded(&rec);
         }
         Ok(true)
+    }
+
+    /// Whether leaf `p` covers the successor `succ_key` but has no room for
+    /// it (`new`) beside the old value at `i` grown to `val_len` bytes (a
+    /// version getting its full header): with room, both steps of
+    /// [`Tree::update_in_leaf`] fit.
+    fn lacks_room(&self, p: PageRef, succ_key: &[u8], new: &[u8], val_len: usize, i: usize) -> bool {
+        let growth = val_len.saturating_sub(p.value(i).len());
+        matches!(self.covers(p, Target::Key(succ_key)), Cover::Yes)
+            && p.total_free() < item_space(succ_key.len(), new.len()) + growth
     }
 
     /// A change that cannot be refused was: the leaf holds half of an

@@ -529,7 +529,7 @@ impl Inner {
         self.refresh_handles();
         let id = self.meta.slot_id(slot);
         let level = self.meta.slot(slot).compress.load(Ordering::Relaxed);
-        let img = image::encode(buf, page, epoch, level);
+        let mut img = image::encode(buf, page, epoch, level);
         let f = self.meta.file(slot);
         if self.meta.slot(slot).num.load(Ordering::Acquire) != num {
             return Ok(());
@@ -539,6 +539,9 @@ impl Inner {
         // (under this latch), so no write can reuse one of them.
         self.check_poison()?;
         let e = f.space_alloc((img.len() / UNIT) as u16)?;
+        // The extent may be a unit longer (`FileGuard::space_alloc`): its
+        // every byte is written, so a read of it never ends past the file.
+        img.resize(e.len as usize * UNIT, 0);
         let path = self.data_path(id);
         if let Err(err) = self.io.write_at(&path, e.off as u64 * UNIT as u64, &img) {
             f.space_release(e);

@@ -31,6 +31,8 @@ pub const CHUNK: usize = 8192;
 const HEADER: usize = 128;
 /// Bytes of a slot's `Slot` fields.
 const SLOT_FIELDS: usize = 128;
+/// Units of a raw page image, the size most writes allocate (`fit_hint`).
+const FIT_UNITS: u32 = (crate::page::PAGE_SIZE / crate::store::image::UNIT) as u32;
 /// Entries of a slot's room table: block `b`'s entry is `b % ROOMS`.
 const ROOMS: usize = 128;
 const SLOT: usize = SLOT_FIELDS + ROOMS * 8;
@@ -104,6 +106,11 @@ pub(crate) struct Slot {
     free_head: u32,
     end_units: u32,
     free_hint: u32,
+    /// No free run of [`FIT_UNITS`] or more lies wholly below this unit, and
+    /// none straddles it: a whole page's image is looked for from here, so
+    /// the small holes lower in the file (left between other sizes of
+    /// images) are not walked past again at every page write.
+    fit_hint: u32,
     /// Page table and bitmap: 0 = none, else chunk + 1 of a directory, or
     /// (with `DIRECT`) of the only leaf chunk.
     pt_dir: u32,
@@ -682,14 +689,18 @@ impl FileGuard<'_> {
         self.s().end_units
     }
 
-    /// First fit from the lowest possibly-free unit; grows the file if
-    /// needed (a free run reaching the end of the file is extended). Scans
-    /// the bitmap a word at a time: runs of used and free units are skipped
-    /// with bit counts, not unit by unit.
+    /// First fit from the lowest possibly-free unit (for a whole page's
+    /// image, from `fit_hint`: the same place, found without walking the
+    /// holes too small for it); grows the file if needed (a free run
+    /// reaching the end of the file is extended). Scans the bitmap a word
+    /// at a time: runs of used and free units are skipped with bit counts,
+    /// not unit by unit.
     pub fn space_alloc(&self, len: u16) -> Result<Extent> {
         let end = self.s().end_units;
-        let hint = self.s().free_hint.min(end);
+        let low = self.s().free_hint.min(end);
         let want = len as u32;
+        let big = want >= FIT_UNITS;
+        let hint = if big { low.max(self.s().fit_hint.min(end)) } else { low };
         let (mut run_start, mut run) = (hint, 0u32);
         let mut first_free: Option<u32> = None;
         let mut found = None;
@@ -737,16 +748,37 @@ impl FileGuard<'_> {
             None if run > 0 => run_start,
             None => end,
         };
-        let e = Extent { off, len };
+        let e = Extent {
+            off,
+            len: len + u16::from(want == FIT_UNITS && found.is_some() && self.lone_unit_after(off + want, end)),
+        };
         if e.end() > end {
             self.s().end_units = e.end();
         }
-        self.s().free_hint = first_free.unwrap_or(end).min(end);
+        if hint == low {
+            self.s().free_hint = first_free.unwrap_or(end).min(end);
+        }
         self.set_used(e, true)?;
         if self.s().free_hint == e.off {
             self.s().free_hint = e.end();
         }
+        if want == FIT_UNITS {
+            // Every hole below was shorter (or this is the lowest fit); a
+            // longer request may have passed holes of exactly this size.
+            self.s().fit_hint = e.end();
+        }
         Ok(e)
+    }
+
+    /// Whether `unit` is a free unit on its own, inside the file, after a
+    /// page-sized fit: the extent then takes it too (the image is padded),
+    /// so a hole of 17 units — a raw image as earlier builds wrote it —
+    /// leaves no 1-unit fragment that no image fits and every later
+    /// search walks past.
+    fn lone_unit_after(&self, unit: u32, end: u32) -> bool {
+        unit + 1 < end
+            && !self.is_used(unit)
+            && self.is_used(unit + 1)
     }
 
     pub fn space_release(&self, e: Extent) {
@@ -755,6 +787,16 @@ impl FileGuard<'_> {
             .expect("bitmap chunk of a used extent");
         if e.off < self.s().free_hint {
             self.s().free_hint = e.off;
+        }
+        if e.off <= self.s().fit_hint {
+            // The freed run may join free units just below it; a run wholly
+            // below the hint is shorter than FIT_UNITS, so the walk back is
+            // short.
+            let mut start = e.off;
+            while start > 0 && e.off - start < FIT_UNITS && !self.is_used(start - 1) {
+                start -= 1;
+            }
+            self.s().fit_hint = start;
         }
     }
 
@@ -767,6 +809,7 @@ impl FileGuard<'_> {
         }
         self.s().end_units = end;
         self.s().free_hint = self.s().free_hint.min(end);
+        self.s().fit_hint = self.s().fit_hint.min(end);
         (end < old).then_some(end)
     }
 
@@ -1063,6 +1106,7 @@ impl FileGuard<'_> {
         s.free_head = NIL;
         s.end_units = 0;
         s.free_hint = 0;
+        s.fit_hint = 0;
         s.pt_dir = 0;
         s.bm_dir = 0;
         s.ck_active = 0;
@@ -1204,6 +1248,7 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             (seed >> 33) % n
         };
+        let mut lones = 0usize;
         for step in 0..20_000 {
             if live.is_empty() || rnd(5) < 3 {
                 let len = 1 + rnd(17) as u16;
@@ -1215,8 +1260,14 @@ mod tests {
                     }
                     off += 1;
                 }
-                let e = f.space_alloc(len).unwrap();
-                assert_eq!(e.off as usize, off, "step {step}: first fit of {len}");
+                // A page-sized fit takes a lone free unit after it too.
+                let free = |u: usize| !used.get(u).copied().unwrap_or(false);
+                let inside = off + (len as usize) + 1 < used.len();
+                let lone = len == 16 && inside && free(off + 16) && !free(off + 17);
+                lones += usize::from(lone);
+                let len = len + u16::from(lone);
+                let e = f.space_alloc(len - u16::from(lone)).unwrap();
+                assert_eq!((e.off as usize, e.len), (off, len), "step {step}: first fit");
                 if used.len() < off + len as usize {
                     used.resize(off + len as usize, false);
                 }
@@ -1235,6 +1286,7 @@ mod tests {
                 assert_eq!(f.end_units() as usize, used.len(), "trim {trimmed:?}");
             }
         }
+        assert!(lones > 0, "no page-sized fit took a lone unit");
     }
 
     #[test]

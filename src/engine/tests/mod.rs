@@ -141,6 +141,97 @@ fn insert_runs_pack_leaves_and_stop_at_a_taken_key() {
     assert!(contents(&t2) == contents(&t));
 }
 
+/// An update whose leaf is full of dead versions prunes the leaf and stays
+/// one change and one record (as a put prunes before it splits), instead of
+/// a separate change of the old value and a second descent for the new one;
+/// the tree keeps its size, and replay gives the same live contents.
+#[test]
+fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
+    use crate::btree::{Change, Prune, Pruner, Successor};
+    /// Versions whose first byte is 0xDD are dead to everyone.
+    struct DropDead;
+    impl Pruner for DropDead {
+        fn prune(&self, _key: &[u8], value: &[u8]) -> Prune {
+            if value.first() == Some(&0xDD) {
+                Prune::Remove
+            } else {
+                Prune::Keep
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(crate::wal::MemWal::default());
+    let e = Engine::open_logged(dir.path(), 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    let opts = TreeOptions {
+        pruner: Some(Arc::new(DropDead) as Arc<dyn Pruner>),
+        ..Default::default()
+    };
+    let t = e.open_tree(crate::TreeId::new(1, 3), opts).unwrap();
+    let vkey = |row: u32, id: u64| [&b"v"[..], &row.to_be_bytes(), &(!id).to_be_bytes()].concat();
+    let stable: fn(&[u8]) -> usize = |_| 16;
+    // Ten rows and their dead versions share one leaf (about 44 items).
+    let rows = 10u32;
+    let mut cur: Vec<u64> = (0..rows as u64).collect();
+    for row in 0..rows {
+        let v = [vec![1u8; 16], value(row as u64, 0, 150)].concat();
+        assert!(t.insert(&vkey(row, row as u64), &v).unwrap());
+    }
+    let mut rng = Rng(11);
+    let mut next = rows as u64;
+    let before = wal.insert_position();
+    let updates = 2000u64;
+    for n in 0..updates {
+        let row = rng.below(rows as u64) as u32;
+        let (old, new) = (cur[row as usize], next);
+        next += 1;
+        let (ok, nk) = (vkey(row, old), vkey(row, new));
+        // No map entries: they would fill the leaf that the test keeps.
+        let succ = Successor {
+            first: None,
+            key: &nk,
+            stable,
+        };
+        t.update(&ok, &succ, |v| {
+            // The old version dies with its update (its updater commits at
+            // once, and nobody else looks).
+            let mut nv = v.expect("the old version exists").to_vec();
+            nv[0] = 0xDD;
+            let mut sv = nv.clone();
+            sv[..16].fill(2);
+            sv[20] = n as u8;
+            (Change::Put(nv), Some(sv), ())
+        })
+        .unwrap();
+        cur[row as usize] = new;
+    }
+    let records = wal.insert_position() - before;
+    assert_eq!(records, updates, "every update is one record");
+    assert_valid(&t);
+    assert_eq!(t.stats().pages, 1, "the leaf never split");
+    let live = |t: &Tree| -> BTreeMap<Vec<u8>, Vec<u8>> {
+        contents(t)
+            .into_iter()
+            .filter(|(k, v)| k[0] == b'v' && v[0] != 0xDD)
+            .collect()
+    };
+    let now = live(&t);
+    assert_eq!(now.len(), rows as usize);
+    for (row, id) in cur.iter().enumerate() {
+        assert!(now.contains_key(&vkey(row as u32, *id)));
+    }
+    // Replay into an empty engine: the same live versions (replay keeps
+    // the dead ones: pruning is not logged).
+    let dir2 = tempfile::tempdir().unwrap();
+    let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
+    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
+    for rec in wal.since(1) {
+        e2.replay(&rec, &bytewise).unwrap();
+    }
+    let t2 = e2.tree(crate::TreeId::new(1, 3)).unwrap();
+    assert_valid(&t2);
+    assert!(live(&t2) == now);
+}
+
 /// Updates of row versions (`Tree::update`): the old value's header change
 /// and the successor (with its map entry) are one log record when the
 /// successor shares the old one's leaf and fits there, two otherwise (a
