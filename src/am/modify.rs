@@ -91,8 +91,7 @@ pub unsafe fn insert(
         crate::am::ssi::check_in(rel, None);
         set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
-        rows::after_change();
-        rows::report_pruned(rel, tree.tree.id());
+        rows::after_change_of(rel, tree.tree.id());
     }
 }
 
@@ -143,8 +142,7 @@ pub unsafe fn insert_many(
         }
         crate::am::ssi::check_in(rel, None);
         pg_sys::pgstat_count_heap_insert(rel, slots.len() as _);
-        rows::after_change();
-        rows::report_pruned(rel, tree.tree.id());
+        rows::after_change_of(rel, tree.tree.id());
     }
 }
 
@@ -848,8 +846,7 @@ pub unsafe fn update(
         tree.remember_version(new_id, &new.prefix);
         crate::am::toast::placed();
         // The insert may have pruned its leaf.
-        rows::after_change();
-        rows::report_pruned(rel, tree.tree.id());
+        rows::after_change_of(rel, tree.tree.id());
         crate::am::vismap::clear(rel, new_id);
         // (The root's block was cleared with the old version's change.)
         // After both writes: a point lookup that found the new key empty
@@ -1165,7 +1162,9 @@ unsafe fn compare_columns(
                 indexed: false,
             };
         }
-        let Some(old) = get_version(tree, id) else {
+        // Its tuple only: the copy the scan that found it kept will do.
+        let old = crate::am::table::last_read(tree.tree.id(), id).or_else(|| get_version(tree, id));
+        let Some(old) = old else {
             return all;
         };
         if Header::decode(&old).is_none() {

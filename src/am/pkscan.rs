@@ -1046,6 +1046,7 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                     // UPDATE, DELETE and row locks come back by row id: spare
                     // them the row-id map probe.
                     crate::am::table::remember_key(run.table.tree.id(), id, &k);
+                    crate::am::table::remember_read(run.table.tree.id(), id, &v);
                     store_version(rel, slot, id, &v);
                     returned = true;
                     break;

@@ -264,9 +264,23 @@ impl Pruner for VersionPruner {
 /// then may a hint that it committed reach a page (after an asynchronous
 /// commit a crash may lose it; heap's `SetHintBits` waits the same way).
 fn commit_flushed(xid: Xid) -> bool {
+    let slot = &FLUSHED[xid as usize % FLUSHED.len()];
+    if xid != 0 && slot.load(Ordering::Relaxed) == xid {
+        return true;
+    }
     // SAFETY: clog and WAL position lookups.
-    unsafe { !pg_sys::XLogNeedsFlush(pg_sys::TransactionIdGetCommitLSN(xid.into())) }
+    let flushed = unsafe { !pg_sys::XLogNeedsFlush(pg_sys::TransactionIdGetCommitLSN(xid.into())) };
+    if flushed {
+        slot.store(xid, Ordering::Relaxed);
+    }
+    flushed
 }
+
+/// Committed transactions whose commit record this backend saw flushed
+/// (for ever true once seen): [`commit_flushed`] asks clog for the commit's
+/// position once per id, not once per version it hints. Cleared at
+/// transaction end with [`COMMITTED`].
+static FLUSHED: [AtomicU32; 64] = [const { AtomicU32::new(0) }; 64];
 
 /// A tree's sweep: modifications counted, and the key where the next
 /// leaf to prune starts (None: the first leaf).
@@ -316,7 +330,7 @@ pub fn take_pruned(tree: TreeId) -> u32 {
 /// (`table::forget_doomed_map_entries`) and dooms the toast values of a
 /// version never placed (`toast::at_transaction_end`).
 pub fn at_transaction_end(abort: bool) {
-    for slot in &COMMITTED {
+    for slot in COMMITTED.iter().chain(&FLUSHED) {
         slot.store(0, Ordering::Relaxed);
     }
     crate::am::table::forget_keys();
@@ -500,6 +514,17 @@ pub unsafe fn is_toast(rel: pg_sys::Relation) -> bool {
 pub fn after_change() {
     crate::am::toast::delete_doomed();
     crate::am::table::delete_doomed_map_entries();
+}
+
+/// [`after_change`] of a change of `rel`, then the versions its pruning
+/// removed reported to the table's statistics ([`report_pruned`]).
+///
+/// # Safety
+/// `rel` is the open relation whose tree is `tree`.
+pub unsafe fn after_change_of(rel: pg_sys::Relation, tree: TreeId) {
+    after_change();
+    // SAFETY: per the contract.
+    unsafe { report_pruned(rel, tree) };
 }
 
 /// How much a modification counts towards the next sweep step: a delete,

@@ -57,6 +57,12 @@ thread_local! {
     /// Map entries of removed versions, deleted outside the latch (and
     /// whether that deletion is logged).
     static DOOMED: RefCell<Vec<(TreeId, [u8; 9], bool)>> = const { RefCell::new(Vec::new()) };
+    /// The version a point read last handed to the executor: an UPDATE of
+    /// it compares its columns with the new row's (`modify`) without a
+    /// second descent. Exact while the tree lives, as a version's row id is
+    /// never reused and its tuple never changes (only its header, which
+    /// that comparison does not read); cleared with the keys.
+    static LAST_READ: RefCell<Option<(TreeId, u64, Vec<u8>)>> = const { RefCell::new(None) };
 }
 
 const KEY_CACHE_MAX: usize = 4096;
@@ -64,6 +70,32 @@ const KEY_CACHE_MAX: usize = 4096;
 /// Forgets cached version keys.
 pub fn forget_keys() {
     KEYS.with(|k| k.borrow_mut().clear());
+    LAST_READ.with(|r| *r.borrow_mut() = None);
+}
+
+/// Remembers version `id` of `tree`, `value`, as the last one read (see
+/// `LAST_READ`).
+pub fn remember_read(tree: TreeId, id: u64, value: &[u8]) {
+    LAST_READ.with(|r| {
+        let mut r = r.borrow_mut();
+        match &mut *r {
+            Some((t, i, v)) => {
+                (*t, *i) = (tree, id);
+                v.clear();
+                v.extend_from_slice(value);
+            }
+            None => *r = Some((tree, id, value.to_vec())),
+        }
+    });
+}
+
+/// Version `id` of `tree` if it was the last one read: its tuple as stored
+/// (its header may have changed since).
+pub fn last_read(tree: TreeId, id: u64) -> Option<Vec<u8>> {
+    LAST_READ.with(|r| match &*r.borrow() {
+        Some((t, i, v)) if (*t, *i) == (tree, id) => Some(v.clone()),
+        _ => None,
+    })
 }
 
 /// Remembers that version `id` of `tree` has key `key` (exact for the
