@@ -3,8 +3,9 @@
 //! A seeded generator writes a schedule: steps of three sessions over a
 //! foreign-key parent and child and a partitioned table — row locks of
 //! every strength, updates (several per transaction, key changes), deletes,
-//! upserts, partition moves, savepoints, rollbacks and commits, under READ
-//! COMMITTED and REPEATABLE READ. The same schedule runs against heap tables
+//! upserts, partition moves, statements over several rows (locked in key
+//! order), savepoints (rolled back to and released), rollbacks and commits,
+//! under READ COMMITTED and REPEATABLE READ. The same schedule runs against heap tables
 //! and against orioledb tables (`USING {am}`, each in its own database), and
 //! the two runs must record the same thing: every statement's outcome (rows,
 //! row count or SQLSTATE), whether it waited, and the tables at the end.
@@ -63,7 +64,20 @@ fn statement(r: &mut Rng, in_tx: bool) -> String {
         };
     }
     let mode = ["KEY SHARE", "SHARE", "NO KEY UPDATE", "UPDATE"][r.below(4) as usize];
-    match r.below(23) {
+    let k2 = r.range(1, 4);
+    match r.below(27) {
+        // Statements over several rows lock them in key order (ORDER BY
+        // under FOR UPDATE), so the order of their waits is the same on
+        // both access methods, whatever order a scan finds them in.
+        23 => format!(
+            "UPDATE p SET v = v + 1 WHERE id IN \
+             (SELECT id FROM p WHERE id IN ({k}, {k2}) ORDER BY id FOR UPDATE)"
+        ),
+        24 => format!(
+            "DELETE FROM c WHERE id IN (SELECT id FROM c WHERE pid = {k} ORDER BY id FOR UPDATE)"
+        ),
+        25 => format!("SELECT id, v FROM p WHERE id >= {k} ORDER BY id FOR {mode}"),
+        26 => format!("RELEASE SAVEPOINT s{}", r.below(2)),
         0..=3 => format!("UPDATE p SET v = v + 1 WHERE id = {k}"),
         // Two versions of one row in one transaction: a KEY SHARE lock by
         // another session (a child insert) must join the newer updater.
