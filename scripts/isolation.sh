@@ -91,7 +91,7 @@ ISOLATION_SUBSET="tuplelock-conflict tuplelock-update tuplelock-partition tuplel
     merge-insert-update merge-delete merge-update merge-match-recheck
     deadlock-simple deadlock-hard deadlock-soft deadlock-soft-2 deadlock-parallel
     read-write-unique simple-write-skew predicate-gin predicate-gist predicate-hash
-    reindex-concurrently-toast"
+    reindex-concurrently-toast stats"
 # ISOLATION_TESTS="a b c" scripts/isolation.sh --subset runs other specs the same way.
 ISOLATION_SUBSET="${ISOLATION_TESTS:-$ISOLATION_SUBSET}"
 

@@ -564,7 +564,7 @@ pub fn sweep_step(tree: &Tree, weight: SweepWeight) {
         return;
     };
     let next = tree
-        .prune_leaf_at(pos.as_deref())
+        .sweep_leaf_at(pos.as_deref())
         .unwrap_or_else(|e| crate::pg::engine::report(e));
     SWEEP.with(|s| {
         if let Some(e) = s.borrow_mut().get_mut(&id) {

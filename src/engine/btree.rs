@@ -936,6 +936,22 @@ impl Tree {
     /// leaf starts), None at the right end: callers sweep a tree leaf by
     /// leaf this way so that versions nobody modifies again still go away.
     pub fn prune_leaf_at(&self, key: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        self.prune_leaf_if(key, usize::MAX)
+    }
+
+    /// [`Tree::prune_leaf_at`] for a background sweep: prunes only a leaf
+    /// with less than a quarter of a page free, as heap prunes only pages
+    /// that are nearly full (`heap_page_prune_opt`), so dead versions of a
+    /// leaf with room left stay counted as dead until VACUUM or a change
+    /// of that leaf needs the room (PostgreSQL's `stats` isolation spec
+    /// counts them); underfull leaves are still merged.
+    pub fn sweep_leaf_at(&self, key: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        self.prune_leaf_if(key, PAGE_SIZE / 4)
+    }
+
+    /// Prunes the leaf covering `key` when its free space is below
+    /// `below` bytes, then merges it if underfull; its high key.
+    fn prune_leaf_if(&self, key: Option<&[u8]>, below: usize) -> Result<Option<Vec<u8>>> {
         let _b = Barrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
@@ -947,7 +963,9 @@ impl Tree {
         };
         let mut drop_at = Vec::new();
         let mut replace = Vec::new();
-        for (i, (k, v)) in g.page().items().enumerate() {
+        let prune = g.page().total_free() < below;
+        let page = g.page();
+        for (i, (k, v)) in page.items().take(if prune { usize::MAX } else { 0 }).enumerate() {
             match pruner.prune(k, v) {
                 Prune::Keep => {}
                 Prune::Remove => drop_at.push(i),

@@ -232,6 +232,46 @@ fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
     assert!(live(&t2) == now);
 }
 
+/// A background sweep prunes a leaf only when it is nearly full (less than
+/// a quarter free), as heap prunes pages; VACUUM's `prune_leaf_at` always.
+#[test]
+fn sweeps_prune_only_nearly_full_leaves() {
+    use crate::btree::{Prune, Pruner};
+    struct DropDead;
+    impl Pruner for DropDead {
+        fn prune(&self, _key: &[u8], value: &[u8]) -> Prune {
+            if value.first() == Some(&0xDD) {
+                Prune::Remove
+            } else {
+                Prune::Keep
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), 64, Arc::new(StdIo::new())).unwrap();
+    let opts = TreeOptions {
+        pruner: Some(Arc::new(DropDead) as Arc<dyn Pruner>),
+        ..Default::default()
+    };
+    let t = e.open_tree(1u32, opts).unwrap();
+    let dead = |n: u8| [vec![0xDD], vec![n; 99]].concat();
+    for i in 0..10u64 {
+        t.insert(&key(i), &dead(i as u8)).unwrap();
+    }
+    let count = |t: &Tree| contents(t).len();
+    t.sweep_leaf_at(None).unwrap();
+    assert_eq!(count(&t), 10, "a leaf with room keeps its dead items");
+    t.prune_leaf_at(None).unwrap();
+    assert_eq!(count(&t), 0, "VACUUM's pruning removes them");
+    // Nearly full: about 55 items of ~115 bytes in an 8 kB leaf.
+    for i in 0..55u64 {
+        t.insert(&key(i), &dead(i as u8)).unwrap();
+    }
+    assert_eq!(t.stats().pages, 1);
+    t.sweep_leaf_at(None).unwrap();
+    assert_eq!(count(&t), 0, "a nearly full leaf is swept");
+}
+
 /// Updates of row versions (`Tree::update`): the old value's header change
 /// and the successor (with its map entry) are one log record when the
 /// successor shares the old one's leaf and fits there, two otherwise (a
