@@ -141,29 +141,31 @@ fn insert_runs_pack_leaves_and_stop_at_a_taken_key() {
     assert!(contents(&t2) == contents(&t));
 }
 
+/// A pruner for tests: values whose first byte is 0xDD are dead to
+/// everyone.
+struct DropDead;
+impl crate::btree::Pruner for DropDead {
+    fn prune(&self, _key: &[u8], value: &[u8]) -> crate::btree::Prune {
+        if value.first() == Some(&0xDD) {
+            crate::btree::Prune::Remove
+        } else {
+            crate::btree::Prune::Keep
+        }
+    }
+}
+
 /// An update whose leaf is full of dead versions prunes the leaf and stays
 /// one change and one record (as a put prunes before it splits), instead of
 /// a separate change of the old value and a second descent for the new one;
 /// the tree keeps its size, and replay gives the same live contents.
 #[test]
 fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
-    use crate::btree::{Change, Prune, Pruner, Successor};
-    /// Versions whose first byte is 0xDD are dead to everyone.
-    struct DropDead;
-    impl Pruner for DropDead {
-        fn prune(&self, _key: &[u8], value: &[u8]) -> Prune {
-            if value.first() == Some(&0xDD) {
-                Prune::Remove
-            } else {
-                Prune::Keep
-            }
-        }
-    }
+    use crate::btree::{Change, Successor};
     let dir = tempfile::tempdir().unwrap();
     let wal = Arc::new(crate::wal::MemWal::default());
     let e = Engine::open_logged(dir.path(), 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
     let opts = TreeOptions {
-        pruner: Some(Arc::new(DropDead) as Arc<dyn Pruner>),
+        pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
         ..Default::default()
     };
     let t = e.open_tree(crate::TreeId::new(1, 3), opts).unwrap();
@@ -236,21 +238,10 @@ fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
 /// a quarter free), as heap prunes pages; VACUUM's `prune_leaf_at` always.
 #[test]
 fn sweeps_prune_only_nearly_full_leaves() {
-    use crate::btree::{Prune, Pruner};
-    struct DropDead;
-    impl Pruner for DropDead {
-        fn prune(&self, _key: &[u8], value: &[u8]) -> Prune {
-            if value.first() == Some(&0xDD) {
-                Prune::Remove
-            } else {
-                Prune::Keep
-            }
-        }
-    }
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(dir.path(), 64, Arc::new(StdIo::new())).unwrap();
     let opts = TreeOptions {
-        pruner: Some(Arc::new(DropDead) as Arc<dyn Pruner>),
+        pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
         ..Default::default()
     };
     let t = e.open_tree(1u32, opts).unwrap();
