@@ -431,7 +431,9 @@ impl Record {
         if let Record::PutRun { tree, items } = self {
             return encode_put_run(*tree, items.iter().map(|(k, v)| (&k[..], &v[..])));
         }
-        let mut b = Vec::with_capacity(32);
+        // Most records are an UPDATE's (about 120 bytes): one allocation
+        // instead of growing from a small one three times.
+        let mut b = Vec::with_capacity(160);
         let (kind, tree) = match self {
             Record::Create { tree, .. } => (1u8, tree),
             Record::Drop { tree } => (2, tree),
