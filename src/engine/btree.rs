@@ -964,6 +964,12 @@ impl Tree {
         let mut drop_at = Vec::new();
         let mut replace = Vec::new();
         let prune = g.page().total_free() < below;
+        if prune {
+            // Before the pruner runs: it queues work (map entries and toast
+            // values of the versions it removes) that must not happen if
+            // the pre-image write fails and the leaf stays as it is.
+            self.inner.before_modify(&mut g)?;
+        }
         let page = g.page();
         for (i, (k, v)) in page.items().take(if prune { usize::MAX } else { 0 }).enumerate() {
             match pruner.prune(k, v) {
@@ -974,7 +980,6 @@ impl Tree {
             }
         }
         if !drop_at.is_empty() || !replace.is_empty() {
-            self.inner.before_modify(&mut g)?;
             // Same-length replacements are written in place and never
             // refused (a refused one would have changed nothing).
             let refused = replace
