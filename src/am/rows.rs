@@ -29,8 +29,18 @@ pub struct PgXacts;
 /// at transaction end, so an id reused after wraparound is never confused.
 static COMMITTED: [AtomicU32; 64] = [const { AtomicU32::new(0) }; 64];
 
-fn committed_slot(xid: Xid) -> &'static AtomicU32 {
-    &COMMITTED[xid as usize % COMMITTED.len()]
+/// `ask(xid)`, remembered in `cache` once true (answers that stay true
+/// for ever: committed, commit flushed).
+fn remembered(cache: &[AtomicU32; 64], xid: Xid, ask: impl FnOnce() -> bool) -> bool {
+    let slot = &cache[xid as usize % cache.len()];
+    if xid != 0 && slot.load(Ordering::Relaxed) == xid {
+        return true;
+    }
+    let yes = ask();
+    if yes {
+        slot.store(xid, Ordering::Relaxed);
+    }
+    yes
 }
 
 /// `TransactionIdPrecedes`: modulo-2^32 order of normal ids, plain order
@@ -66,15 +76,8 @@ impl version::Xacts for PgXacts {
         unsafe { pg_sys::TransactionIdIsInProgress(xid.into()) }
     }
     fn did_commit(&self, xid: Xid) -> bool {
-        if xid != 0 && committed_slot(xid).load(Ordering::Relaxed) == xid {
-            return true;
-        }
         // SAFETY: as above.
-        let committed = unsafe { pg_sys::TransactionIdDidCommit(xid.into()) };
-        if committed {
-            committed_slot(xid).store(xid, Ordering::Relaxed);
-        }
-        committed
+        remembered(&COMMITTED, xid, || unsafe { pg_sys::TransactionIdDidCommit(xid.into()) })
     }
     fn multi_running(&self, multi: Xid) -> bool {
         // SAFETY: reads the multixact SLRU. A multi left in a version is
@@ -264,16 +267,10 @@ impl Pruner for VersionPruner {
 /// then may a hint that it committed reach a page (after an asynchronous
 /// commit a crash may lose it; heap's `SetHintBits` waits the same way).
 fn commit_flushed(xid: Xid) -> bool {
-    let slot = &FLUSHED[xid as usize % FLUSHED.len()];
-    if xid != 0 && slot.load(Ordering::Relaxed) == xid {
-        return true;
-    }
-    // SAFETY: clog and WAL position lookups.
-    let flushed = unsafe { !pg_sys::XLogNeedsFlush(pg_sys::TransactionIdGetCommitLSN(xid.into())) };
-    if flushed {
-        slot.store(xid, Ordering::Relaxed);
-    }
-    flushed
+    remembered(&FLUSHED, xid, || {
+        // SAFETY: clog and WAL position lookups.
+        unsafe { !pg_sys::XLogNeedsFlush(pg_sys::TransactionIdGetCommitLSN(xid.into())) }
+    })
 }
 
 /// Committed transactions whose commit record this backend saw flushed

@@ -564,7 +564,8 @@ impl Tree {
         // The successor's leaf is full: prune it, as a put does, and try
         // again, so that the update stays one change and one record (the
         // way below costs a second descent and two records).
-        if pos.is_ok_and(|i| self.lacks_room(g.page(), succ.key, &new, val.len(), i)) {
+        let covered = matches!(self.covers(g.page(), Target::Key(succ.key)), Cover::Yes);
+        if covered && pos.is_ok_and(|i| self.lacks_room(g.page(), succ.key, &new, val.len(), i)) {
             self.inner.before_modify(&mut g)?;
             if self.prune_leaf(&mut g, key)? {
                 g.mark_dirty(epoch);
@@ -653,14 +654,13 @@ impl Tree {
         Ok(true)
     }
 
-    /// Whether leaf `p` covers the successor `succ_key` but has no room for
-    /// it (`new`) beside the old value at `i` grown to `val_len` bytes (a
-    /// version getting its full header): with room, both steps of
+    /// Whether leaf `p` has no room for the successor (`succ_key`, `new`)
+    /// beside the old value at `i` grown to `val_len` bytes (a version
+    /// getting its full header): with room, both steps of
     /// [`Tree::update_in_leaf`] fit.
     fn lacks_room(&self, p: PageRef, succ_key: &[u8], new: &[u8], val_len: usize, i: usize) -> bool {
         let growth = val_len.saturating_sub(p.value(i).len());
-        matches!(self.covers(p, Target::Key(succ_key)), Cover::Yes)
-            && p.total_free() < item_space(succ_key.len(), new.len()) + growth
+        p.total_free() < item_space(succ_key.len(), new.len()) + growth
     }
 
     /// A change that cannot be refused was: the leaf holds half of an
@@ -963,20 +963,18 @@ impl Tree {
         };
         let mut drop_at = Vec::new();
         let mut replace = Vec::new();
-        let prune = g.page().total_free() < below;
-        if prune {
+        if g.page().total_free() < below {
             // Before the pruner runs: it queues work (map entries and toast
             // values of the versions it removes) that must not happen if
             // the pre-image write fails and the leaf stays as it is.
             self.inner.before_modify(&mut g)?;
-        }
-        let page = g.page();
-        for (i, (k, v)) in page.items().take(if prune { usize::MAX } else { 0 }).enumerate() {
-            match pruner.prune(k, v) {
-                Prune::Keep => {}
-                Prune::Remove => drop_at.push(i),
-                Prune::Replace(nv) if nv.len() == v.len() => replace.push((i, nv)),
-                Prune::Replace(_) => {}
+            for (i, (k, v)) in g.page().items().enumerate() {
+                match pruner.prune(k, v) {
+                    Prune::Keep => {}
+                    Prune::Remove => drop_at.push(i),
+                    Prune::Replace(nv) if nv.len() == v.len() => replace.push((i, nv)),
+                    Prune::Replace(_) => {}
+                }
             }
         }
         if !drop_at.is_empty() || !replace.is_empty() {

@@ -582,8 +582,9 @@ impl PageIo for Inner {
         let len = ext.len as usize * UNIT;
         // A page-sized extent is read straight into the page: usually a
         // raw image, checked in place (no buffer, no copy).
-        let mut bytes = if len == buf.len() { Vec::new() } else { vec![0u8; len] };
-        let target: &mut [u8] = if bytes.is_empty() { &mut *buf } else { &mut bytes };
+        let direct = len == buf.len();
+        let mut bytes = if direct { Vec::new() } else { vec![0u8; len] };
+        let target: &mut [u8] = if direct { &mut *buf } else { &mut bytes };
         self.io.read_at(&path, off, target).map_err(|e| {
             if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 // The map names this extent: a shorter file lost data.
@@ -596,7 +597,7 @@ impl PageIo for Inner {
                 EngineError::io("read", &path, e)
             }
         })?;
-        let decoded = if !bytes.is_empty() {
+        let decoded = if !direct {
             image::decode(&bytes, page, buf)
         } else if image::is_raw(buf) {
             image::decode_raw_in_place(buf, page)

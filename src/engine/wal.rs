@@ -726,13 +726,12 @@ impl Record {
                     }
                     e => return Err(format!("unknown edit kind {e} in an update record")),
                 };
-                let derived = b.get(at..at + 2) == Some(&DERIVED.to_le_bytes()[..]);
-                let first = if derived {
+                // A first key of length 0: none (no value length follows).
+                let first = if b.get(at..at + 2) == Some(&[0, 0][..]) {
                     at += 2;
                     None
                 } else {
-                    let fk = with_len(&mut at)?;
-                    (!fk.is_empty()).then(|| Ok::<_, String>((fk, with_len(&mut at)?))).transpose()?
+                    Some(first_of(&mut at)?)
                 };
                 let shared = u16of(&mut at)?;
                 let mut new_key = key
@@ -740,11 +739,7 @@ impl Record {
                     .ok_or("update record shares more key bytes than there are")?
                     .to_vec();
                 new_key.extend_from_slice(&with_len(&mut at)?);
-                let first = if derived {
-                    Some(derive_first(None, &new_key)?)
-                } else {
-                    first
-                };
+                let first = first.map(|f| derive_first(f, &new_key)).transpose()?;
                 Record::Update {
                     tree,
                     key,
