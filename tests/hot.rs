@@ -266,3 +266,140 @@ fn concurrent_hot_updates_and_index_readers_then_crash() {
     assert_eq!(stat_i64(&mut c, "SELECT sum(v)::int8 FROM t"), total, "after crash");
     check_paths(&mut c, "after crash recovery");
 }
+
+/// A row updated again and again takes its chain's root row id back
+/// (`hot::reusable_root`): every second version is stored under the root's
+/// id, so the row id map neither grows nor churns — but never while a
+/// snapshot can still see the version in that slot: an open REPEATABLE READ
+/// transaction keeps reading its version through every access path, and a
+/// concurrent updater waiting on the row (EvalPlanQual) adds to the newest.
+#[test]
+fn hot_chains_take_their_root_row_id_back() {
+    // Alone: another test's transaction, in any database, can keep this
+    // backend's view of what is dead to everyone from moving on
+    // (PostgreSQL's GlobalVis state; heap's pruning waits the same way).
+    let (env, _g) = require_server_exclusive!();
+    let mut c = fresh_db(&env, "itest_hot_reuse");
+    setup(&mut c);
+    // An autovacuum's snapshot would keep the slot's old version (fine,
+    // but not what is counted here).
+    c.batch_execute("ALTER TABLE t SET (autovacuum_enabled = off)").unwrap();
+    let ctid = |c: &mut Client| query_text(c, "SELECT ctid::text FROM t WHERE id = 7");
+    let root = ctid(&mut c);
+    let mut at_root = 0;
+    for _ in 0..40 {
+        c.batch_execute("UPDATE t SET v = v + 1 WHERE id = 7").unwrap();
+        at_root += (ctid(&mut c) == root) as i32;
+    }
+    assert!(at_root >= 19, "{at_root} of 40 updates took the root's row id back");
+    c.batch_execute("VACUUM t").unwrap();
+    let keys_after = |c: &mut Client| -> i64 {
+        let s = query_text(c, "SELECT orioledb_check('t'::regclass)");
+        s.split(", ").find_map(|p| p.strip_suffix(" keys")).unwrap().parse().unwrap()
+    };
+    let settled = keys_after(&mut c);
+    for _ in 0..200 {
+        c.batch_execute("UPDATE t SET v = v + 1 WHERE id = 7").unwrap();
+    }
+    c.batch_execute("VACUUM t").unwrap();
+    assert!(keys_after(&mut c) <= settled + 2, "200 more updates of one row left keys behind");
+    check_paths(&mut c, "after reuse");
+
+    // An old snapshot pins the slot's version.
+    let mut old = connect(&env, "itest_hot_reuse");
+    old.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    let seen = query_text(&mut old, "SELECT v::text FROM t WHERE id = 7");
+    for _ in 0..20 {
+        c.batch_execute("UPDATE t SET v = v + 1 WHERE id = 7").unwrap();
+    }
+    c.batch_execute("VACUUM t").unwrap();
+    let paths = [
+        "SET enable_indexscan = on; SET enable_bitmapscan = off; SET enable_seqscan = off",
+        "SET enable_indexscan = off; SET enable_bitmapscan = on; SET enable_seqscan = off",
+        "SET enable_indexscan = off; SET enable_bitmapscan = off; SET enable_seqscan = on",
+    ];
+    for set in paths {
+        old.batch_execute(set).unwrap();
+        let v = query_text(&mut old, "SELECT v::text FROM t WHERE w = 7 AND id = 7");
+        assert_eq!(v, seen, "the old snapshot's version, with {set}");
+    }
+    old.batch_execute("COMMIT").unwrap();
+
+    // A waiting updater re-reads the newest version (EvalPlanQual).
+    let before: i32 = c.query_one("SELECT v FROM t WHERE id = 7", &[]).unwrap().get(0);
+    c.batch_execute("BEGIN; UPDATE t SET v = v + 1 WHERE id = 7").unwrap();
+    let waiter = {
+        let env = env.clone();
+        std::thread::spawn(move || {
+            let mut w = connect(&env, "itest_hot_reuse");
+            w.batch_execute("UPDATE t SET v = v + 10 WHERE w = 7 AND id = 7").unwrap();
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    c.batch_execute("COMMIT").unwrap();
+    waiter.join().unwrap();
+    let after: i32 = c.query_one("SELECT v FROM t WHERE id = 7", &[]).unwrap().get(0);
+    assert_eq!(after, before + 11);
+    check_paths(&mut c, "after the waiting updater");
+}
+
+/// An UPDATE compares the new row with the version it replaces; the point
+/// read that found that version earlier in the transaction must not stand
+/// in for it once its statement is over: meanwhile the row's chain may have
+/// taken that row id back with other values, and an index on a column
+/// that then differs would miss the new version.
+#[test]
+fn update_compares_with_the_version_of_its_own_statement() {
+    // Alone, as the test above.
+    let (env, _g) = require_server_exclusive!();
+    let mut b = fresh_db(&env, "itest_hot_lastread");
+    b.batch_execute(
+        "CREATE TABLE t2 (id int PRIMARY KEY, x int, pad text) USING orioledb;
+         INSERT INTO t2 VALUES (1, 1, 'a'), (2, 1, 'b');
+         ALTER TABLE t2 SET (autovacuum_enabled = off);",
+    )
+    .unwrap();
+    let mut t = connect(&env, "itest_hot_lastread");
+    // A point read through the primary key (the table is tiny).
+    t.batch_execute("SET enable_seqscan = off; BEGIN").unwrap();
+    // By the simple protocol: an extended-protocol portal would keep its
+    // snapshot (and so the version) until the transaction ends.
+    let x = t.simple_query("SELECT x FROM t2 WHERE id = 1").unwrap();
+    assert!(matches!(&x[1], postgres::SimpleQueryMessage::Row(r) if r.get(0) == Some("1")));
+    let root = query_text(&mut b, "SELECT ctid::text FROM t2 WHERE id = 1");
+    // Two transactions: the second takes the root's row id back.
+    for _ in 0..2 {
+        b.batch_execute("UPDATE t2 SET x = 2 WHERE id = 1").unwrap();
+    }
+    assert_eq!(query_text(&mut b, "SELECT ctid::text FROM t2 WHERE id = 1"), root);
+    b.batch_execute("CREATE INDEX t2_x ON t2 (x)").unwrap();
+    // A TID scan finds the row (no primary scan to refresh anything).
+    t.batch_execute(&format!("UPDATE t2 SET x = 1 WHERE ctid = '{root}'"))
+        .unwrap();
+    // It changed the indexed column: not HOT (compared with the version
+    // of x = 2 it replaced, not the one the SELECT read).
+    let hot = t
+        .simple_query("SELECT n_tup_hot_upd FROM pg_stat_xact_user_tables WHERE relname = 't2'")
+        .unwrap();
+    assert!(
+        matches!(&hot[1], postgres::SimpleQueryMessage::Row(r) if r.get(0) == Some("0")),
+        "the update was HOT"
+    );
+    t.batch_execute("COMMIT").unwrap();
+    b.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    let plan: Vec<String> = b
+        .query("EXPLAIN (COSTS OFF) SELECT id FROM t2 WHERE x = 1", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let plan = plan.join("\n");
+    assert!(plan.contains("t2_x"), "{plan}");
+    let ids: Vec<i32> = b
+        .query("SELECT id FROM t2 WHERE x = 1 ORDER BY id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(ids, vec![1, 2], "the index finds the updated row");
+}

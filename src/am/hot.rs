@@ -22,6 +22,7 @@
 use crate::am::table::Table;
 use orioledb_engine::Direction;
 use orioledb_engine::version::{self, bits, Header};
+use pgrx::pg_sys;
 use std::ops::Bound;
 
 /// Whether `h` is a heap-only version (no index entry names it).
@@ -55,9 +56,11 @@ pub fn chain(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<
         return single(first);
     }
     if let Some(v) = &first {
-        // Not HOT-updated: nothing follows it in a chain (an updater that
-        // aborted may have left a heap-only version, dead to everyone).
-        if Header::decode(v).is_some_and(|h| !hot_updated(&h)) {
+        // The chain's first version, not HOT-updated: nothing follows it
+        // (an updater that aborted may have left a heap-only version, dead
+        // to everyone). A heap-only version in the root's slot is a later
+        // member that took the row id back; others may be older.
+        if Header::decode(v).is_some_and(|h| !hot_updated(&h) && !heap_only(&h)) {
             return single(first);
         }
     }
@@ -67,7 +70,8 @@ pub fn chain(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<
     };
     let lo = Table::prefix_bound(table.prefix_of(&key));
     let mut out = Vec::new();
-    // Newest first, down to the root itself.
+    // Members have row ids from the root's on (only the root's is taken
+    // back), and sort newest first: down to the root itself.
     for item in table.versions(Bound::Included(lo), Bound::Included(key), Direction::Forward) {
         let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
         let id = table.id_of(&k);
@@ -79,27 +83,109 @@ pub fn chain(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<
         }
     }
     out.reverse();
+    in_update_order(&mut out, root);
     // The cursor holds no latch between leaves: an update may have added a
-    // member after it passed (members sort newest first). The newest member
-    // read names it; without this a VACUUM could judge the chain by a
-    // member whose updater committed since and call it dead.
-    while let Some((last, v)) = out.last() {
-        let Some(h) = Header::decode(v).filter(|h| hot_updated(h) && h.ctid > *last) else {
+    // member after it passed. The newest member read names it; without
+    // this a VACUUM could judge the chain by a member whose updater
+    // committed since and call it dead.
+    loop {
+        let Some((last, v)) = out.last() else { break };
+        let Some(h) = Header::decode(v).filter(|h| hot_updated(h) && h.ctid != *last) else {
             break;
         };
-        let Some(next) = table.get(h.ctid) else {
+        let next_id = h.ctid;
+        let Some(next) = table.get(next_id) else {
             // Not inserted yet: its updater still runs, so the member read
             // is not dead to anyone.
             break;
         };
         match Header::decode(&next) {
             Some(nh) if heap_only(&nh) && version::hot_root(&nh, &next) == Some(root) => {
-                out.push((h.ctid, next));
+                if out.iter().any(|(i, w)| *i == next_id && *w == next) {
+                    break;
+                }
+                // A version taken back replaces the dead one read there.
+                out.retain(|(i, _)| *i != next_id);
+                out.push((next_id, next));
             }
             _ => break,
         }
     }
     out
+}
+
+/// Puts `members` (in row-id order) in update order. Row ids grow with
+/// each update, except that a HOT-like update may take the root's id back
+/// (see [`reusable_root`]): a heap-only version in the root's slot follows
+/// the member whose update made it (ctid naming the root), or comes first
+/// when that one is gone.
+fn in_update_order(members: &mut Vec<(u64, Vec<u8>)>, root: u64) {
+    let Some(at) = members.iter().position(|(id, v)| {
+        *id == root && Header::decode(v).is_some_and(|h| heap_only(&h))
+    }) else {
+        return;
+    };
+    let taken = members.remove(at);
+    // The newest such member (ids grow): older ones named earlier
+    // versions in that slot, which were dead before it was taken back.
+    let after = members.iter().rposition(|(id, v)| {
+        *id != root && Header::decode(v).is_some_and(|h| hot_updated(&h) && h.ctid == root)
+    });
+    members.insert(after.map_or(0, |i| i + 1), taken);
+}
+
+/// The row id a HOT-like update of version `old` (key prefix `prefix`)
+/// takes back instead of a new one: its chain's root's, when `old` is a
+/// later member and the root's slot is empty or holds a version dead to
+/// everyone. The root's map entry stays while its chain lives (the
+/// redirect), so the new version needs no map entry and leaves none to
+/// delete: a row updated again and again alternates between two row ids.
+/// The slot is looked at again under the leaf latch (`Successor::reuse`,
+/// `rows::replaceable_version`): should it not be free then, or not on the
+/// old version's leaf, the update takes a new id after all. A version that
+/// owns toast values is never replaced (removing it would have to queue
+/// them, and a crash after the update would lose that). Like pruning,
+/// this asks only this server's snapshots: a hot standby's queries on
+/// orioledb tables would need the replaced version's xid in the record
+/// for recovery conflicts (not built: see "Not built yet").
+///
+/// # Safety
+/// `rel` is the open relation of `table`.
+pub unsafe fn reusable_root(
+    rel: pg_sys::Relation,
+    table: &Table,
+    old: u64,
+    prefix: &[u8],
+) -> Option<u64> {
+    let v = crate::am::table::last_read(table.tree.id(), old).or_else(|| table.get(old))?;
+    let h = Header::decode(&v)?;
+    let root = root_of(&h, &v, old);
+    if root == old {
+        return None;
+    }
+    let key = table.version_key(prefix, root);
+    let occupant = table
+        .tree
+        .get(&key)
+        .unwrap_or_else(|e| crate::pg::engine::report(e));
+    // SAFETY: per the contract.
+    let horizon = unsafe { crate::am::rows::Horizon::of(rel) };
+    match occupant {
+        None => Some(root),
+        Some(o) => crate::am::rows::replaceable_version(&key, &o, &horizon).then_some(root),
+    }
+}
+
+/// Whether the map entry of version `id` (header `h`, value `v`), being
+/// pruned, stays as its chain's redirect: a HOT-updated first version, or
+/// any version in its root's slot (one that took the id back: the chain's
+/// later members may still come back to it).
+pub fn redirect_stays(h: &Header, v: &[u8], id: u64) -> bool {
+    if heap_only(h) {
+        version::hot_root(h, v) == Some(id)
+    } else {
+        hot_updated(h)
+    }
 }
 
 /// The chains with roots in `first..end`, in row-id order: each root with
@@ -115,7 +201,12 @@ pub fn roots_in(
         .id_range_with_redirects(first, end)
         .filter_map(move |(id, v)| {
             let present = !v.is_empty();
-            if present && Header::decode(&v).is_some_and(|h| heap_only(&h)) {
+            // A heap-only version is reached through its root, unless it
+            // is in the root's slot (it took the id back).
+            if present
+                && Header::decode(&v)
+                    .is_some_and(|h| heap_only(&h) && version::hot_root(&h, &v) != Some(id))
+            {
                 return None;
             }
             let members = chain(&table, id, present.then_some(v));

@@ -243,6 +243,9 @@ enum Decision {
     Wait(Xid),
     Fail(UpdateCheck, Header),
     Missing,
+    /// An update taking its chain's root row id back could not (the slot
+    /// is not free, or not on the old version's leaf); nothing changed.
+    Taken,
 }
 
 /// What a change learns of the version it changed.
@@ -266,7 +269,13 @@ struct Applied {
 enum Action {
     Delete { moved: bool },
     /// `hot`: the new version joins the old one's chain (`am::hot`).
-    Update { successor: u64, keys: bool, hot: bool },
+    /// `reuse`: `successor` is the chain's root row id, taken back.
+    Update {
+        successor: u64,
+        reuse: bool,
+        keys: bool,
+        hot: bool,
+    },
     Lock(LockMode),
 }
 
@@ -292,11 +301,11 @@ fn decide_and_apply(
     new: Option<&NewVersion>,
 ) -> Decision {
     let decide = |cur: Option<&[u8]>| decide(cur, id, cid, xid, crosscheck, action, newer);
-    let (Action::Update { successor, .. }, Some(new)) = (action, new) else {
+    let (Action::Update { successor, reuse, .. }, Some(new)) = (action, new) else {
         return tree.modify(id, decide);
     };
     let mut stored = None;
-    let r = tree.update(id, successor, &new.prefix, |cur| {
+    let r = tree.update(id, successor, reuse, &new.prefix, |cur| {
         let (change, d) = decide(cur);
         let value = match (&change, &d) {
             (Change::Put(_), Decision::Done(a)) => Some(new.value_after(cid, a)),
@@ -306,11 +315,12 @@ fn decide_and_apply(
         (change, value, d)
     });
     match r {
-        Decision::Done(mut a) => {
+        Some(Decision::Done(mut a)) => {
             a.new = stored.unwrap_or_default();
             Decision::Done(a)
         }
-        other => other,
+        Some(other) => other,
+        None => Decision::Taken,
     }
 }
 
@@ -651,7 +661,18 @@ fn holds_row_lock(tree: &Table, id: u64) -> bool {
             .any(|&(m, _, _)| version::Xacts::is_current(&PgXacts, m))
 }
 
+/// The ERROR for a change other than an update that reports a row id not
+/// taken back (only updates take one).
+fn unreachable_taken() -> ! {
+    raise(
+        PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
+        "orioledb: a change that takes no row id reported one taken".into(),
+    )
+}
+
 /// Shared loop of delete and update: decide, wait for the holder, repeat.
+/// None: an update could not take its chain's root row id back (nothing
+/// changed; it goes again with a new one).
 unsafe fn change_with_wait(
     rel: pg_sys::Relation,
     tidp: pg_sys::ItemPointer,
@@ -663,7 +684,7 @@ unsafe fn change_with_wait(
     new: Option<&NewVersion>,
     what: &str,
     applied: &mut Applied,
-) -> pg_sys::TM_Result::Type {
+) -> Option<pg_sys::TM_Result::Type> {
     // SAFETY: caller passes valid pointers.
     unsafe {
         let tree = table_of(rel);
@@ -715,6 +736,10 @@ unsafe fn change_with_wait(
                     rows::report_pruned(rel, tree.tree.id());
                     break pg_sys::TM_Result::TM_Ok;
                 }
+                Decision::Taken => {
+                    tuplock.release();
+                    return None;
+                }
                 Decision::Missing => {
                     // Pruned: it was dead to every snapshot, so deleted.
                     to_item_pointer(id, &mut (*tmfd).ctid);
@@ -745,7 +770,7 @@ unsafe fn change_with_wait(
             }
         };
         tuplock.release();
-        r
+        Some(r)
     }
 }
 
@@ -774,7 +799,8 @@ pub unsafe fn delete(
             "delete",
             &mut Applied::default(),
         )
-    };
+    }
+    .unwrap_or_else(|| unreachable_taken());
     if r == pg_sys::TM_Result::TM_Ok {
         // SAFETY: valid relation.
         unsafe { pg_sys::pgstat_count_heap_delete(rel) };
@@ -801,9 +827,7 @@ pub unsafe fn update(
         h.infomask |= bits::UPDATED;
         // Formed (and any ERROR raised) before the old version is touched.
         crate::am::toast::begin_version();
-        let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
-        let new_id = place(rel, &tree, &mut v, from_item_pointer(&*otid));
-        h.ctid = new_id;
+        let (v, prefix) = rows::form_version(rel, &tree, slot, h);
         let changed = columns_changed(rel, &tree, otid, slot, &prefix);
         *lockmode = if changed.keys {
             pg_sys::LockTupleMode::LockTupleExclusive
@@ -814,30 +838,42 @@ pub unsafe fn update(
         // by key, and only when no indexed column (so not the key) changed.
         let hot = tree.desc().is_some() && !changed.indexed;
         *update_indexes = !hot;
+        let old_id = from_item_pointer(&*otid);
+        let mut reuse = old_id
+            .filter(|_| hot)
+            .and_then(|old| crate::am::hot::reusable_root(rel, &tree, old, &prefix));
         let mut applied = Applied::default();
         // Stored with the old version's change (decide_and_apply), under
         // its leaf latch where the two share a leaf.
-        let new = NewVersion {
+        let mut new = NewVersion {
             prefix,
             value: v,
             hot,
         };
-        let r = change_with_wait(
-            rel,
-            otid,
-            cid,
-            crosscheck,
-            wait,
-            tmfd,
-            Action::Update {
+        let (new_id, r) = loop {
+            let new_id = match reuse {
+                Some(root) => {
+                    version::set_ctid(&mut new.value, root);
+                    root
+                }
+                None => place(rel, &tree, &mut new.value, old_id),
+            };
+            let action = Action::Update {
                 successor: new_id,
+                reuse: reuse.is_some(),
                 keys: changed.keys,
                 hot,
-            },
-            Some(&new),
-            "update",
-            &mut applied,
-        );
+            };
+            let r = change_with_wait(
+                rel, otid, cid, crosscheck, wait, tmfd, action, Some(&new), "update", &mut applied,
+            );
+            match r {
+                Some(r) => break (new_id, r),
+                // The root's slot was not free after all: a new row id.
+                None => reuse = None,
+            }
+        };
+        h.ctid = new_id;
         if r != pg_sys::TM_Result::TM_Ok {
             crate::am::toast::unplaced();
             return r;
@@ -967,6 +1003,7 @@ unsafe fn lock_chain(
                     return pg_sys::TM_Result::TM_Ok;
                 }
                 Decision::Missing => return pg_sys::TM_Result::TM_Deleted,
+                Decision::Taken => unreachable_taken(),
                 Decision::Wait(x) => {
                     if !tuplock.before_wait(tree, id, wait_policy)
                         || !wait_for(rel, x, id, wait_policy)
@@ -1290,9 +1327,14 @@ fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
 /// before it inserts the successor (in another leaf), so while the updater
 /// runs a missing successor is about to appear: wait for it, or for the
 /// updater to end — committed, it had inserted it; aborted, it never will.
+/// A HOT-like update may reuse its chain's root row id (`am::hot`), which
+/// then holds the dead version the successor replaces until it does: only
+/// a version `prior` inserted is the successor.
 fn successor(tree: &Table, next: u64, prior: Xid) -> Option<Vec<u8>> {
     loop {
-        if let Some(v) = get_version(tree, next) {
+        if let Some(v) = get_version(tree, next)
+            .filter(|v| Header::decode(v).is_some_and(|h| h.xmin == prior))
+        {
             return Some(v);
         }
         if !version::Xacts::in_progress(&PgXacts, prior) {
@@ -1354,6 +1396,7 @@ unsafe fn lock_successors(
                     None,
                 ) {
                     Decision::Done(..) => break,
+                    Decision::Taken => unreachable_taken(),
                     Decision::Missing | Decision::Fail(UpdateCheck::Invisible, _) => return Ok(()),
                     Decision::Wait(x) => {
                         if !wait_for(rel, x, next, wait_policy) {

@@ -66,6 +66,9 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
     // its plan state tree and the subplans' trees are built and ours to
     // adjust until the first ExecProcNode.
     unsafe {
+        // The last version read is exact within one statement only: once
+        // its snapshot is gone, a HOT-like chain may take its row id back.
+        crate::am::table::forget_last_read();
         match PREV_EXECUTOR_START {
             Some(prev) => prev(query, eflags),
             None => pg_sys::standard_ExecutorStart(query, eflags),

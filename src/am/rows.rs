@@ -213,6 +213,11 @@ struct VersionPruner {
 }
 
 impl Pruner for VersionPruner {
+    fn replaceable(&self, key: &[u8], value: &[u8]) -> bool {
+        let horizon = Horizon(self.horizon as *mut pg_sys::GlobalVisState);
+        replaceable_version(key, value, &horizon)
+    }
+
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
         if !crate::am::table::is_version_key(key) {
             return Prune::Keep;
@@ -232,9 +237,10 @@ impl Pruner for VersionPruner {
                 if !owned.is_empty() {
                     crate::am::toast::doom(owned);
                 }
-                // A HOT-updated root's map entry stays: index entries name
-                // the chain by it (am::hot).
-                if !(crate::am::hot::hot_updated(&h) && !crate::am::hot::heap_only(&h)) {
+                // A chain's redirect stays: index entries name the chain by
+                // it (am::hot).
+                let id = orioledb_engine::keys::version_suffix(key);
+                if !id.is_some_and(|id| crate::am::hot::redirect_stays(&h, value, id)) {
                     crate::am::table::version_pruned(self.tree, key);
                 }
                 PRUNED.with(|p| *p.borrow_mut().entry(self.tree).or_insert(0) += 1);
@@ -261,6 +267,23 @@ impl Pruner for VersionPruner {
             }
         }
     }
+}
+
+/// Whether a keyed version (`key`, `value`) may be overwritten by a
+/// HOT-like update taking its root's row id back (`am::hot`): dead to
+/// every snapshot `horizon` covers, owning no toast values and keeping its
+/// map entry when pruned, so that removing it needs nothing else.
+pub fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -> bool {
+    let Some(id) = orioledb_engine::keys::version_suffix(key) else {
+        return false;
+    };
+    let Some(h) = Header::decode(value) else {
+        return false;
+    };
+    let removable = |x: Xid| horizon.removable(x);
+    version::vacuum_state(&h, &PgXacts, &removable, &mut Hints::default()) == VacuumState::Dead
+        && version::tail_and_toast(&h, value).1.is_empty()
+        && crate::am::hot::redirect_stays(&h, value, id)
 }
 
 /// Whether committed transaction `xid`'s commit record is flushed: only

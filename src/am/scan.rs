@@ -791,10 +791,18 @@ pub unsafe fn index_fetch_tuple(
             (hot::root_of(&decode(rel, id, &v), &v, id), Some(id))
         };
         let mut dead = first_call;
-        for (mid, v) in hot::chain(&tree, root, None) {
-            if after.is_some_and(|a| mid <= a) {
-                continue;
-            }
+        let members = hot::chain(&tree, root, None);
+        // The members after the one returned, in update order (a member
+        // that took the root's id back is not last by id, see am::hot);
+        // if it is gone since, those with larger ids.
+        let skip = match after {
+            None => 0,
+            Some(a) => match members.iter().position(|(mid, _)| *mid == a) {
+                Some(i) => i + 1,
+                None => members.iter().take_while(|(mid, _)| *mid <= a).count(),
+            },
+        };
+        for (mid, v) in members.into_iter().skip(skip) {
             let h = decode(rel, mid, &v);
             if read_checked(rel, mid, &h, snapshot) {
                 store_version(rel, slot, mid, &v);

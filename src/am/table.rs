@@ -16,8 +16,9 @@
 //! A version's key never changes, so a map entry is written once, with its
 //! version; the pruner queues the entries of versions it removes and they
 //! are deleted right after (an entry left by a crash in between names a
-//! version that is gone, which reads as "gone", and row ids are never
-//! reused).
+//! version that is gone, which reads as "gone", and row ids are not handed
+//! out again; a HOT-like chain takes only its own root's id back, whose
+//! entry stays).
 
 use crate::am::pkey::KeyDesc;
 use orioledb_engine::btree::{Change, Successor};
@@ -59,9 +60,11 @@ thread_local! {
     static DOOMED: RefCell<Vec<(TreeId, [u8; 9], bool)>> = const { RefCell::new(Vec::new()) };
     /// The version a point read last handed to the executor: an UPDATE of
     /// it compares its columns with the new row's (`modify`) without a
-    /// second descent. Exact while the tree lives, as a version's row id is
-    /// never reused and its tuple never changes (only its header, which
-    /// that comparison does not read); cleared with the keys.
+    /// second descent. Exact for the statement that read it: its snapshot
+    /// keeps the version from being replaced (a HOT-like chain takes its
+    /// root's row id back only from a version dead to everyone), and its
+    /// tuple never changes (only its header, which that comparison does
+    /// not read); cleared at every executor start and with the keys.
     static LAST_READ: RefCell<Option<(TreeId, u64, Vec<u8>)>> = const { RefCell::new(None) };
 }
 
@@ -71,6 +74,15 @@ const KEY_CACHE_MAX: usize = 4096;
 pub fn forget_keys() {
     KEYS.with(|k| k.borrow_mut().clear());
     LAST_READ.with(|r| *r.borrow_mut() = None);
+}
+
+/// Forgets the last version read (a statement starts).
+pub fn forget_last_read() {
+    LAST_READ.with(|r| {
+        if let Some((_, id, _)) = r.borrow_mut().as_mut() {
+            *id = u64::MAX;
+        }
+    });
 }
 
 /// Remembers version `id` of `tree`, `value`, as the last one read (see
@@ -356,24 +368,31 @@ impl Table {
     /// new version `new_id` with key prefix `prefix` (an UPDATE: under one
     /// leaf latch and log record where the two share a leaf, see
     /// [`Tree::update`]). `decide` returns a value exactly when it puts.
+    /// With `reuse`, `new_id` is the row id of the chain's root, whose map
+    /// entry exists (see `am::hot`): only the version goes in, replacing a
+    /// dead one there; None when that cannot be done on the old version's
+    /// leaf (nothing changed: the caller takes a new id).
     pub fn update<R>(
         &self,
         id: u64,
         new_id: u64,
+        reuse: bool,
         prefix: &[u8],
         decide: impl FnOnce(Option<&[u8]>) -> (Change, Option<Vec<u8>>, R),
-    ) -> R {
+    ) -> Option<R> {
         let Some(k) = self.key_of(id) else {
-            return decide(None).2;
+            return Some(decide(None).2);
         };
         let nk = self.version_key(prefix, new_id);
         let map = map_key(new_id);
-        let first = matches!(self.layout, Layout::Keyed(_)).then_some((&map[..], prefix));
+        let keyed = matches!(self.layout, Layout::Keyed(_));
+        let first = (keyed && !reuse).then_some((&map[..], prefix));
         let succ = Successor {
             first,
             key: &nk,
             // A version's header may change before replay; its tuple never.
             stable: version::header_len,
+            reuse: keyed && reuse,
         };
         self.tree
             .update(&k, &succ, decide)

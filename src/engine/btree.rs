@@ -27,7 +27,8 @@ pub enum Change {
 }
 
 /// What [`Tree::update`] inserts beside the value it changes.
-/// Invariant: `key` (and `first`'s key) are absent when the update starts.
+/// Invariant: `key` (and `first`'s key) are absent when the update starts,
+/// unless `reuse` says otherwise.
 pub struct Successor<'a> {
     /// Written first (a row-id map entry: the new version is never without
     /// it), unlogged until the record that covers both.
@@ -38,6 +39,24 @@ pub struct Successor<'a> {
     /// differ from the old value's at replay); past it, as a delta against
     /// the changed old value's bytes past its own such offset.
     pub stable: fn(&[u8]) -> usize,
+    /// `key` may hold a value the tree's pruner calls replaceable: the
+    /// successor replaces it, as if pruned first (a HOT-like update taking
+    /// its chain's root row id back, whose map entry stays). Only on the
+    /// old value's leaf: elsewhere, or over a value that is not
+    /// replaceable, [`Tree::update`] changes nothing and says so.
+    pub reuse: bool,
+}
+
+/// How [`Tree::update`] went on the old value's leaf.
+enum InLeaf {
+    /// Both changes made and logged.
+    Done,
+    /// Not here (outside the leaf, no room, no compact record): the leaf
+    /// is unchanged but perhaps for a prune.
+    No,
+    /// A reusing successor's key holds a value that is not replaceable:
+    /// the leaf is unchanged.
+    Taken,
 }
 
 /// A key [`Tree::update`] wrote unlogged, deleted again (unlogged) when
@@ -92,6 +111,14 @@ pub enum Prune {
 /// Runs under the leaf's exclusive latch: it must be quick and not block.
 pub trait Pruner: Send + Sync {
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune;
+
+    /// Whether a successor with [`Successor::reuse`] may overwrite this
+    /// value: `prune` would remove it, and the removal needs nothing else
+    /// (nothing for `prune` to queue; it is then told, for its counts).
+    /// Asks only: no side effects.
+    fn replaceable(&self, _key: &[u8], _value: &[u8]) -> bool {
+        false
+    }
 }
 
 /// What a descent looks for.
@@ -506,13 +533,14 @@ impl Tree {
     /// record instead of three and two. Otherwise the old value is changed
     /// and logged as by [`Tree::modify`] and the successor inserted as by
     /// [`Tree::insert_pair_based`]. When `decide` keeps the value, nothing
-    /// stays written.
+    /// stays written. None (with `succ.reuse` only): the successor's key
+    /// could not be taken back on that leaf, and nothing changed.
     pub fn update<R>(
         &self,
         key: &[u8],
         succ: &Successor<'_>,
         decide: impl FnOnce(Option<&[u8]>) -> (Change, Option<Vec<u8>>, R),
-    ) -> Result<R> {
+    ) -> Result<Option<R>> {
         check_sizes(key, &[])?;
         check_sizes(succ.key, &[])?;
         // One barrier entry: no checkpoint between the unlogged first key
@@ -531,50 +559,62 @@ impl Tree {
             key: succ.first.map(|f| f.0),
         };
         self.update_latched(key, succ, decide, &mut first)
-            .map(|(_, out)| out)
     }
 
-    /// [`Tree::update`] once the first key is in; true when the successor
-    /// was written. `first` is disarmed once a record covers the first key
-    /// or is about to.
+    /// [`Tree::update`] once the first key is in. `first` is disarmed once
+    /// a record covers the first key or is about to.
     fn update_latched<R>(
         &self,
         key: &[u8],
         succ: &Successor<'_>,
         decide: impl FnOnce(Option<&[u8]>) -> (Change, Option<Vec<u8>>, R),
         first: &mut Unlogged<'_>,
-    ) -> Result<(bool, R)> {
+    ) -> Result<Option<R>> {
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
         let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
         let pos = g.page().search(&*self.cmp(), key);
         let (change, new, out) = decide(pos.ok().map(|i| g.page().value(i)));
         let (val, new) = match (change, new, pos) {
-            (Change::Keep, ..) => return Ok((false, out)),
+            (Change::Keep, ..) => return Ok(Some(out)),
             (Change::Put(val), Some(new), Ok(_)) => (val, new),
             _ => return Err(self.damaged("update: the change is not a put with a successor")),
         };
         check_sizes(key, &val)?;
         check_sizes(succ.key, &new)?;
-        if self.update_in_leaf(&mut g, key, pos, &val, succ, &new, epoch)? {
-            first.key = None;
-            return Ok((true, out));
-        }
         let mut pos = pos;
-        // The successor's leaf is full: prune it, as a put does, and try
-        // again, so that the update stays one change and one record (the
-        // way below costs a second descent and two records).
-        let covered = matches!(self.covers(g.page(), Target::Key(succ.key)), Cover::Yes);
-        if covered && pos.is_ok_and(|i| self.lacks_room(g.page(), succ.key, &new, val.len(), i)) {
-            self.inner.before_modify(&mut g)?;
-            if self.prune_leaf(&mut g, key)? {
-                g.mark_dirty(epoch);
-                pos = self.position(&g, key, true)?;
-                if self.update_in_leaf(&mut g, key, pos, &val, succ, &new, epoch)? {
+        let mut pruned = false;
+        loop {
+            match self.update_in_leaf(&mut g, key, pos, &val, succ, &new, epoch)? {
+                InLeaf::Done => {
                     first.key = None;
-                    return Ok((true, out));
+                    return Ok(Some(out));
                 }
+                InLeaf::Taken => return Ok(None),
+                InLeaf::No => {}
             }
+            // The successor's leaf is full: prune it, as a put does, and
+            // try again, so that the update stays one change and one record
+            // (the way below costs a second descent and two records).
+            let covered = matches!(self.covers(g.page(), Target::Key(succ.key)), Cover::Yes);
+            if pruned
+                || !covered
+                || !pos.is_ok_and(|i| self.lacks_room(g.page(), succ.key, &new, val.len(), i))
+            {
+                break;
+            }
+            pruned = true;
+            self.inner.before_modify(&mut g)?;
+            if !self.prune_leaf(&mut g, key)? {
+                break;
+            }
+            g.mark_dirty(epoch);
+            pos = self.position(&g, key, true)?;
+        }
+        if succ.reuse {
+            // Taking a key back is for the old value's leaf only: the way
+            // below changes the old value before it looks at the key.
+            return Ok(None);
         }
         self.put_latched(g, path, key, pos, val.clone(), Log::Yes, epoch)?;
         // The successor's record covers the first key once logged; should
@@ -585,13 +625,14 @@ impl Tree {
         if !self.put_second(succ.first, succ.key, &new, base)? {
             return Err(self.damaged("update: the successor's key exists already"));
         }
-        Ok((true, out))
+        Ok(Some(out))
     }
 
     /// Both changes of [`Tree::update`] on the latched leaf, logged as one
-    /// record; false, with the leaf unchanged, when the successor's key
-    /// lies outside the leaf, it has no room, or the record would not be
-    /// compact.
+    /// record; `No`, with the leaf unchanged, when the successor's key lies
+    /// outside the leaf, it has no room, or the record would not be
+    /// compact; `Taken` when a reusing successor's key holds a value that
+    /// is not replaceable (the leaf unchanged too).
     #[allow(clippy::too_many_arguments)]
     fn update_in_leaf(
         &self,
@@ -602,19 +643,35 @@ impl Tree {
         succ: &Successor<'_>,
         new: &[u8],
         epoch: u64,
-    ) -> Result<bool> {
-        let Ok(i) = pos else { return Ok(false) };
+    ) -> Result<InLeaf> {
+        let Ok(i) = pos else { return Ok(InLeaf::No) };
         let p = g.page();
         let cmp = self.cmp();
         let old = p.value(i);
-        if !matches!(self.covers(p, Target::Key(succ.key)), Cover::Yes)
-            || self.lacks_room(p, succ.key, new, val.len(), i)
-        {
-            return Ok(false);
+        if !matches!(self.covers(p, Target::Key(succ.key)), Cover::Yes) {
+            return Ok(InLeaf::No);
         }
-        let Err(j) = p.search(&*cmp, succ.key) else {
-            return Err(self.damaged("update: the successor's key exists already"));
+        // The successor's slot, and a value it replaces.
+        let (j, replaced) = match p.search(&*cmp, succ.key) {
+            Err(j) => (j, None),
+            Ok(_) if !succ.reuse => {
+                return Err(self.damaged("update: the successor's key exists already"));
+            }
+            Ok(j) => {
+                let dead = p.value(j);
+                if !self.pruner.as_ref().is_some_and(|pr| pr.replaceable(succ.key, dead)) {
+                    return Ok(InLeaf::Taken);
+                }
+                (j, Some(dead.to_vec()))
+            }
         };
+        let freed = replaced
+            .as_ref()
+            .map_or(0, |d| item_space(succ.key.len(), d.len()));
+        let growth = val.len().saturating_sub(old.len());
+        if p.total_free() + freed < item_space(succ.key.len(), new.len()) + growth {
+            return Ok(InLeaf::No);
+        }
         let rec = match self.inner.wal {
             None => None,
             Some(_) => {
@@ -622,7 +679,7 @@ impl Tree {
                     .filter(|e| !matches!(e, Edit::Ranges(r) if r.len() > u8::MAX as usize));
                 let delta = Delta::between(new, (succ.stable)(new), val, (succ.stable)(val));
                 let (Some(edit), Some(delta)) = (edit, delta) else {
-                    return Ok(false);
+                    return Ok(InLeaf::No);
                 };
                 let rec = Record::Update {
                     tree: self.id,
@@ -637,11 +694,21 @@ impl Tree {
             }
         };
         self.inner.before_modify(g)?;
-        // The insert first: it is the step that may be refused (page
-        // unchanged). The replace cannot be then: the room checked above
+        let mut i = i;
+        if replaced.is_some() {
+            // Pruned (unlogged, as pruning is; replay overwrites the key).
+            g.page_mut().remove_at(j);
+            g.mark_dirty(epoch);
+            if j < i {
+                i -= 1;
+            }
+        }
+        // The insert first: it is the step that may be refused (the page
+        // then as it was, but for a replaced value's removal: a prune of
+        // its own). The replace cannot be then: the room checked above
         // covers the old value's growth (compacting if need be).
         if !g.page_mut().insert_at(j, succ.key, new) {
-            return Ok(false);
+            return Ok(InLeaf::No);
         }
         let i = if j <= i { i + 1 } else { i };
         if !g.page_mut().replace_value(i, val) {
@@ -651,7 +718,11 @@ impl Tree {
         if let Some(rec) = rec {
             self.inner.log_changed_encoded(&rec);
         }
-        Ok(true)
+        if let (Some(dead), Some(pr)) = (replaced, self.pruner.as_ref()) {
+            // For its counts: replaceable means nothing else is to be done.
+            pr.prune(succ.key, &dead);
+        }
+        Ok(InLeaf::Done)
     }
 
     /// Whether leaf `p` has no room for the successor (`succ_key`, `new`)

@@ -152,6 +152,10 @@ impl crate::btree::Pruner for DropDead {
             crate::btree::Prune::Keep
         }
     }
+
+    fn replaceable(&self, _key: &[u8], value: &[u8]) -> bool {
+        value.first() == Some(&0xDD)
+    }
 }
 
 /// An update whose leaf is full of dead versions prunes the leaf and stays
@@ -192,6 +196,7 @@ fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
             first: None,
             key: &nk,
             stable,
+            reuse: false,
         };
         t.update(&ok, &succ, |v| {
             // The old version dies with its update (its updater commits at
@@ -232,6 +237,98 @@ fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
     let t2 = e2.tree(crate::TreeId::new(1, 3)).unwrap();
     assert_valid(&t2);
     assert!(live(&t2) == now);
+}
+
+/// A successor with `reuse` replaces a value the pruner calls replaceable
+/// (a HOT chain taking its root row id back) and is refused, changing
+/// nothing, over a live one or outside the old value's leaf: rows
+/// that alternate between two keys keep exactly two items each, every
+/// update stays one record, and replay gives the same live contents.
+#[test]
+fn reusing_successors_replace_only_dead_values() {
+    use crate::btree::{Change, Successor};
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(crate::wal::MemWal::default());
+    let e = Engine::open_logged(dir.path(), 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    let opts = TreeOptions {
+        pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
+        ..Default::default()
+    };
+    let t = e.open_tree(crate::TreeId::new(1, 4), opts).unwrap();
+    let vkey = |row: u32, slot: u64| [&b"v"[..], &row.to_be_bytes(), &(!slot).to_be_bytes()].concat();
+    let stable: fn(&[u8]) -> usize = |_| 16;
+    let rows = 30u32;
+    for row in 0..rows {
+        let v = [vec![1u8; 16], value(row as u64, 0, 100)].concat();
+        assert!(t.insert(&vkey(row, 0), &v).unwrap());
+    }
+    let mut cur = vec![0u64; rows as usize];
+    let mut rng = Rng(12);
+    let before = wal.insert_position();
+    let updates = 3000u64;
+    let update = |old: &[u8], new: &[u8], n: u64| {
+        let succ = Successor {
+            first: None,
+            key: new,
+            stable,
+            reuse: true,
+        };
+        t.update(old, &succ, |v| {
+            let mut nv = v.expect("the old version exists").to_vec();
+            nv[0] = 0xDD;
+            let mut sv = nv.clone();
+            sv[..16].fill(2);
+            sv[20] = n as u8;
+            (Change::Put(nv), Some(sv), ())
+        })
+    };
+    for n in 0..updates {
+        let row = rng.below(rows as u64) as u32;
+        let old = cur[row as usize];
+        update(&vkey(row, old), &vkey(row, 1 - old), n).unwrap();
+        cur[row as usize] = 1 - old;
+    }
+    assert_eq!(wal.insert_position() - before, updates, "every update is one record");
+    assert_valid(&t);
+    let all = contents(&t);
+    assert_eq!(all.len(), 2 * rows as usize, "two keys per row, reused");
+    let live = |t: &Tree| -> BTreeMap<Vec<u8>, Vec<u8>> {
+        contents(t)
+            .into_iter()
+            .filter(|(k, v)| k[0] == b'v' && v[0] != 0xDD)
+            .collect()
+    };
+    let now = live(&t);
+    assert_eq!(now.len(), rows as usize);
+    // Over a live value: refused, and nothing changes.
+    let row = 0u32;
+    let live_key = vkey(row, cur[0]);
+    let other = vkey(row, 1 - cur[0]);
+    let mut other_live = all.iter().find(|(k, _)| **k == other).unwrap().1.clone();
+    other_live[0] = 1;
+    assert!(t.replace(&other, &other_live).unwrap());
+    let before_refusal = contents(&t);
+    assert!(update(&live_key, &other, 0).unwrap().is_none(), "a live successor key is refused");
+    assert!(contents(&t) == before_refusal, "a refused update changes nothing");
+    // Outside the old value's leaf: refused too, even where the key is free.
+    for n in 0..200u64 {
+        assert!(t.insert(&[&b"z"[..], &n.to_be_bytes()].concat(), &value(n, 1, 100)).unwrap());
+    }
+    assert!(t.stats().pages > 2);
+    let far = [&b"z"[..], &u64::MAX.to_be_bytes()].concat();
+    let before_refusal = contents(&t);
+    assert!(update(&live_key, &far, 0).unwrap().is_none(), "a successor on another leaf is refused");
+    assert!(contents(&t) == before_refusal, "a refused update changes nothing");
+    // Replay into an empty engine: the same live versions.
+    let dir2 = tempfile::tempdir().unwrap();
+    let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
+    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
+    for rec in wal.since(1) {
+        e2.replay(&rec, &bytewise).unwrap();
+    }
+    let t2 = e2.tree(crate::TreeId::new(1, 4)).unwrap();
+    assert_valid(&t2);
+    assert!(live(&t2) == live(&t));
 }
 
 /// A background sweep prunes a leaf only when it is nearly full (less than
@@ -319,6 +416,7 @@ fn updates_share_a_leaf_and_a_record() {
             first: Some((&m, &r)),
             key: &nk,
             stable,
+            reuse: false,
         };
         let mut stored = None;
         t.update(&ok, &succ, |v| {
@@ -369,6 +467,7 @@ fn updates_share_a_leaf_and_a_record() {
         first: Some((&m, b"x")),
         key: &nk,
         stable,
+        reuse: false,
     };
     let raised = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         t.update(&ok, &succ, |_| -> (Change, Option<Vec<u8>>, ()) { panic!("an ERROR in decide") })

@@ -105,6 +105,7 @@ fn random_change(
                         first: Some((&pair, &pv)),
                         key: &sk,
                         stable: |_| 8,
+                        reuse: false,
                     };
                     let put = (crate::btree::Change::Put(v.clone()), Some(sv.clone()), ());
                     t.update(&k, &succ, |_| put).unwrap();
