@@ -158,6 +158,39 @@ impl crate::btree::Pruner for DropDead {
     }
 }
 
+/// A logged engine in `dir` with tree (1, `n`), pruned by [`DropDead`].
+fn pruned_logged_tree(dir: &std::path::Path, n: u32) -> (Engine, Arc<crate::wal::MemWal>, Tree) {
+    let wal = Arc::new(crate::wal::MemWal::default());
+    let e = Engine::open_logged(dir, 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    let opts = TreeOptions {
+        pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
+        ..Default::default()
+    };
+    let t = e.open_tree(crate::TreeId::new(1, n), opts).unwrap();
+    (e, wal, t)
+}
+
+/// Tree `id` as all of `wal` replayed into an empty engine in `dir` makes
+/// it (checked valid).
+fn replayed(dir: &std::path::Path, wal: &crate::wal::MemWal, id: crate::TreeId) -> (Engine, Tree) {
+    let e = Engine::open_logged(dir, 256, Arc::new(StdIo::new()), None).unwrap();
+    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
+    for rec in wal.since(1) {
+        e.replay(&rec, &bytewise).unwrap();
+    }
+    let t = e.tree(id).unwrap();
+    assert_valid(&t);
+    (e, t)
+}
+
+/// The `v` items of `t` that [`DropDead`] keeps.
+fn live_versions(t: &Tree) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    contents(t)
+        .into_iter()
+        .filter(|(k, v)| k[0] == b'v' && v[0] != 0xDD)
+        .collect()
+}
+
 /// An update whose leaf is full of dead versions prunes the leaf and stays
 /// one change and one record (as a put prunes before it splits), instead of
 /// a separate change of the old value and a second descent for the new one;
@@ -166,13 +199,7 @@ impl crate::btree::Pruner for DropDead {
 fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
     use crate::btree::{Change, Successor};
     let dir = tempfile::tempdir().unwrap();
-    let wal = Arc::new(crate::wal::MemWal::default());
-    let e = Engine::open_logged(dir.path(), 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
-    let opts = TreeOptions {
-        pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
-        ..Default::default()
-    };
-    let t = e.open_tree(crate::TreeId::new(1, 3), opts).unwrap();
+    let (_e, wal, t) = pruned_logged_tree(dir.path(), 3);
     let vkey = |row: u32, id: u64| [&b"v"[..], &row.to_be_bytes(), &(!id).to_be_bytes()].concat();
     let stable: fn(&[u8]) -> usize = |_| 16;
     // Ten rows and their dead versions share one leaf (about 44 items).
@@ -215,13 +242,7 @@ fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
     assert_eq!(records, updates, "every update is one record");
     assert_valid(&t);
     assert_eq!(t.stats().pages, 1, "the leaf never split");
-    let live = |t: &Tree| -> BTreeMap<Vec<u8>, Vec<u8>> {
-        contents(t)
-            .into_iter()
-            .filter(|(k, v)| k[0] == b'v' && v[0] != 0xDD)
-            .collect()
-    };
-    let now = live(&t);
+    let now = live_versions(&t);
     assert_eq!(now.len(), rows as usize);
     for (row, id) in cur.iter().enumerate() {
         assert!(now.contains_key(&vkey(row as u32, *id)));
@@ -229,14 +250,8 @@ fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
     // Replay into an empty engine: the same live versions (replay keeps
     // the dead ones: pruning is not logged).
     let dir2 = tempfile::tempdir().unwrap();
-    let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
-    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
-    for rec in wal.since(1) {
-        e2.replay(&rec, &bytewise).unwrap();
-    }
-    let t2 = e2.tree(crate::TreeId::new(1, 3)).unwrap();
-    assert_valid(&t2);
-    assert!(live(&t2) == now);
+    let (_e2, t2) = replayed(dir2.path(), &wal, crate::TreeId::new(1, 3));
+    assert!(live_versions(&t2) == now);
 }
 
 /// A successor with `reuse` replaces a value the pruner calls replaceable
@@ -248,13 +263,7 @@ fn updates_of_a_full_leaf_prune_it_and_stay_one_record() {
 fn reusing_successors_replace_only_dead_values() {
     use crate::btree::{Change, Successor};
     let dir = tempfile::tempdir().unwrap();
-    let wal = Arc::new(crate::wal::MemWal::default());
-    let e = Engine::open_logged(dir.path(), 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
-    let opts = TreeOptions {
-        pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
-        ..Default::default()
-    };
-    let t = e.open_tree(crate::TreeId::new(1, 4), opts).unwrap();
+    let (_e, wal, t) = pruned_logged_tree(dir.path(), 4);
     let vkey = |row: u32, slot: u64| [&b"v"[..], &row.to_be_bytes(), &(!slot).to_be_bytes()].concat();
     let stable: fn(&[u8]) -> usize = |_| 16;
     let rows = 30u32;
@@ -292,13 +301,7 @@ fn reusing_successors_replace_only_dead_values() {
     assert_valid(&t);
     let all = contents(&t);
     assert_eq!(all.len(), 2 * rows as usize, "two keys per row, reused");
-    let live = |t: &Tree| -> BTreeMap<Vec<u8>, Vec<u8>> {
-        contents(t)
-            .into_iter()
-            .filter(|(k, v)| k[0] == b'v' && v[0] != 0xDD)
-            .collect()
-    };
-    let now = live(&t);
+    let now = live_versions(&t);
     assert_eq!(now.len(), rows as usize);
     // Over a live value: refused, and nothing changes.
     let row = 0u32;
@@ -321,14 +324,8 @@ fn reusing_successors_replace_only_dead_values() {
     assert!(contents(&t) == before_refusal, "a refused update changes nothing");
     // Replay into an empty engine: the same live versions.
     let dir2 = tempfile::tempdir().unwrap();
-    let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
-    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
-    for rec in wal.since(1) {
-        e2.replay(&rec, &bytewise).unwrap();
-    }
-    let t2 = e2.tree(crate::TreeId::new(1, 4)).unwrap();
-    assert_valid(&t2);
-    assert!(live(&t2) == live(&t));
+    let (_e2, t2) = replayed(dir2.path(), &wal, crate::TreeId::new(1, 4));
+    assert!(live_versions(&t2) == live_versions(&t));
 }
 
 /// A background sweep prunes a leaf only when it is nearly full (less than
