@@ -522,7 +522,10 @@ unsafe fn make_path(
             + (ranges + (read / density).ceil() - 1.0).max(ranges) * pg_sys::seq_page_cost
             + read * (pg_sys::cpu_tuple_cost + quals.per_tuple)
             + path.rows * target.per_tuple;
-        (*cp).flags = 0;
+        // It projects (ExecScan with the projection ExecInitCustomScan sets
+        // up): without this, UPDATE's target list put a Result node on top
+        // of every primary scan, one more node to build and run per row.
+        (*cp).flags = pg_sys::CUSTOMPATH_SUPPORT_PROJECTION;
         (*cp).custom_paths = std::ptr::null_mut();
         let mut private = pg_sys::lappend(std::ptr::null_mut(), ilist.cast());
         private = pg_sys::lappend(private, elist.cast());
