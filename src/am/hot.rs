@@ -22,7 +22,6 @@
 use crate::am::table::Table;
 use orioledb_engine::Direction;
 use orioledb_engine::version::{self, bits, Header};
-use pgrx::pg_sys;
 use std::ops::Bound;
 
 /// Whether `h` is a heap-only version (no index entry names it).
@@ -134,46 +133,26 @@ fn in_update_order(members: &mut Vec<(u64, Vec<u8>)>, root: u64) {
     members.insert(after.map_or(0, |i| i + 1), taken);
 }
 
-/// The row id a HOT-like update of version `old` (key prefix `prefix`)
-/// takes back instead of a new one: its chain's root's, when `old` is a
-/// later member and the root's slot is empty or holds a version dead to
-/// everyone. The root's map entry stays while its chain lives (the
-/// redirect), so the new version needs no map entry and leaves none to
-/// delete: a row updated again and again alternates between two row ids.
-/// The slot is looked at again under the leaf latch (`Successor::reuse`,
-/// `rows::replaceable_version`): should it not be free then, or not on the
-/// old version's leaf, the update takes a new id after all. A version that
-/// owns toast values is never replaced (removing it would have to queue
-/// them, and a crash after the update would lose that). Like pruning,
-/// this asks only this server's snapshots: a hot standby's queries on
-/// orioledb tables would need the replaced version's xid in the record
-/// for recovery conflicts (not built: see "Not built yet").
-///
-/// # Safety
-/// `rel` is the open relation of `table`.
-pub unsafe fn reusable_root(
-    rel: pg_sys::Relation,
-    table: &Table,
-    old: u64,
-    prefix: &[u8],
-) -> Option<u64> {
+/// The row id a HOT-like update of version `old` tries to take back
+/// instead of a new one: its chain's root's, when `old` is a later member.
+/// The root's map entry stays while its chain lives (the redirect), so the
+/// new version needs no map entry and leaves none to delete: a row updated
+/// again and again alternates between two row ids. Whether the root's slot
+/// is free — empty, or holding a version dead to everyone — is decided
+/// under the leaf latch (`Successor::reuse`, `rows::replaceable_version`),
+/// not looked up first (that lookup was a descent per update, 5 µs of
+/// TPC-B's): should it not be free, or not on the old version's leaf, the
+/// update goes again with a new id. A version that owns toast values is
+/// never replaced (removing it would have to queue them, and a crash after
+/// the update would lose that). Like pruning, this asks only this server's
+/// snapshots: a hot standby's queries on orioledb tables would need the
+/// replaced version's xid in the record for recovery conflicts (not built:
+/// see "Not built yet").
+pub fn reusable_root(table: &Table, old: u64) -> Option<u64> {
     let v = crate::am::table::last_read(table.tree.id(), old).or_else(|| table.get(old))?;
     let h = Header::decode(&v)?;
     let root = root_of(&h, &v, old);
-    if root == old {
-        return None;
-    }
-    let key = table.version_key(prefix, root);
-    let occupant = table
-        .tree
-        .get(&key)
-        .unwrap_or_else(|e| crate::pg::engine::report(e));
-    // SAFETY: per the contract.
-    let horizon = unsafe { crate::am::rows::Horizon::of(rel) };
-    match occupant {
-        None => Some(root),
-        Some(o) => crate::am::rows::replaceable_version(&key, &o, &horizon).then_some(root),
-    }
+    (root != old).then_some(root)
 }
 
 /// Whether the map entry of version `id` (header `h`, value `v`), being

@@ -841,7 +841,7 @@ pub unsafe fn update(
         let old_id = from_item_pointer(&*otid);
         let mut reuse = old_id
             .filter(|_| hot)
-            .and_then(|old| crate::am::hot::reusable_root(rel, &tree, old, &prefix));
+            .and_then(|old| crate::am::hot::reusable_root(&tree, old));
         let mut applied = Applied::default();
         // Stored with the old version's change (decide_and_apply), under
         // its leaf latch where the two share a leaf.

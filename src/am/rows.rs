@@ -273,7 +273,7 @@ impl Pruner for VersionPruner {
 /// HOT-like update taking its root's row id back (`am::hot`): dead to
 /// every snapshot `horizon` covers, owning no toast values and keeping its
 /// map entry when pruned, so that removing it needs nothing else.
-pub fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -> bool {
+fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -> bool {
     let Some(id) = orioledb_engine::keys::version_suffix(key) else {
         return false;
     };
