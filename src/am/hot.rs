@@ -87,8 +87,7 @@ pub fn chain(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<
     // member after it passed. The newest member read names it; without
     // this a VACUUM could judge the chain by a member whose updater
     // committed since and call it dead.
-    loop {
-        let Some((last, v)) = out.last() else { break };
+    while let Some((last, v)) = out.last() {
         let Some(h) = Header::decode(v).filter(|h| hot_updated(h) && h.ctid != *last) else {
             break;
         };
