@@ -595,3 +595,69 @@ fn fault_hook_decides_the_failing_step() {
     assert_eq!(n, 3);
     assert!(got == after);
 }
+
+/// A pruner that counts the versions it removes (the work a pruner queues
+/// for them: map entries, toast values); 0xDD values are dead.
+struct CountingPruner(Arc<AtomicU64>);
+impl crate::btree::Pruner for CountingPruner {
+    fn prune(&self, _key: &[u8], value: &[u8]) -> crate::btree::Prune {
+        if value.first() == Some(&0xDD) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            crate::btree::Prune::Remove
+        } else {
+            crate::btree::Prune::Keep
+        }
+    }
+}
+
+/// While a checkpoint runs, a sweep that must first write the leaf's
+/// pre-image (the checkpoint has not written it yet) and fails to leaves the
+/// leaf as it was and has the pruner remove nothing: the pruner queues work
+/// for what it removes (map-entry deletions, toast values), which must not
+/// happen for versions that stay.
+#[test]
+fn a_sweep_whose_pre_image_write_fails_prunes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = Arc::new(CrashAfter::new(StdIo::new(), u64::MAX));
+    let e = Engine::open(dir.path(), 64, io.clone()).unwrap();
+    let removed = Arc::new(AtomicU64::new(0));
+    let opts = TreeOptions {
+        pruner: Some(Arc::new(CountingPruner(removed.clone())) as Arc<dyn crate::btree::Pruner>),
+        ..Default::default()
+    };
+    // How many items of this size one leaf holds: the first that splits.
+    let probe = e.open_tree(crate::TreeId::new(1, 9), opts.clone()).unwrap();
+    let mut n = 0u64;
+    while probe.stats().pages == 1 {
+        assert!(probe.insert(&key(n), &value(n, 0, 100)).unwrap());
+        n += 1;
+    }
+    // One nearly full leaf (less than a quarter free), every other value
+    // dead (same length: no room needed).
+    let t = e.open_tree(crate::TreeId::new(1, 10), opts).unwrap();
+    for i in 0..n - 1 {
+        assert!(t.insert(&key(i), &value(i, 0, 100)).unwrap());
+    }
+    for i in (0..n - 1).step_by(2) {
+        let mut v = value(i, 0, 100);
+        v[0] = 0xDD;
+        assert!(t.replace(&key(i), &v).unwrap());
+    }
+    assert_eq!(t.stats().pages, 1);
+    let before = contents(&t);
+    // A checkpoint has started (its epoch covers the leaf's changes) and
+    // not written the leaf yet; every write fails from here on.
+    let meta = &e.inner.meta;
+    let epoch = meta.next_epoch().load(Ordering::Acquire);
+    meta.running().store(epoch, Ordering::Release);
+    meta.next_epoch().store(epoch + 1, Ordering::Release);
+    io.arm(0);
+    assert!(t.sweep_leaf_at(None).is_err(), "the pre-image write failed");
+    assert_eq!(removed.load(Ordering::SeqCst), 0, "the pruner removed versions that stay");
+    meta.running().store(0, Ordering::Release);
+    io.arm(u64::MAX);
+    assert!(contents(&t) == before, "the leaf is as it was");
+    // Without the checkpoint the same sweep prunes the dead half.
+    assert!(t.sweep_leaf_at(None).is_ok());
+    assert_eq!(removed.load(Ordering::SeqCst), (n - 1).div_ceil(2));
+}
