@@ -212,10 +212,16 @@ struct VersionPruner {
     horizon: usize,
 }
 
+impl VersionPruner {
+    /// The visibility state `horizon` holds the address of.
+    fn horizon(&self) -> Horizon {
+        Horizon(self.horizon as *mut pg_sys::GlobalVisState)
+    }
+}
+
 impl Pruner for VersionPruner {
     fn replaceable(&self, key: &[u8], value: &[u8]) -> bool {
-        let horizon = Horizon(self.horizon as *mut pg_sys::GlobalVisState);
-        replaceable_version(key, value, &horizon)
+        replaceable_version(key, value, &self.horizon())
     }
 
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
@@ -228,7 +234,7 @@ impl Pruner for VersionPruner {
         // Snapshots that can see this table: of its database only (other
         // databases' long transactions, an autoanalyze elsewhere, must not
         // keep its dead versions).
-        let horizon = Horizon(self.horizon as *mut pg_sys::GlobalVisState);
+        let horizon = self.horizon();
         let removable = |x: Xid| horizon.removable(x);
         let mut hints = Hints::default();
         match version::vacuum_state(&h, &PgXacts, &removable, &mut hints) {

@@ -599,7 +599,7 @@ impl Tree {
             let covered = matches!(self.covers(g.page(), Target::Key(succ.key)), Cover::Yes);
             if pruned
                 || !covered
-                || !pos.is_ok_and(|i| self.lacks_room(g.page(), succ.key, &new, val.len(), i))
+                || !pos.is_ok_and(|i| self.lacks_room(g.page(), (succ.key, &new), val.len(), i, 0))
             {
                 break;
             }
@@ -668,8 +668,7 @@ impl Tree {
         let freed = replaced
             .as_ref()
             .map_or(0, |d| item_space(succ.key.len(), d.len()));
-        let growth = val.len().saturating_sub(old.len());
-        if p.total_free() + freed < item_space(succ.key.len(), new.len()) + growth {
+        if self.lacks_room(p, (succ.key, new), val.len(), i, freed) {
             return Ok(InLeaf::No);
         }
         let rec = match self.inner.wal {
@@ -727,11 +726,12 @@ impl Tree {
 
     /// Whether leaf `p` has no room for the successor (`succ_key`, `new`)
     /// beside the old value at `i` grown to `val_len` bytes (a version
-    /// getting its full header): with room, both steps of
+    /// getting its full header), once `freed` bytes (a value the successor
+    /// replaces) are given back: with room, both steps of
     /// [`Tree::update_in_leaf`] fit.
-    fn lacks_room(&self, p: PageRef, succ_key: &[u8], new: &[u8], val_len: usize, i: usize) -> bool {
+    fn lacks_room(&self, p: PageRef, succ: (&[u8], &[u8]), val_len: usize, i: usize, freed: usize) -> bool {
         let growth = val_len.saturating_sub(p.value(i).len());
-        p.total_free() < item_space(succ_key.len(), new.len()) + growth
+        p.total_free() + freed < item_space(succ.0.len(), succ.1.len()) + growth
     }
 
     /// A change that cannot be refused was: the leaf holds half of an
