@@ -150,10 +150,19 @@ fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
                     .is_some_and(|rest| rest.ends_with(".map"))
         });
         if ours {
-            total += e.metadata().map_or(0, |m| m.len());
+            total += e.metadata().map_or(0, |m| held_bytes(&m));
         }
     }
     total as i64
+}
+
+/// The bytes a file holds on disk: its length, less the holes each engine
+/// checkpoint punches where superseded page images were (what `du`
+/// counts; never more than the length, so a file without holes counts its
+/// length although its last block is allocated whole).
+fn held_bytes(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    m.len().min(m.blocks() * 512)
 }
 
 /// The primary tree of orioledb table `rel` (Err if the table has none in

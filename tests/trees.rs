@@ -415,7 +415,7 @@ fn relation_size_and_table_view() {
                     || name.starts_with(&format!("{x}-")) && name.ends_with(".map")
             })
         })
-        .map(|e| e.metadata().unwrap().len())
+        .map(|e| held_bytes(&e.metadata().unwrap()))
         .sum();
     assert!(std::fs::metadata(db_dir.join(n.to_string())).is_ok());
     assert_eq!(
@@ -778,4 +778,45 @@ fn creating_and_dropping_many_tables_never_runs_out_of_metadata() {
     // dropped tables' chunks now, not while later tests run (an engine
     // checkpoint in the middle of a test's inserts writes its pages twice).
     c.batch_execute("CHECKPOINT; CHECKPOINT").unwrap();
+}
+
+/// Copy-on-write writes every changed page to a new extent and frees the
+/// old one only when a later checkpoint supersedes it, in the middle of
+/// the file where truncation cannot reach: rewriting every row three
+/// times left the data file at about twice the tree. Checkpoints punch
+/// those extents out, so the space the file holds (what
+/// `orioledb_relation_size` and `du` count) follows the tree's pages
+/// while the file's length (`file_bytes`) keeps its holes.
+#[test]
+fn churned_files_hold_about_their_live_pages() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_trees_punch");
+    c.batch_execute(
+        "CREATE TABLE churn (id int PRIMARY KEY, n int, pad text) USING orioledb;
+         INSERT INTO churn SELECT g, 0, repeat('x', 150) FROM generate_series(1, 20000) g;
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let node = relnode(&mut c, "churn");
+    for round in 1..=3 {
+        c.batch_execute("UPDATE churn SET n = n + 1; CHECKPOINT;").unwrap();
+        let r = c
+            .query_one(
+                "SELECT pages, file_bytes, orioledb_tree_bytes('churn'::regclass)
+                   FROM orioledb_trees WHERE relnode = $1",
+                &[&node],
+            )
+            .unwrap();
+        let (pages, file_bytes, held): (i64, i64, i64) = (r.get(0), r.get(1), r.get(2));
+        assert!(
+            held * 4 <= pages * 8192 * 5,
+            "round {round}: {held} bytes held for {pages} pages (file {file_bytes} bytes long)"
+        );
+        if round == 3 {
+            assert!(
+                file_bytes * 4 > pages * 8192 * 5,
+                "the holes are inside the file: {file_bytes} bytes long for {pages} pages"
+            );
+        }
+    }
 }

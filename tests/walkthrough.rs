@@ -58,7 +58,7 @@ fn files_of(dir: &PathBuf, node: u32) -> BTreeMap<String, u64> {
                 || name
                     .strip_prefix(&format!("{n}-"))
                     .is_some_and(|r| r.ends_with(".map"));
-            ours.then(|| (name, e.metadata().unwrap().len()))
+            ours.then(|| (name, held_bytes(&e.metadata().unwrap())))
         })
         .collect()
 }

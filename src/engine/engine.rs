@@ -406,6 +406,38 @@ impl Inner {
         self.db_dir(id.db).join(id.rel.to_string())
     }
 
+    /// Punches `exts` (extents no checkpoint names any more, still marked
+    /// used so nobody writes there meanwhile) out of `id`'s data file, so
+    /// that the file's allocated space follows its live pages although
+    /// copy-on-write leaves the freed extents scattered through it.
+    /// Neighbouring extents are punched together; a part of a file-system
+    /// block that an extent shares with another is left.
+    fn punch(&self, id: TreeId, exts: &[Extent]) -> Result<()> {
+        const BLOCK: u64 = 4096;
+        let mut runs: Vec<(u64, u64)> = exts
+            .iter()
+            .map(|e| (e.off as u64 * UNIT as u64, e.end() as u64 * UNIT as u64))
+            .collect();
+        runs.sort_unstable();
+        let path = self.data_path(id);
+        let mut i = 0;
+        while i < runs.len() {
+            let (start, mut end) = runs[i];
+            i += 1;
+            while i < runs.len() && runs[i].0 == end {
+                end = runs[i].1;
+                i += 1;
+            }
+            let (lo, hi) = (start.next_multiple_of(BLOCK), end / BLOCK * BLOCK);
+            if hi > lo {
+                self.io
+                    .punch(&path, lo, hi - lo)
+                    .map_err(|e| EngineError::io("punch", &path, e))?;
+            }
+        }
+        Ok(())
+    }
+
     fn map_path(&self, id: TreeId, ckpt: u64) -> PathBuf {
         self.db_dir(id.db).join(map_name(id.rel, ckpt))
     }
@@ -1358,15 +1390,29 @@ impl Engine {
                 // takes it over before any error is reported.
                 meta.durable().store(n, Ordering::Release);
                 meta.redo().store(redo, Ordering::Release);
-                for &(slot, _, _) in &trees {
-                    meta.file(slot).checkpoint_done();
+                let superseded: Vec<Vec<Extent>> = trees
+                    .iter()
+                    .map(|&(slot, _, _)| meta.file(slot).checkpoint_done())
+                    .collect();
+                if let Err(e) = synced {
+                    // Poisoned: nothing is written any more, so the extents
+                    // can be free in memory, but on disk the superseded
+                    // checkpoint may still be the one that counts.
+                    for (&(slot, _, _), exts) in trees.iter().zip(&superseded) {
+                        let f = meta.file(slot);
+                        exts.iter().for_each(|&x| f.space_release(x));
+                    }
+                    return Err(e);
                 }
-                synced?;
                 let mut first_err = None;
-                for &(slot, _, id) in &trees {
+                for (&(slot, _, id), exts) in trees.iter().zip(superseded) {
+                    if let Err(e) = inner.punch(id, &exts) {
+                        first_err.get_or_insert(e);
+                    }
                     // Truncate under the file latch, so no write lands beyond
                     // the new end meanwhile.
                     let f = meta.file(slot);
+                    exts.into_iter().for_each(|x| f.space_release(x));
                     if let Some(end) = f.space_trim() {
                         let path = inner.data_path(id);
                         if let Err(e) = inner.io.set_len(&path, end as u64 * UNIT as u64) {

@@ -23,6 +23,15 @@ pub trait FileIo: Send + Sync {
     fn sync(&self, path: &Path) -> io::Result<()>;
     fn set_len(&self, path: &Path, len: u64) -> io::Result<()>;
     fn len(&self, path: &Path) -> io::Result<u64>;
+    /// Gives bytes `off..off + len` back to the file system: they read as
+    /// zeros from then on and the file keeps its length. Only extents no
+    /// checkpoint names are punched, so a punch that is lost (a crash, a
+    /// file system that cannot punch: `Ok` without effect) only keeps space
+    /// allocated. Not a step of a [`CrashAfter`]: it changes nothing a
+    /// restart reads.
+    fn punch(&self, _path: &Path, _off: u64, _len: u64) -> io::Result<()> {
+        Ok(())
+    }
     /// Create or replace a whole small file (maps, control) without syncing.
     fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()>;
     fn read_file(&self, path: &Path) -> io::Result<Vec<u8>>;
@@ -54,6 +63,9 @@ impl<T: FileIo + ?Sized> FileIo for Arc<T> {
     }
     fn len(&self, path: &Path) -> io::Result<u64> {
         (**self).len(path)
+    }
+    fn punch(&self, path: &Path, off: u64, len: u64) -> io::Result<()> {
+        (**self).punch(path, off, len)
     }
     fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         (**self).write_file(path, bytes)
@@ -154,6 +166,9 @@ impl FileIo for StdIo {
     fn len(&self, path: &Path) -> io::Result<u64> {
         Ok(std::fs::metadata(path)?.len())
     }
+    fn punch(&self, path: &Path, off: u64, len: u64) -> io::Result<()> {
+        punch_hole(&*self.handle(path)?, off, len)
+    }
     fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         self.forget(path);
         std::fs::write(path, bytes)
@@ -193,6 +208,39 @@ impl FileIo for StdIo {
     fn forget_handles(&self) {
         self.handles.lock().unwrap().clear();
     }
+}
+
+/// `fallocate(PUNCH_HOLE | KEEP_SIZE)` on Linux; elsewhere, and where the
+/// file system cannot punch, nothing (see [`FileIo::punch`]).
+fn punch_hole(f: &File, off: u64, len: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        use std::os::raw::c_int;
+        extern "C" {
+            // glibc, fcntl.h; off_t is 64 bits on the 64-bit targets we build.
+            fn fallocate(fd: c_int, mode: c_int, offset: i64, len: i64) -> c_int;
+        }
+        const FALLOC_FL_KEEP_SIZE: c_int = 0x01;
+        const FALLOC_FL_PUNCH_HOLE: c_int = 0x02;
+        let (Ok(o), Ok(l)) = (i64::try_from(off), i64::try_from(len)) else {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        };
+        // SAFETY: a plain system call on a descriptor `f` keeps open.
+        let rc = unsafe {
+            fallocate(f.as_raw_fd(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, o, l)
+        };
+        if rc != 0 {
+            let e = io::Error::last_os_error();
+            // EOPNOTSUPP (= ENOTSUP on Linux) and ENOSYS: cannot punch here.
+            if !matches!(e.raw_os_error(), Some(95) | Some(38)) {
+                return Err(e);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (f, off, len);
+    Ok(())
 }
 
 /// Decides what the call at which a [`CrashAfter`] "dies" does: it gets the
@@ -285,6 +333,13 @@ impl<I: FileIo> FileIo for CrashAfter<I> {
     }
     fn len(&self, path: &Path) -> io::Result<u64> {
         self.inner.len(path)
+    }
+    fn punch(&self, path: &Path, off: u64, len: u64) -> io::Result<()> {
+        // A dead process punches nothing; a live one's punch is no step.
+        if self.crashed() {
+            return Err(io::Error::other("injected crash"));
+        }
+        self.inner.punch(path, off, len)
     }
     fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         self.step("write", path)?;

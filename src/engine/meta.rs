@@ -1018,10 +1018,13 @@ impl FileGuard<'_> {
         e.image
     }
 
-    /// Checkpoint became durable: its images are the durable ones; extents
-    /// only the superseded checkpoint named are released.
-    pub fn checkpoint_done(&self) {
+    /// Checkpoint became durable: its images are the durable ones. Returns
+    /// the extents only the superseded checkpoint named, still marked used
+    /// (nobody can allocate them) so that the caller can punch them out of
+    /// the file before it hands them to [`FileGuard::space_release`].
+    pub fn checkpoint_done(&self) -> Vec<Extent> {
         let np = self.npages();
+        let mut superseded = Vec::new();
         for p in 0..np {
             let captured = self.in_image(p);
             let mut e = self.entry(p);
@@ -1030,10 +1033,13 @@ impl FileGuard<'_> {
             e.image = None;
             self.set_entry(p, &e);
             if let Some(o) = old {
-                self.release_unless_named(&e, o);
+                if e.durable != Some(o) && e.cur != Some(o) {
+                    superseded.push(o);
+                }
             }
         }
         self.s().ck_active = 0;
+        superseded
     }
 
     /// A running checkpoint failed: forget its image decisions, releasing

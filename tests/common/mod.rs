@@ -764,3 +764,10 @@ pub fn plan(c: &mut Client, sql: &str) -> String {
         .collect::<Vec<_>>()
         .join("\n")
 }
+
+/// The bytes a file holds on disk as `orioledb_relation_size` counts
+/// them: its length less the holes engine checkpoints punch.
+pub fn held_bytes(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    m.len().min(m.blocks() * 512)
+}
