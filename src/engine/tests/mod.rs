@@ -357,6 +357,44 @@ fn sweeps_prune_only_nearly_full_leaves() {
     assert_eq!(count(&t), 0, "a nearly full leaf is swept");
 }
 
+/// In a tree of more than one leaf a sweep prunes every leaf, full or not,
+/// and merges the emptied ones away: leaves split while both versions of
+/// their rows were live (about half full) and never changed again held
+/// their dead versions for ever (seed 004's row-id table kept all three
+/// update passes' old versions).
+#[test]
+fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), 64, Arc::new(StdIo::new())).unwrap();
+    let opts = TreeOptions {
+        pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
+        ..Default::default()
+    };
+    let t = e.open_tree(1u32, opts).unwrap();
+    // Descending inserts split evenly: leaves about half full. Then nine
+    // in ten die (same length: in place, no split prunes them).
+    let v = |i: u64, mark: u8| [vec![mark], vec![i as u8; 99]].concat();
+    for i in (0..2000u64).rev() {
+        t.insert(&key(i), &v(i, 0x11)).unwrap();
+    }
+    for i in (0..2000u64).filter(|i| i % 10 != 0) {
+        assert!(t.replace(&key(i), &v(i, 0xDD)).unwrap());
+    }
+    let before = t.stats().pages;
+    assert!(before > 40, "{before} pages");
+    let mut at: Option<Vec<u8>> = None;
+    loop {
+        at = t.sweep_leaf_at(at.as_deref()).unwrap();
+        if at.is_none() {
+            break;
+        }
+    }
+    assert_eq!(contents(&t).len(), 200, "every dead item is gone");
+    let after = t.stats().pages;
+    assert!(after * 4 <= before, "emptied leaves merge: {before} -> {after} pages");
+    assert_valid(&t);
+}
+
 /// Updates of row versions (`Tree::update`): the old value's header change
 /// and the successor (with its map entry) are one log record when the
 /// successor shares the old one's leaf and fits there, two otherwise (a
