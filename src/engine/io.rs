@@ -290,16 +290,21 @@ impl<I: FileIo> CrashAfter<I> {
         self.remaining.load(Ordering::SeqCst) == 0
     }
 
+    /// The error of a call after the "death": the hook's, else a plain one.
+    fn fault(&self, op: &'static str, path: &Path) -> io::Error {
+        // Cloned out so a hook that never returns holds no lock.
+        let hook = self.hook.lock().unwrap().clone();
+        match hook {
+            Some(h) => h(op, path),
+            None => io::Error::other("injected crash"),
+        }
+    }
+
     fn step(&self, op: &'static str, path: &Path) -> io::Result<()> {
         let mut cur = self.remaining.load(Ordering::SeqCst);
         loop {
             if cur == 0 {
-                // Cloned out so a hook that never returns holds no lock.
-                let hook = self.hook.lock().unwrap().clone();
-                return Err(match hook {
-                    Some(h) => h(op, path),
-                    None => io::Error::other("injected crash"),
-                });
+                return Err(self.fault(op, path));
             }
             if cur == u64::MAX {
                 return Ok(());
@@ -337,7 +342,7 @@ impl<I: FileIo> FileIo for CrashAfter<I> {
     fn punch(&self, path: &Path, off: u64, len: u64) -> io::Result<()> {
         // A dead process punches nothing; a live one's punch is no step.
         if self.crashed() {
-            return Err(io::Error::other("injected crash"));
+            return Err(self.fault("punch", path));
         }
         self.inner.punch(path, off, len)
     }

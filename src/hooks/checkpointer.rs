@@ -1,0 +1,76 @@
+//! The orioledb checkpointer: a background worker that checkpoints the
+//! engine every `orioledb.checkpoint_timeout` and once more at shutdown.
+//!
+//! PostgreSQL 15 has no checkpoint hook, so the engine keeps its own
+//! schedule; `CHECKPOINT` also runs one (see `hooks::utility`). At a clean
+//! shutdown the postmaster stops background workers before its own shutdown
+//! checkpoint, and this worker's last checkpoint makes every tree durable.
+
+use pgrx::bgworkers::{
+    BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
+};
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::time::{Duration, Instant};
+
+/// Registers the worker (from `_PG_init`, during preload).
+pub(crate) fn register() {
+    BackgroundWorkerBuilder::new("orioledb checkpointer")
+        .set_type("orioledb checkpointer")
+        .set_function("orioledb_checkpointer_main")
+        .set_library("orioledb_rs")
+        .enable_shmem_access(None)
+        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_restart_time(Some(Duration::from_secs(5)))
+        .load();
+}
+
+fn checkpoint() {
+    if let Err(e) = crate::pg::engine::checkpoint() {
+        pgrx::warning!("orioledb: checkpoint failed: {e}");
+    }
+}
+
+/// Whether the engine's metadata is three quarters used, and the last
+/// checkpoint was long enough ago to try another: the chunks of dropped
+/// trees are only released by a checkpoint, so a workload that creates and
+/// drops many tables (a test suite, temporary work tables) would otherwise
+/// run out between two scheduled checkpoints with the default settings.
+fn metadata_short(last: Instant) -> bool {
+    const AT_MOST_EVERY: Duration = Duration::from_secs(5);
+    let (used, total) = crate::pg::engine::engine().metadata_use();
+    used * 4 >= total * 3 && last.elapsed() >= AT_MOST_EVERY
+}
+
+/// The worker's main loop.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
+    BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    // Recovery is over when this worker starts: trees a crash orphaned
+    // (their relation's file is gone) can go now.
+    crate::am::storage::sweep_orphans();
+    let mut last = Instant::now();
+    loop {
+        let due = last + crate::pg::guc::checkpoint_timeout();
+        // Awake every second to look at the metadata (below).
+        let wait = due
+            .saturating_duration_since(Instant::now())
+            .clamp(Duration::from_millis(10), Duration::from_secs(1));
+        let alive = BackgroundWorker::wait_latch(Some(wait));
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: the documented way for a background worker to reload
+            // its configuration after SIGHUP.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+        if !alive {
+            checkpoint();
+            break;
+        }
+        if Instant::now() >= last + crate::pg::guc::checkpoint_timeout() || metadata_short(last) {
+            checkpoint();
+            crate::am::storage::sweep_orphans();
+            last = Instant::now();
+        }
+    }
+}
