@@ -2,6 +2,7 @@
 # Run every test of orioledb_rs; exit non-zero if anything fails.
 #
 #   1. setup           scripts/setup.sh (packages, cargo-pgrx, pgrx init)
+#      layers          scripts/layers.sh: no module imports from a layer above it
 #   2. engine          cargo test -p orioledb_engine --release   (no server)
 #   3. pg_test         cargo pgrx test pg15 --runas postgres      (#[pg_test]s in a server)
 #   4. install         cargo pgrx install --release               (pg_test left a debug build)
@@ -132,6 +133,9 @@ cleanup_itest() {
 
 trap 'cleanup_itest; summary' EXIT
 trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- layers
+step layers 60 --no-count bash scripts/layers.sh
 
 # ---------------------------------------------------------------- 2. engine
 step engine 2400 cargo test -p orioledb_engine --release

@@ -7,6 +7,7 @@ pub use orioledb_engine as engine;
 use pgrx::prelude::*;
 
 pub mod am;
+pub mod hooks;
 pub mod pg;
 
 pgrx::pg_module_magic!();
@@ -237,7 +238,7 @@ fn orioledb_table_compression(
     ),
 > {
     pg::require_preloaded();
-    let (c, p, t) = pg::options::table_compression(rel);
+    let (c, p, t) = am::levels::table_compression(rel);
     TableIterator::once((c, p, t))
 }
 
@@ -593,7 +594,7 @@ mod tests {
         let oid = Spi::get_one::<pg_sys::Oid>(&format!("SELECT '{table}'::regclass::oid"))
             .unwrap()
             .unwrap();
-        crate::pg::options::table_compression(oid)
+        crate::am::levels::table_compression(oid)
     }
 
     fn reloptions(table: &str) -> Option<String> {

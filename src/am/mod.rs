@@ -7,6 +7,7 @@ pub mod collate;
 pub mod fill;
 pub mod handler;
 pub mod hot;
+pub mod levels;
 pub mod modify;
 pub mod pkey;
 pub mod pkscan;

@@ -283,7 +283,7 @@ unsafe extern "C-unwind" fn rel_pathlist(
                 (*rel).reloptkind,
                 pg_sys::RelOptKind::RELOPT_BASEREL | pg_sys::RelOptKind::RELOPT_OTHER_MEMBER_REL
             )
-            || !crate::pg::init::is_preloaded()
+            || !crate::pg::preload::is_preloaded()
         {
             return;
         }

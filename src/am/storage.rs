@@ -95,13 +95,13 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     let level = match (replacing, is_toast) {
         // A toast relation's level is its table's toast level.
         // SAFETY: as above.
-        (true, true) => unsafe { crate::pg::options::toast_owner(rel) }
-            .map(|t| crate::pg::options::stored_levels(t).toast)
+        (true, true) => unsafe { crate::am::levels::toast_owner(rel) }
+            .map(|t| crate::am::levels::stored_levels(t).toast)
             .unwrap_or(-1),
         // SAFETY: as above.
-        (true, false) => crate::pg::options::stored_levels(unsafe { (*rel).rd_id }).primary,
-        (false, true) => crate::pg::options::new_table_levels().toast,
-        (false, false) => crate::pg::options::new_table_levels().primary,
+        (true, false) => crate::am::levels::stored_levels(unsafe { (*rel).rd_id }).primary,
+        (false, true) => crate::am::levels::new_table_levels().toast,
+        (false, false) => crate::am::levels::new_table_levels().primary,
     };
     let engine = engine();
     let leftover = engine.tree(id).is_ok();
@@ -185,8 +185,8 @@ pub unsafe fn create_toast_tree(rel: pg_sys::Relation) -> orioledb_engine::Tree 
         (tree_id(node.dbNode, node.relNode), sub)
     };
     // SAFETY: per the contract.
-    let level = unsafe { crate::pg::options::toast_owner(rel) }
-        .map(|t| crate::pg::options::stored_levels(t).toast)
+    let level = unsafe { crate::am::levels::toast_owner(rel) }
+        .map(|t| crate::am::levels::stored_levels(t).toast)
         .unwrap_or(-1);
     let tree = open_or_create(id, level);
     if let Some(sub) = file_sub {
@@ -246,6 +246,15 @@ pub(crate) fn install() {
         crate::am::planner::install();
         crate::am::pkscan::install();
     }
+    crate::pg::wal::set_replay_hooks(crate::pg::wal::ReplayHooks {
+        key_order: |tree, desc| {
+            let d = crate::am::pkey::KeyDesc::decode(desc)?;
+            Some(crate::am::table::ordered_by(tree, &d).cmp())
+        },
+        // Visibility maps are not WAL-logged: changes replayed now may
+        // have lost their clears, so every map starts empty.
+        at_startup: crate::am::vismap::remove_all,
+    });
 }
 
 #[pg_guard]

@@ -32,7 +32,7 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-pub const DESC_KEY: &[u8] = &[0x00];
+pub use orioledb_engine::keys::DESC_KEY;
 
 /// How versions are keyed in a tree. Invariant: `Keyed` iff the tree holds
 /// the descriptor item.

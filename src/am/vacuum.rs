@@ -406,7 +406,7 @@ pub unsafe fn vacuum(
         // horizons move only in aggressive VACUUMs (VACUUM FREEZE, or
         // relfrozenxid past vacuum_freeze_table_age), after an engine
         // checkpoint has made the pruned tree durable.
-        let advance = aggressive && crate::pg::init::is_preloaded();
+        let advance = aggressive && crate::pg::preload::is_preloaded();
         if advance {
             crate::pg::engine::checkpoint().unwrap_or_else(|e| crate::pg::engine::report(e));
         }

@@ -1116,7 +1116,7 @@ impl Engine {
 
     /// Metadata chunks in use and in all: those of dropped trees stay in
     /// use until a checkpoint releases them, so a server that drops many
-    /// tables checkpoints early when few are left (`pg::checkpointer`).
+    /// tables checkpoints early when few are left (`hooks::checkpointer`).
     pub fn metadata_use(&self) -> (usize, usize) {
         (self.inner.meta.chunks_in_use(), self.inner.meta.nchunks)
     }

@@ -299,6 +299,11 @@ pub fn encode_decimal(text: &str, out: &mut Vec<u8>) -> bool {
 /// Length of the version suffix.
 pub const SUFFIX: usize = 6;
 
+/// Key of a keyed tree's descriptor item (the table AM's encoded primary
+/// key description; it sorts before every map entry and version). Replay
+/// reads it to learn a tree's key order.
+pub const DESC_KEY: &[u8] = &[0x00];
+
 /// Tag of a row-id map entry's key in a keyed tree (`MAP_TAG ‖ row id u64
 /// BE` → key prefix; the table AM's layout, `src/am/table.rs`).
 pub const MAP_TAG: u8 = 0x01;

@@ -855,23 +855,3 @@ unsafe fn alter_table(call: &mut Call) -> After {
         After::Levels { relid, levels }
     }
 }
-
-#[cfg(test)]
-mod unit {
-    use super::*;
-
-    #[test]
-    fn levels_parse() {
-        assert_eq!(parse_level("3"), Some(3));
-        assert_eq!(parse_level(" -1 "), Some(-1));
-        assert_eq!(parse_level("22"), Some(22));
-        assert_eq!(parse_level("23"), None);
-        assert_eq!(parse_level("-2"), None);
-        assert_eq!(parse_level("abc"), None);
-        assert_eq!(parse_level("1.5"), None);
-        assert_eq!(parse_entry("primary_compress=7"), Some((Opt::Primary, 7)));
-        assert_eq!(parse_entry("fillfactor=70"), None);
-        assert!(is_our_entry("toast_compress=1"));
-        assert!(!is_our_entry("toast.autovacuum_enabled=false"));
-    }
-}

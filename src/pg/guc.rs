@@ -1,6 +1,6 @@
 //! The `orioledb.*` configuration parameters.
 //!
-//! Only defined when the library is preloaded (see `pg::init`), because
+//! Only defined when the library is preloaded (see `hooks::init`), because
 //! `orioledb.main_buffers` sizes shared memory and must be known before the
 //! postmaster creates it.
 

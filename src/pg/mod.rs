@@ -1,16 +1,16 @@
-//! PostgreSQL glue: module initialisation, GUCs, table options and shared memory.
+//! PostgreSQL plumbing: shared memory, latches, GUCs, the engine handle,
+//! the WAL sink and replay driver. Above the engine, below the access
+//! method (`am`): nothing here imports from `am` or `hooks`.
 //!
 //! Everything that talks to `pg_sys` about server-wide state lives here; the
 //! engine (`orioledb_engine`) only ever sees the traits this layer implements.
-pub mod checkpointer;
 pub mod engine;
 pub mod guc;
-pub mod init;
-pub mod options;
+pub mod preload;
 pub mod shmem;
 pub mod wal;
 
-pub use init::require_preloaded;
+pub use preload::{is_preloaded, require_preloaded};
 
 use pgrx::pg_sys;
 

@@ -25,8 +25,9 @@
 //!   pruning decided from commits logged before L). Replay skips markers.
 
 use orioledb_engine::cmp::{Bytewise, KeyCmp};
+use orioledb_engine::keys::DESC_KEY;
 use orioledb_engine::wal::{Edit, Lsn, Record, WalSink};
-use orioledb_engine::{Engine, Replayed, TreeId};
+use orioledb_engine::{Engine, Replayed, Tree, TreeId};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_char, CStr, CString};
@@ -173,6 +174,28 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
+/// What replay needs from the table access method, which sits above this
+/// layer and registers it when the library loads (`am::storage::install`).
+pub struct ReplayHooks {
+    /// The key order the descriptor item `desc` of `tree` names (None:
+    /// byte order).
+    pub key_order: fn(tree: Tree, desc: &[u8]) -> Option<Arc<dyn KeyCmp>>,
+    /// Runs in the startup process once the engine is attached, before
+    /// PostgreSQL's redo (with the ids of every tree).
+    pub at_startup: fn(trees: &[TreeId]),
+}
+
+static HOOKS: std::sync::OnceLock<ReplayHooks> = std::sync::OnceLock::new();
+
+/// Registers the access method's [`ReplayHooks`] (once, at load).
+pub fn set_replay_hooks(h: ReplayHooks) {
+    let _ = HOOKS.set(h);
+}
+
+fn hooks() -> &'static ReplayHooks {
+    HOOKS.get().expect("replay hooks are registered when the library loads")
+}
+
 /// The key order of tree `id` for replay: a tree keyed by libc-collated
 /// text compares with its locale (`table.rs`), every other tree as bytes.
 /// The descriptor item sorts first under either order, so it is read with
@@ -185,9 +208,8 @@ fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
         .tree(id)
         .ok()
         .and_then(|t| {
-            let b = t.get(crate::am::table::DESC_KEY).ok().flatten()?;
-            let d = crate::am::pkey::KeyDesc::decode(&b)?;
-            Some(crate::am::table::ordered_by(t, &d).cmp())
+            let b = t.get(DESC_KEY).ok().flatten()?;
+            (hooks().key_order)(t, &b)
         })
         .unwrap_or_else(|| Arc::new(Bytewise));
     ORDERS.with(|o| o.borrow_mut().insert(id, cmp.clone()));
@@ -210,17 +232,17 @@ fn replay_one(bytes: &[u8]) {
     let changes_order = match &rec {
         Record::Put { tree, key, .. }
         | Record::Delete { tree, key, .. }
-        | Record::Patch { tree, key, .. } => (key == crate::am::table::DESC_KEY).then_some(*tree),
+        | Record::Patch { tree, key, .. } => (key == DESC_KEY).then_some(*tree),
         Record::PutPair {
             tree, first, key, ..
         }
         | Record::PutPairDelta {
             tree, first, key, ..
-        } => (key == crate::am::table::DESC_KEY || first.0 == crate::am::table::DESC_KEY)
+        } => (key == DESC_KEY || first.0 == DESC_KEY)
             .then_some(*tree),
         Record::PutRun { tree, items } => items
             .iter()
-            .any(|(k, _)| k == crate::am::table::DESC_KEY)
+            .any(|(k, _)| k == DESC_KEY)
             .then_some(*tree),
         // A version's header and its successor: never the descriptor.
         Record::IdLimit { .. } | Record::Update { .. } => None,
@@ -295,9 +317,7 @@ unsafe extern "C-unwind" fn startup() {
     // The startup process attaches here: loading the checkpoint and
     // replaying the gap up to PostgreSQL's redo start happen in engine().
     let e = crate::pg::engine::engine();
-    // Visibility maps are not WAL-logged: changes replayed now may have
-    // lost their clears, so every map starts empty (am::vismap).
-    crate::am::vismap::remove_all(&e.tree_ids());
+    (hooks().at_startup)(&e.tree_ids());
 }
 
 #[pg_guard]
