@@ -387,6 +387,37 @@ pub fn database_has_trees(db: pg_sys::Oid) -> bool {
     engine().tree_ids().iter().any(|t| t.db == db)
 }
 
+/// After `CREATE DATABASE ... TEMPLATE`: PostgreSQL copied the template's
+/// relation files under the same relfilenodes (either strategy), so each
+/// tree of `template` is copied to the same relfilenode in `new`, in its
+/// key order (a collated key's comparator comes from the tree's
+/// descriptor, as in WAL replay) and logged, so a crash after the commit
+/// or a standby has the copies. If a copy fails, the copies made so far
+/// are dropped before the ERROR, which aborts the CREATE DATABASE.
+pub fn copy_database_trees(template: pg_sys::Oid, new: pg_sys::Oid) {
+    let (template, new) = (template.to_u32(), new.to_u32());
+    let e = engine();
+    let sources: Vec<TreeId> = e.tree_ids().into_iter().filter(|t| t.db == template).collect();
+    let mut made = Vec::new();
+    for id in sources {
+        let to = TreeId::new(new, id.rel);
+        let copied = e.tree(id).and_then(|src| {
+            let cmp = match src.get(crate::am::table::DESC_KEY)? {
+                Some(d) => crate::am::pkey::KeyDesc::decode(&d)
+                    .map(|d| crate::am::table::ordered_by(src.clone(), &d).cmp())
+                    .unwrap_or_else(|| src.cmp()),
+                None => src.cmp(),
+            };
+            made.push(to);
+            e.copy_tree(id, to, cmp)
+        });
+        if let Err(err) = copied {
+            drop_trees(made);
+            report(err);
+        }
+    }
+}
+
 /// After DROP DATABASE: its trees go too (their files at the next engine
 /// checkpoint). DROP DATABASE runs outside any transaction block, so this is
 /// final.

@@ -1256,6 +1256,55 @@ impl Engine {
     }
 
     /// A handle with the default comparator.
+    /// Creates tree `to` holding every item of tree `from` in the order
+    /// `cmp` (the one `from` is kept in), with `from`'s compression level
+    /// and row ids below `from`'s counter reserved, so that row ids (the
+    /// TIDs PostgreSQL's index copies hold) stay valid. Logged as a load
+    /// is (the tree's creation, its id limit, one PUT_RUN per leaf), so
+    /// replay and standbys build the same copy. For `CREATE DATABASE ...
+    /// TEMPLATE`: the copy is independent of its source from then on.
+    pub fn copy_tree(&self, from: TreeId, to: TreeId, cmp: Arc<dyn KeyCmp>) -> Result<Tree> {
+        const BATCH_BYTES: usize = 1 << 20;
+        let src = self.tree(from)?.with_cmp(cmp.clone());
+        let dst = self.open_tree(
+            to,
+            TreeOptions {
+                compress: src.compress(),
+                cmp,
+                pruner: None,
+            },
+        )?;
+        let next = src.next_id();
+        if next > 0 {
+            dst.alloc_ids(next)?;
+        }
+        let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        let mut bytes = 0;
+        let flush = |batch: &mut Vec<(Vec<u8>, Vec<u8>)>| -> Result<()> {
+            let items: Vec<(&[u8], &[u8])> =
+                batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+            if let Some(n) = dst.insert_run(&items)? {
+                return Err(EngineError::Damaged {
+                    tree: to,
+                    detail: format!("copied key {n} of a batch was already there"),
+                });
+            }
+            batch.clear();
+            Ok(())
+        };
+        for item in src.scan() {
+            let (k, v) = item?;
+            bytes += k.len() + v.len();
+            batch.push((k, v));
+            if bytes >= BATCH_BYTES {
+                flush(&mut batch)?;
+                bytes = 0;
+            }
+        }
+        flush(&mut batch)?;
+        Ok(dst)
+    }
+
     pub fn tree(&self, id: impl Into<TreeId>) -> Result<Tree> {
         let slot = self.inner.slot_of(id.into())?;
         Ok(self.handle(slot, Arc::new(Bytewise), None))

@@ -493,6 +493,12 @@ enum After {
     Levels { relid: pg_sys::Oid, levels: Levels },
     /// Drop the trees of the dropped database.
     DropDatabase(pg_sys::Oid),
+    /// Copy the template's trees into the database named `name`, which
+    /// PostgreSQL has just created from it.
+    CopyDatabase {
+        template: pg_sys::Oid,
+        name: *const c_char,
+    },
     /// Make the engine's trees durable too.
     Checkpoint,
 }
@@ -524,8 +530,8 @@ unsafe extern "C-unwind" fn prepare(
             pg_sys::NodeTag::T_CreateTableAsStmt => create_table_as(&mut call),
             pg_sys::NodeTag::T_AlterTableStmt => alter_table(&mut call),
             pg_sys::NodeTag::T_CreatedbStmt if crate::pg::preload::is_preloaded() => {
-                // CREATE DATABASE copies base/ only: a template's orioledb
-                // tables would arrive without their trees.
+                // CREATE DATABASE copies base/ only: the template's trees are
+                // copied once it has (`am::storage::copy_database_trees`).
                 let stmt = call.stmt() as *mut pg_sys::CreatedbStmt;
                 let mut template = "template1".to_string();
                 for d in cells((*stmt).options) {
@@ -534,17 +540,16 @@ unsafe extern "C-unwind" fn prepare(
                         template = text_of(pg_sys::defGetString(def));
                     }
                 }
-                let name = std::ffi::CString::new(template.clone()).unwrap_or_default();
+                let name = std::ffi::CString::new(template).unwrap_or_default();
                 let oid = pg_sys::get_database_oid(name.as_ptr(), true);
                 if oid != pg_sys::InvalidOid && crate::am::storage::database_has_trees(oid) {
-                    pgrx::ereport!(
-                        ERROR,
-                        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                        format!("orioledb: cannot use database \"{template}\" as a template: it has orioledb tables"),
-                        "Copying orioledb tables with CREATE DATABASE is not supported yet."
-                    );
+                    After::CopyDatabase {
+                        template: oid,
+                        name: (*stmt).dbname,
+                    }
+                } else {
+                    After::Nothing
                 }
-                After::Nothing
             }
             pg_sys::NodeTag::T_DropdbStmt if crate::pg::preload::is_preloaded() => {
                 let stmt = call.stmt() as *mut pg_sys::DropdbStmt;
@@ -600,6 +605,10 @@ extern "C-unwind" fn finish(after: After) {
                 if oid != pg_sys::InvalidOid {
                     crate::am::storage::drop_database_trees(oid);
                 }
+            }
+            After::CopyDatabase { template, name } => {
+                let new = pg_sys::get_database_oid(name, false);
+                crate::am::storage::copy_database_trees(template, new);
             }
             After::Checkpoint => {
                 if crate::pg::preload::is_preloaded() {
