@@ -328,17 +328,25 @@ fn reusing_successors_replace_only_dead_values() {
     assert!(live_versions(&t2) == live_versions(&t));
 }
 
-/// A background sweep prunes a leaf only when it is nearly full (less than
-/// a quarter free), as heap prunes pages; VACUUM's `prune_leaf_at` always.
-#[test]
-fn sweeps_prune_only_nearly_full_leaves() {
-    let dir = tempfile::tempdir().unwrap();
-    let e = Engine::open(dir.path(), 64, Arc::new(StdIo::new())).unwrap();
+/// An engine on `dir` with tree 1, whose pruner drops values marked dead
+/// (first byte 0xDD).
+fn drop_dead_tree(dir: &std::path::Path) -> (Engine, Tree) {
+    let e = Engine::open(dir, 64, Arc::new(StdIo::new())).unwrap();
     let opts = TreeOptions {
         pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
         ..Default::default()
     };
     let t = e.open_tree(1u32, opts).unwrap();
+    (e, t)
+}
+
+/// A background sweep prunes a tree's only leaf only when it is nearly full
+/// (less than a quarter free), as heap prunes pages; VACUUM's
+/// `prune_leaf_at` always.
+#[test]
+fn sweeps_prune_only_nearly_full_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_e, t) = drop_dead_tree(dir.path());
     let dead = |n: u8| [vec![0xDD], vec![n; 99]].concat();
     for i in 0..10u64 {
         t.insert(&key(i), &dead(i as u8)).unwrap();
@@ -365,12 +373,7 @@ fn sweeps_prune_only_nearly_full_leaves() {
 #[test]
 fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Engine::open(dir.path(), 64, Arc::new(StdIo::new())).unwrap();
-    let opts = TreeOptions {
-        pruner: Some(Arc::new(DropDead) as Arc<dyn crate::btree::Pruner>),
-        ..Default::default()
-    };
-    let t = e.open_tree(1u32, opts).unwrap();
+    let (_e, t) = drop_dead_tree(dir.path());
     // Descending inserts split evenly: leaves about half full. Then nine
     // in ten die (same length: in place, no split prunes them).
     let v = |i: u64, mark: u8| [vec![mark], vec![i as u8; 99]].concat();
