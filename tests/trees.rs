@@ -563,6 +563,9 @@ fn databases_with_orioledb_tables() {
            FROM generate_series(1, 2000) g;
          CREATE INDEX d2_n ON d2 (n);
          UPDATE d2 SET n = n + 1 WHERE n % 7 = 0;
+         CREATE TABLE d3 (k text COLLATE \"en_US\" PRIMARY KEY, n int) USING orioledb;
+         INSERT INTO d3 SELECT w || g, g FROM unnest(ARRAY['apple', 'Apple', 'éclair', 'eclair', 'Zebra', 'co-op', 'coop', '_x']) w,
+           generate_series(1, 400) g;
          CHECKPOINT",
     )
     .unwrap();
@@ -571,7 +574,9 @@ fn databases_with_orioledb_tables() {
     assert!(files(&dir) >= 2, "data file and map after CHECKPOINT");
     let digest = "SELECT (SELECT count(*) || ':' || sum(id) FROM d1) || '/' ||
                          (SELECT count(*) || ':' || sum(n) || ':' || md5(string_agg(k || coalesce(big, ''), ',' ORDER BY k)) FROM d2) || '/' ||
-                         (SELECT count(*) FROM d2 WHERE n BETWEEN 100 AND 200)";
+                         (SELECT count(*) FROM d2 WHERE n BETWEEN 100 AND 200) || '/' ||
+                         (SELECT md5(string_agg(k, ',' ORDER BY k)) FROM d3) || '/' ||
+                         (SELECT string_agg(k || n, ',' ORDER BY k) FROM d3 WHERE k IN ('coop17', 'Apple3', 'éclair12', 'nope'))";
     let want = query_text(&mut c, digest);
     drop(c);
     let mut admin = connect(&env, "postgres");
@@ -586,7 +591,7 @@ fn databases_with_orioledb_tables() {
             .unwrap();
         let mut k = connect(&env, copy);
         assert_eq!(query_text(&mut k, digest), want, "{strategy}: the copy's rows");
-        for t in ["d1", "d2"] {
+        for t in ["d1", "d2", "d3"] {
             let r = query_text(&mut k, &format!("SELECT orioledb_check('{t}'::regclass)"));
             assert!(r.starts_with("ok"), "{strategy}: {t}: {r}");
         }
@@ -607,6 +612,12 @@ fn databases_with_orioledb_tables() {
     crash_and_restart(&env);
     let mut k = connect(&env, "itest_trees_db_crash");
     assert_eq!(query_text(&mut k, digest), want, "the copy after a crash");
+    // Replay placed the language-collated keys in their order (the tree's
+    // descriptor is replayed before any record holding its keys).
+    for t in ["d1", "d2", "d3"] {
+        let r = query_text(&mut k, &format!("SELECT orioledb_check('{t}'::regclass)"));
+        assert!(r.starts_with("ok"), "after the crash: {t}: {r}");
+    }
     drop(k);
     let mut admin = connect(&env, "postgres");
     for db in ["itest_trees_db", "itest_trees_db_wal", "itest_trees_db_file", "itest_trees_db_crash"] {

@@ -392,29 +392,31 @@ pub fn database_has_trees(db: pg_sys::Oid) -> bool {
 /// tree of `template` is copied to the same relfilenode in `new`, in its
 /// key order (a collated key's comparator comes from the tree's
 /// descriptor, as in WAL replay) and logged, so a crash after the commit
-/// or a standby has the copies. If a copy fails, the copies made so far
-/// are dropped before the ERROR, which aborts the CREATE DATABASE.
+/// or a standby has the copies. The copies are dropped if the transaction
+/// aborts (an ERROR here aborts the CREATE DATABASE).
 pub fn copy_database_trees(template: pg_sys::Oid, new: pg_sys::Oid) {
     let (template, new) = (template.to_u32(), new.to_u32());
     let e = engine();
     let sources: Vec<TreeId> = e.tree_ids().into_iter().filter(|t| t.db == template).collect();
-    let mut made = Vec::new();
     for id in sources {
         let to = TreeId::new(new, id.rel);
-        let copied = e.tree(id).and_then(|src| {
-            let cmp = match src.get(crate::am::table::DESC_KEY)? {
-                Some(d) => crate::am::pkey::KeyDesc::decode(&d)
-                    .map(|d| crate::am::table::ordered_by(src.clone(), &d).cmp())
-                    .unwrap_or_else(|| src.cmp()),
-                None => src.cmp(),
-            };
-            made.push(to);
-            e.copy_tree(id, to, cmp)
-        });
-        if let Err(err) = copied {
-            drop_trees(made);
-            report(err);
+        // The database was created just now: a tree under its id can only
+        // be a leftover of an earlier attempt that crashed before its
+        // commit (replay rebuilt its copies) and an OID used again.
+        if e.tree(to).is_ok() {
+            drop_trees([to]);
         }
+        // Dropped at abort like a new table's tree, whatever ends the
+        // transaction (this copy's ERROR, a cancel, a failing commit).
+        remember(to, When::DropAtAbort);
+        let src = e.tree(id).unwrap_or_else(|err| report(err));
+        let cmp = match src.get(crate::am::table::DESC_KEY).unwrap_or_else(|err| report(err)) {
+            Some(d) => crate::am::pkey::KeyDesc::decode(&d)
+                .map(|d| crate::am::table::ordered_by(src.clone(), &d).cmp())
+                .unwrap_or_else(|| src.cmp()),
+            None => src.cmp(),
+        };
+        e.copy_tree(id, to, cmp).unwrap_or_else(|err| report(err));
     }
 }
 

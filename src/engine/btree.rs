@@ -1032,29 +1032,28 @@ impl Tree {
     /// starts.
     fn prune_and_merge(&self, key: Option<&[u8]>, always: bool) -> Result<Option<Vec<u8>>> {
         const MERGES: usize = 16;
-        let mut merged = 0;
+        let mut merges = 0;
         loop {
-            let (high, underfull) = self.prune_leaf_once(key, always)?;
-            let Some((parent, leaf, epoch)) = underfull else {
-                return Ok(high);
-            };
-            if merged == MERGES || !self.try_merge(parent, leaf, epoch)? {
+            let (high, merged) = self.prune_leaf_once(key, always, merges < MERGES)?;
+            if !merged {
                 return Ok(high);
             }
-            merged += 1;
+            merges += 1;
         }
     }
 
     /// Prunes the leaf covering `key` unless `always` is false and it is
-    /// the tree's only leaf with a quarter of a page free. Returns its
-    /// high key, and (parent, leaf, epoch) if it is underfull and has a
-    /// right sibling to merge with.
-    #[allow(clippy::type_complexity)]
+    /// the tree's only leaf with a quarter of a page free; then, if `merge`
+    /// and it is underfull, merges its right sibling into it — under the
+    /// same checkpoint barrier and epoch as the pruning, so no checkpoint
+    /// starts between them. Returns its high key (before a merge) and
+    /// whether it merged.
     fn prune_leaf_once(
         &self,
         key: Option<&[u8]>,
         always: bool,
-    ) -> Result<(Option<Vec<u8>>, Option<(u32, u32, u64)>)> {
+        merge: bool,
+    ) -> Result<(Option<Vec<u8>>, bool)> {
         let _b = Barrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
@@ -1062,7 +1061,7 @@ impl Tree {
         let mut g = self.descend(target, 0, LatchMode::Exclusive, &mut path)?;
         let high = g.page().high().map(<[u8]>::to_vec);
         let Some(pruner) = self.pruner.clone() else {
-            return Ok((high, None));
+            return Ok((high, false));
         };
         let mut drop_at = Vec::new();
         let mut replace = Vec::new();
@@ -1104,10 +1103,11 @@ impl Tree {
         let underfull = g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
         let leaf = g.page;
         drop(g);
-        match (underfull, path.last()) {
-            (true, Some(&parent)) => Ok((high, Some((parent, leaf, epoch)))),
-            _ => Ok((high, None)),
-        }
+        let merged = match (merge && underfull, path.last()) {
+            (true, Some(&parent)) => self.try_merge(parent, leaf, epoch)?,
+            _ => false,
+        };
+        Ok((high, merged))
     }
 
     /// Before a leaf splits, lets the tree's pruner drop or shrink items that

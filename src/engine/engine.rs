@@ -1255,7 +1255,6 @@ impl Engine {
         Ok(self.handle(slot, Arc::new(Bytewise), Some(pruner)))
     }
 
-    /// A handle with the default comparator.
     /// Creates tree `to` holding every item of tree `from` in the order
     /// `cmp` (the one `from` is kept in), with `from`'s compression level
     /// and row ids below `from`'s counter reserved, so that row ids (the
@@ -1280,6 +1279,7 @@ impl Engine {
         }
         let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         let mut bytes = 0;
+        let mut first = true;
         let flush = |batch: &mut Vec<(Vec<u8>, Vec<u8>)>| -> Result<()> {
             let items: Vec<(&[u8], &[u8])> =
                 batch.iter().map(|(k, v)| (&k[..], &v[..])).collect();
@@ -1296,15 +1296,21 @@ impl Engine {
             let (k, v) = item?;
             bytes += k.len() + v.len();
             batch.push((k, v));
-            if bytes >= BATCH_BYTES {
+            // The first item alone: a keyed tree's descriptor
+            // (`keys::DESC_KEY`, its least key) names the order replay
+            // must place the rest in, so it must be in before a record
+            // that holds other keys is replayed.
+            if first || bytes >= BATCH_BYTES {
                 flush(&mut batch)?;
                 bytes = 0;
+                first = false;
             }
         }
         flush(&mut batch)?;
         Ok(dst)
     }
 
+    /// A handle with the default comparator.
     pub fn tree(&self, id: impl Into<TreeId>) -> Result<Tree> {
         let slot = self.inner.slot_of(id.into())?;
         Ok(self.handle(slot, Arc::new(Bytewise), None))
