@@ -1163,3 +1163,64 @@ fn failing_checkpoint_io_is_an_error_and_keeps_the_last_checkpoint() {
     assert_eq!(snapshot(&mut c), want, "after the final checkpoint");
     check_tree(&mut c, "t");
 }
+
+/// Durability hazard 1 of issue 18: a replay of the engine's records from
+/// its redo point that fails halfway (an ERROR, here injected one-shot
+/// through `orioledb_data/debug_replay_fail_at`) must not leave anything
+/// running on a half-replayed pool — a process that went on would serve
+/// rows from before the crash, and a later replay would apply older
+/// final-state records over its newer ones. After a crash the startup
+/// process replays; its failure is a PANIC, so the server does not start.
+/// Started again, it replays from the files and every committed row is
+/// there.
+#[test]
+fn a_failed_engine_replay_stops_the_server_and_loses_nothing() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "replayfail", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 500) g;
+         CHECKPOINT;
+         UPDATE t SET v = v || '+' WHERE id % 3 = 0;
+         INSERT INTO t SELECT g, 'late' || g FROM generate_series(501, 700) g;
+         DELETE FROM t WHERE id % 10 = 1;",
+    )
+    .unwrap();
+    // A checkpoint of PostgreSQL's alone (CHECKPOINT runs the engine's
+    // too): crash recovery then starts after the changes, so they are the
+    // engine's own replay's to apply, from its redo point.
+    c.batch_execute("SELECT pg_backup_start('gap', true); SELECT pg_backup_stop();")
+        .unwrap();
+    let want = snapshot(&mut c);
+    drop(c);
+    crash_server(cenv);
+    write_cluster_file(cenv, &cluster_path(cenv, "orioledb_data/debug_replay_fail_at"), b"40\n");
+    let from = log_len(cenv);
+    let started = try_start_server(cenv);
+    let log = log_since(cenv, from);
+    assert!(
+        started.is_err(),
+        "the server started on a failed engine replay:\n{log}"
+    );
+    assert!(
+        log.lines()
+            .any(|l| l.contains("PANIC") && l.contains("injected by debug_replay_fail_at")),
+        "the replay failure is a PANIC:\n{log}"
+    );
+    assert!(
+        !cluster_path(cenv, "orioledb_data/debug_replay_fail_at").exists(),
+        "the injection is one-shot"
+    );
+    start_server(cenv);
+    let log = log_since(cenv, from);
+    assert!(
+        log.contains("replayed") && log.contains("engine WAL records"),
+        "the second start replayed the engine's records:\n{log}"
+    );
+    let mut c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
+    assert_eq!(snapshot(&mut c), want, "rows after the failed and repeated replay");
+    check_tree(&mut c, "t");
+}

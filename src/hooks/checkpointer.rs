@@ -5,6 +5,7 @@
 //! schedule; `CHECKPOINT` also runs one (see `hooks::utility`). At a clean
 //! shutdown the postmaster stops background workers before its own shutdown
 //! checkpoint, and this worker's last checkpoint makes every tree durable.
+//! When the postmaster dies instead, the worker exits without one.
 
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
@@ -64,7 +65,16 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
         }
         if !alive {
-            checkpoint();
+            // SIGTERM is the postmaster's clean shutdown: make every tree
+            // durable. A dead postmaster is a crash (kill -9, the OOM
+            // killer): exit without writing, as PostgreSQL's own
+            // checkpointer does, so recovery starts from the last engine
+            // checkpoint and WAL — a checkpoint here made every crash test
+            // a clean stop for the engine, and its redo replay went
+            // untested.
+            if BackgroundWorker::sigterm_received() {
+                checkpoint();
+            }
             break;
         }
         if Instant::now() >= last + crate::pg::guc::checkpoint_timeout() || metadata_short(last) {

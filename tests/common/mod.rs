@@ -379,6 +379,12 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 }
 
 pub fn crash_and_restart(env: &TestEnv) {
+    crash_server(env);
+    start_server(env);
+}
+
+/// `kill -9` of the postmaster; returns once it and its children are gone.
+pub fn crash_server(env: &TestEnv) {
     let pid = postmaster_pid(env);
     // A busy backend outlives its postmaster until it next waits (as in
     // any PostgreSQL): the new server can start only once they are gone.
@@ -402,7 +408,6 @@ pub fn crash_and_restart(env: &TestEnv) {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(500));
-    start_server(env);
 }
 
 /// `pg_ctl start` and wait until connections succeed.
