@@ -409,14 +409,9 @@ pub fn copy_database_trees(template: pg_sys::Oid, new: pg_sys::Oid) {
         // Dropped at abort like a new table's tree, whatever ends the
         // transaction (this copy's ERROR, a cancel, a failing commit).
         remember(to, When::DropAtAbort);
-        let src = e.tree(id).unwrap_or_else(|err| report(err));
-        let cmp = match src.get(crate::am::table::DESC_KEY).unwrap_or_else(|err| report(err)) {
-            Some(d) => crate::am::pkey::KeyDesc::decode(&d)
-                .map(|d| crate::am::table::ordered_by(src.clone(), &d).cmp())
-                .unwrap_or_else(|| src.cmp()),
-            None => src.cmp(),
-        };
-        e.copy_tree(id, to, cmp).unwrap_or_else(|err| report(err));
+        // The source's order as a table reads it (its descriptor's).
+        let src = crate::am::table::Table::open(e.tree(id).unwrap_or_else(|err| report(err)));
+        e.copy_tree(id, to, src.tree.cmp()).unwrap_or_else(|err| report(err));
     }
 }
 

@@ -155,6 +155,14 @@ pub(crate) struct PageEntry {
     pub next_free: u32,
 }
 
+impl PageEntry {
+    /// Whether extent `o` is still this page's (newest, durable or the
+    /// running checkpoint's image): if not, nothing needs it any more.
+    fn names(&self, o: Extent) -> bool {
+        [self.cur, self.durable, self.image].contains(&Some(o))
+    }
+}
+
 /// Sizes and formats the metadata region.
 pub struct MetaRegion;
 
@@ -848,7 +856,7 @@ impl FileGuard<'_> {
     /// Frees `o` unless the durable or the running checkpoint names it;
     /// named extents are released when that checkpoint is superseded.
     fn release_unless_named(&self, ent: &PageEntry, o: Extent) {
-        if ent.durable != Some(o) && ent.image != Some(o) && ent.cur != Some(o) {
+        if !ent.names(o) {
             self.space_release(o);
         }
     }
@@ -1032,10 +1040,8 @@ impl FileGuard<'_> {
             e.durable = if captured { e.image } else { None };
             e.image = None;
             self.set_entry(p, &e);
-            if let Some(o) = old {
-                if e.durable != Some(o) && e.cur != Some(o) {
-                    superseded.push(o);
-                }
+            if let Some(o) = old.filter(|&o| !e.names(o)) {
+                superseded.push(o);
             }
         }
         self.s().ck_active = 0;
