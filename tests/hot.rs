@@ -1,6 +1,7 @@
-//! Integration tests: HOT-like updates (`src/am/hot.rs`). An UPDATE of a
-//! table with a primary key that changes no indexed column inserts no index
-//! entries; every index kind must still find the row version its snapshot
+//! Integration tests: HOT-like updates (`src/am/hot.rs`). An UPDATE that
+//! changes no indexed column inserts no index entries, in a table with a
+//! primary key and in one in row-id order (chain members keyed under their
+//! roots); every index kind must still find the row version its snapshot
 //! sees, through chains whose older members are pruned, after VACUUM,
 //! index builds, VACUUM FULL and CLUSTER, under concurrent updaters and
 //! readers, and after a crash.
@@ -15,14 +16,22 @@ use std::time::{Duration, Instant};
 
 const ROWS: i32 = 200;
 
-/// A keyed table with an index of every kind on `w` (never updated here)
-/// and a GIN index on `tags`; `v` is not indexed.
-fn setup(c: &mut Client) {
+/// A table with an index of every kind on `w` (never updated here) and a
+/// GIN index on `tags`; `v` is not indexed. `keyed`: `id` is its primary
+/// key; else the table is in row-id order with a unique index on `id`
+/// (both named `t_pkey`).
+fn setup(c: &mut Client, keyed: bool) {
+    let (id, unique) = if keyed {
+        ("id int PRIMARY KEY", "")
+    } else {
+        ("id int NOT NULL", "CREATE UNIQUE INDEX t_pkey ON t (id);")
+    };
     c.batch_execute(&format!(
-        "CREATE TABLE t (id int PRIMARY KEY, v int NOT NULL, w int NOT NULL,
+        "CREATE TABLE t ({id}, v int NOT NULL, w int NOT NULL,
                          tags int[] NOT NULL, pad text) USING orioledb;
          INSERT INTO t SELECT i, 0, i % 20, ARRAY[i % 7], repeat('x', 50)
            FROM generate_series(1, {ROWS}) i;
+         {unique}
          CREATE INDEX t_w ON t (w);
          CREATE INDEX t_w_hash ON t USING hash (w);
          CREATE INDEX t_w_brin ON t USING brin (w) WITH (pages_per_range = 1);
@@ -116,9 +125,19 @@ fn check_paths(c: &mut Client, what: &str) {
 /// VACUUM FULL and CLUSTER.
 #[test]
 fn hot_updates_keep_indexes_small_and_right() {
+    hot_updates_keep_indexes_small_and_right_in(true, "itest_hot");
+}
+
+/// The same in a table without a primary key.
+#[test]
+fn row_id_hot_updates_keep_indexes_small_and_right() {
+    hot_updates_keep_indexes_small_and_right_in(false, "itest_hot_rowid");
+}
+
+fn hot_updates_keep_indexes_small_and_right_in(keyed: bool, db: &str) {
     let (env, _g) = require_server!();
-    let mut c = fresh_db(&env, "itest_hot");
-    setup(&mut c);
+    let mut c = fresh_db(&env, db);
+    setup(&mut c, keyed);
     // No VACUUM resets the dead-row count below.
     c.batch_execute("ALTER TABLE t SET (autovacuum_enabled = off)").unwrap();
     let before = index_bytes(&mut c);
@@ -191,9 +210,19 @@ fn hot_updates_keep_indexes_small_and_right() {
 /// still agree after recovery.
 #[test]
 fn concurrent_hot_updates_and_index_readers_then_crash() {
+    concurrent_hot_updates_and_index_readers_then_crash_in(true, "itest_hot_conc");
+}
+
+/// The same in a table without a primary key.
+#[test]
+fn concurrent_row_id_hot_updates_and_index_readers_then_crash() {
+    concurrent_hot_updates_and_index_readers_then_crash_in(false, "itest_hot_conc_rowid");
+}
+
+fn concurrent_hot_updates_and_index_readers_then_crash_in(keyed: bool, db: &'static str) {
     let (env, _g) = require_server_exclusive!();
-    let mut c = fresh_db(&env, "itest_hot_conc");
-    setup(&mut c);
+    let mut c = fresh_db(&env, db);
+    setup(&mut c, keyed);
     let total = stat_i64(&mut c, "SELECT sum(v)::int8 FROM t");
     let stop = Arc::new(AtomicBool::new(false));
     let secs = knob("ORIOLEDB_HOT_SECONDS", 6);
@@ -201,7 +230,7 @@ fn concurrent_hot_updates_and_index_readers_then_crash() {
     for u in 0..3u64 {
         let (env, stop) = (env.clone(), stop.clone());
         threads.push(std::thread::spawn(move || {
-            let mut c = connect(&env, "itest_hot_conc");
+            let mut c = connect(&env, db);
             let mut x = u * 7919 + 1;
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
@@ -227,7 +256,7 @@ fn concurrent_hot_updates_and_index_readers_then_crash() {
     for r in 0..2u64 {
         let (env, stop) = (env.clone(), stop.clone());
         readers.push(std::thread::spawn(move || {
-            let mut c = connect(&env, "itest_hot_conc");
+            let mut c = connect(&env, db);
             let mut sums = 0u64;
             let paths = [
                 "SET enable_seqscan = off; SET enable_bitmapscan = off",
@@ -262,7 +291,7 @@ fn concurrent_hot_updates_and_index_readers_then_crash() {
     check_paths(&mut c, "after concurrent HOT updates");
     drop(c);
     crash_and_restart(&env);
-    let mut c = connect(&env, "itest_hot_conc");
+    let mut c = connect(&env, db);
     assert_eq!(stat_i64(&mut c, "SELECT sum(v)::int8 FROM t"), total, "after crash");
     check_paths(&mut c, "after crash recovery");
 }
@@ -280,7 +309,7 @@ fn hot_chains_take_their_root_row_id_back() {
     // (PostgreSQL's GlobalVis state; heap's pruning waits the same way).
     let (env, _g) = require_server_exclusive!();
     let mut c = fresh_db(&env, "itest_hot_reuse");
-    setup(&mut c);
+    setup(&mut c, true);
     // An autovacuum's snapshot would keep the slot's old version (fine,
     // but not what is counted here).
     c.batch_execute("ALTER TABLE t SET (autovacuum_enabled = off)").unwrap();

@@ -16,12 +16,16 @@
 //! index entries keep finding the chain. A chain whose members are all gone
 //! reads as dead, so index entries pointing at it are removed as before.
 //!
-//! Tables in row-id order (no primary key) have no chains: their versions
-//! are found by row id alone, and every UPDATE inserts index entries.
+//! Tables in row-id order (no primary key) have chains too: a member's key
+//! is its root's row id followed by its own as a version suffix
+//! (`keys::member_key`), so a chain is the key range from its root's row
+//! id to the next one, whether the root is still there or not (no
+//! redirect entry is needed), and a member's map entry names its root.
+//! Such a chain never takes its root's row id back.
 
 use crate::am::table::Table;
 use orioledb_engine::Direction;
-use orioledb_engine::version::{self, bits, Header};
+use orioledb_engine::version::{self, bits, tid, Header};
 use std::ops::Bound;
 
 /// Whether `h` is a heap-only version (no index entry names it).
@@ -45,15 +49,17 @@ pub fn root_of(h: &Header, v: &[u8], id: u64) -> u64 {
 }
 
 /// The versions an index entry naming row id `root` stands for, oldest
-/// first: the version itself and, in a keyed table, the heap-only versions
-/// of its chain. `first` is the version at `root` when the caller read it
-/// already (None: not read yet, or gone).
+/// first: the version itself and the heap-only versions of its chain.
+/// `first` is the version at `root` when the caller read it already (None:
+/// not read yet, or gone).
 pub fn chain(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<u8>)> {
     let first = first.or_else(|| table.get(root));
+    chain_of(table, root, first)
+}
+
+/// [`chain`] given the version at `root` (None: gone).
+fn chain_of(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<u8>)> {
     let single = |v: Option<Vec<u8>>| v.map(|v| vec![(root, v)]).unwrap_or_default();
-    if table.desc().is_none() {
-        return single(first);
-    }
     if let Some(v) = &first {
         // The chain's first version, not HOT-updated: nothing follows it
         // (an updater that aborted may have left a heap-only version, dead
@@ -63,25 +69,11 @@ pub fn chain(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<
             return single(first);
         }
     }
-    // The root's map entry outlives its version (the redirect).
-    let Some(key) = table.key_of(root) else {
-        return Vec::new();
+    let mut out = if table.desc().is_none() {
+        row_id_members(table, root)
+    } else {
+        keyed_members(table, root)
     };
-    let lo = Table::prefix_bound(table.prefix_of(&key));
-    let mut out = Vec::new();
-    // Members have row ids from the root's on (only the root's is taken
-    // back), and sort newest first: down to the root itself.
-    for item in table.versions(Bound::Included(lo), Bound::Included(key), Direction::Forward) {
-        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-        let id = table.id_of(&k);
-        let Some(h) = Header::decode(&v) else {
-            continue;
-        };
-        if id == root || (heap_only(&h) && version::hot_root(&h, &v) == Some(root)) {
-            out.push((id, v));
-        }
-    }
-    out.reverse();
     in_update_order(&mut out, root);
     // The cursor holds no latch between leaves: an update may have added a
     // member after it passed. The newest member read names it; without
@@ -110,6 +102,53 @@ pub fn chain(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<
         }
     }
     out
+}
+
+/// The versions of the keyed chain rooted at `root`, in row-id order.
+fn keyed_members(table: &Table, root: u64) -> Vec<(u64, Vec<u8>)> {
+    // The root's map entry outlives its version (the redirect).
+    let Some(key) = table.key_of(root) else {
+        return Vec::new();
+    };
+    let lo = Table::prefix_bound(table.prefix_of(&key));
+    let mut out = Vec::new();
+    // Members have row ids from the root's on (only the root's is taken
+    // back), and sort newest first: down to the root itself.
+    for item in table.versions(Bound::Included(lo), Bound::Included(key), Direction::Forward) {
+        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+        let id = table.id_of(&k);
+        if is_member(id, &v, root) {
+            out.push((id, v));
+        }
+    }
+    out.reverse();
+    out
+}
+
+/// The versions of the row-id chain rooted at `root`, in row-id order:
+/// the root's key, then its members' keys, newest first.
+fn row_id_members(table: &Table, root: u64) -> Vec<(u64, Vec<u8>)> {
+    let (lo, hi) = (tid::key(root).to_vec(), tid::key(root + 1).to_vec());
+    let mut first = None;
+    let mut members = Vec::new();
+    for item in table.versions(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward) {
+        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+        let id = table.id_of(&k);
+        if id == root {
+            first = Some((id, v));
+        } else if is_member(id, &v, root) {
+            crate::am::table::remember_key(table.tree.id(), id, &k);
+            members.push((id, v));
+        }
+    }
+    members.reverse();
+    first.into_iter().chain(members).collect()
+}
+
+/// Whether version `id` (value `v`) belongs to the chain rooted at `root`.
+fn is_member(id: u64, v: &[u8], root: u64) -> bool {
+    id == root
+        || Header::decode(v).is_some_and(|h| heap_only(&h) && version::hot_root(&h, v) == Some(root))
 }
 
 /// Puts `members` (in row-id order) in update order. Row ids grow with
@@ -148,10 +187,17 @@ fn in_update_order(members: &mut Vec<(u64, Vec<u8>)>, root: u64) {
 /// replaced version's xid in the record for recovery conflicts (not built:
 /// see "Not built yet").
 pub fn reusable_root(table: &Table, old: u64) -> Option<u64> {
-    let v = crate::am::table::last_read(table.tree.id(), old).or_else(|| table.get(old))?;
-    let h = Header::decode(&v)?;
-    let root = root_of(&h, &v, old);
+    table.desc()?;
+    let root = root_of_id(table, old)?;
     (root != old).then_some(root)
+}
+
+/// The chain root of version `id` (None: gone). Its root never changes,
+/// so the copy the last read kept will do.
+pub fn root_of_id(table: &Table, id: u64) -> Option<u64> {
+    let v = crate::am::table::last_read(table.tree.id(), id).or_else(|| table.get(id))?;
+    let h = Header::decode(&v)?;
+    Some(root_of(&h, &v, id))
 }
 
 /// Whether the map entry of version `id` (header `h`, value `v`), being
@@ -174,8 +220,11 @@ pub fn roots_in(
     table: Table,
     first: u64,
     end: u64,
-) -> impl Iterator<Item = (u64, Vec<(u64, Vec<u8>)>)> {
-    table
+) -> Box<dyn Iterator<Item = (u64, Vec<(u64, Vec<u8>)>)>> {
+    if table.desc().is_none() {
+        return Box::new(row_id_roots_in(table, first, end));
+    }
+    Box::new(table
         .id_range_with_redirects(first, end)
         .filter_map(move |(id, v)| {
             let present = !v.is_empty();
@@ -189,5 +238,29 @@ pub fn roots_in(
             }
             let members = chain(&table, id, present.then_some(v));
             (!members.is_empty()).then_some((id, members))
+        }))
+}
+
+/// [`roots_in`] of a row-id table: its chains are the key ranges of the
+/// row ids, a root's key followed by its members' (the root may be gone).
+fn row_id_roots_in(
+    table: Table,
+    first: u64,
+    end: u64,
+) -> impl Iterator<Item = (u64, Vec<(u64, Vec<u8>)>)> {
+    let end = end.min(tid::LIMIT).max(first);
+    let (lo, hi) = (tid::key(first).to_vec(), tid::key(end).to_vec());
+    let mut last = None;
+    table
+        .versions(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward)
+        .filter_map(move |item| {
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let root = tid::from_key(&k[..8])?;
+            if last == Some(root) {
+                return None;
+            }
+            last = Some(root);
+            let members = chain_of(&table, root, (k.len() == 8).then_some(v));
+            (!members.is_empty()).then_some((root, members))
         })
 }

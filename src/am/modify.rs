@@ -827,18 +827,24 @@ pub unsafe fn update(
         h.infomask |= bits::UPDATED;
         // Formed (and any ERROR raised) before the old version is touched.
         crate::am::toast::begin_version();
-        let (v, prefix) = rows::form_version(rel, &tree, slot, h);
+        let (v, mut prefix) = rows::form_version(rel, &tree, slot, h);
         let changed = columns_changed(rel, &tree, otid, slot, &prefix);
         *lockmode = if changed.keys {
             pg_sys::LockTupleMode::LockTupleExclusive
         } else {
             pg_sys::LockTupleMode::LockTupleNoKeyExclusive
         };
-        // HOT-like (am::hot): only in a keyed tree, whose chains are found
-        // by key, and only when no indexed column (so not the key) changed.
-        let hot = tree.desc().is_some() && !changed.indexed;
-        *update_indexes = !hot;
+        // HOT-like (am::hot) when no indexed column (so not the key)
+        // changed. A row-id tree keys a chain member under its root.
         let old_id = from_item_pointer(&*otid);
+        let mut hot = !changed.indexed;
+        if hot && tree.desc().is_none() {
+            match old_id.and_then(|old| crate::am::hot::root_of_id(&tree, old)) {
+                Some(root) => prefix = tid::key(root).to_vec(),
+                None => hot = false,
+            }
+        }
+        *update_indexes = !hot;
         let mut reuse = old_id
             .filter(|_| hot)
             .and_then(|old| crate::am::hot::reusable_root(&tree, old));
@@ -1189,10 +1195,14 @@ unsafe fn compare_columns(
         let Some(id) = from_item_pointer(&*otid) else {
             return all;
         };
-        let Some(old_key) = tree.key_of(id) else {
-            return all;
+        // A row-id tree's versions have no key prefix.
+        let same_key = match tree.desc() {
+            None => true,
+            Some(_) => match tree.key_of(id) {
+                Some(old_key) => tree.prefix_of(&old_key) == prefix,
+                None => return all,
+            },
         };
-        let same_key = tree.prefix_of(&old_key) == prefix;
         if keys.is_null() && indexed.is_null() && same_key {
             return Changed {
                 keys: false,

@@ -625,7 +625,9 @@ unsafe fn cluster_by_index(
 ) {
     use orioledb_engine::version::Header;
     let mut next = 0u64;
-    let mut copy = |mut v: Vec<u8>| {
+    let mut copy = |v: Vec<u8>| {
+        // Every index is rebuilt after the copy: HOT chains end here.
+        let mut v = version::without_hot(v);
         if let Some(mut h) = Header::decode(&v).filter(|h| h.ctid != rows::MOVED) {
             h.ctid = next;
             version::set_header(&mut v, &h);

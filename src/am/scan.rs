@@ -53,19 +53,21 @@ struct ScanState {
 }
 
 /// How a sequential scan walks the table: the tree in key order, or —
-/// for a small table with a primary key — the row-id map in row-id order,
-/// which is insertion order, as heap returns a small table's rows. A
-/// lookup per row costs little at that size, and applications that (wrongly)
-/// count on insertion order of small tables, and statements whose outcome
-/// depends on row order (an UPDATE shifting unique keys), behave as on heap.
-/// Larger keyed tables are read in key order, one leaf after the other.
+/// for a small table — in row-id order, which is insertion order, as heap
+/// returns a small table's rows (a keyed table's row-id map; a row-id
+/// table's HOT chain members, keyed under their roots, are put back in
+/// place, see `Table::ids`). A lookup per row costs little at that size,
+/// and applications that (wrongly) count on insertion order of small
+/// tables, and statements whose outcome depends on row order (an UPDATE
+/// shifting unique keys), behave as on heap. Larger tables are read in key
+/// order, one leaf after the other.
 enum SeqCursor {
     Keys(LeafWalk),
     /// The walk and the version it returned last.
     Ids(IdRange, Option<(u64, Vec<u8>)>),
 }
 
-/// Keyed tables up to this many tree pages are scanned in row-id order.
+/// Tables up to this many tree pages are scanned in row-id order.
 const SMALL_TABLE_PAGES: u64 = 32;
 
 impl SeqCursor {
@@ -97,6 +99,7 @@ impl SeqCursor {
         match self {
             SeqCursor::Keys(w) => {
                 let (k, v) = w.next()?.unwrap_or_else(|e| crate::pg::engine::report(e));
+                table.note_key(k);
                 Some((table.id_of(k), v))
             }
             SeqCursor::Ids(r, last) => {
@@ -415,7 +418,7 @@ pub unsafe fn scan_getnextslot(
             let by_id = match &st.cursor {
                 Some(SeqCursor::Ids(..)) => true,
                 Some(SeqCursor::Keys(_)) => false,
-                None => st.tree.desc().is_some() && st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES,
+                None => st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES,
             };
             if let Some(c) = &st.cursor {
                 st.last = if st.at_end { None } else { c.position() };
@@ -1116,9 +1119,12 @@ pub unsafe fn index_build_range_scan(
             )
         };
         let versions: Box<dyn Iterator<Item = Item>> = if !parallel.is_null() {
-            // A parallel build (row-id order: no chains): this process
-            // indexes the chunks it takes.
-            Box::new(ParallelIds::new(parallel, tree.clone()).map(|(id, v)| (id, id, v)))
+            // A parallel build (row-id order): this process indexes the
+            // chunks it takes, a member under its root wherever that is.
+            Box::new(ParallelIds::new(parallel, tree.clone()).map(|(id, v)| {
+                let root = Header::decode(&v).map_or(id, |h| hot::root_of(&h, &v, id));
+                (root, id, v)
+            }))
         } else if whole && brin {
             chains(&tree, 0, u64::MAX)
         } else if whole {

@@ -2,7 +2,11 @@
 //!
 //! Two layouts share one tree format:
 //! - **row id** (tables without a usable primary key): a version's key is
-//!   its row id, 8 bytes big-endian. Nothing else is in the tree.
+//!   its row id, 8 bytes big-endian — except a HOT-like chain's later
+//!   members (`am::hot`), keyed `root's row id ‖ !row id (6 bytes)` so that
+//!   they follow their root, each with a map entry `0x01 ‖ row id` → the
+//!   root's 8-byte key (after every version, since row ids stay below
+//!   2^48).
 //! - **primary key**: the tree holds three key ranges, told apart by their
 //!   first byte —
 //!   `0x00` the key descriptor (one item, its presence selects this layout);
@@ -24,7 +28,9 @@ use crate::am::pkey::KeyDesc;
 use orioledb_engine::btree::{Change, Successor};
 use orioledb_engine::cmp::Bytewise;
 pub use orioledb_engine::keys::VERSION_TAG;
-use orioledb_engine::keys::{map_key, push_version_suffix, version_suffix, SUFFIX};
+use orioledb_engine::keys::{
+    is_member_key, map_key, member_key, push_version_suffix, version_suffix, MAP_TAG, SUFFIX,
+};
 use orioledb_engine::version::{self, tid};
 use orioledb_engine::{Cursor, Direction, IdHash, Leaf, Tree, TreeId};
 use std::cell::RefCell;
@@ -136,17 +142,18 @@ fn is_keyed_version(key: &[u8]) -> bool {
 }
 
 /// What the pruner may judge: versions only, never the descriptor or the
-/// map. Row-id keys are exactly 8 bytes (and a row-id tree holds nothing
-/// else); a keyed tree holds no 8-byte key (descriptor 1 byte, map entries
-/// 9 bytes tagged 0x01, versions tagged 0x02).
+/// map. Row-id keys are exactly 8 bytes, or 14 starting with a zero byte
+/// (chain members; a row-id tree holds nothing else but its map); a keyed
+/// tree holds no such key (descriptor 1 byte, map entries 9 bytes tagged
+/// 0x01, versions tagged 0x02).
 pub fn is_version_key(key: &[u8]) -> bool {
-    key.len() == 8 || is_keyed_version(key)
+    key.len() == 8 || is_keyed_version(key) || is_member_key(key)
 }
 
-/// Called by the pruner for a version it removes: a keyed version's map
-/// entry is queued for deletion.
+/// Called by the pruner for a version it removes: a keyed version's or a
+/// row-id chain member's map entry is queued for deletion.
 pub fn version_pruned(tree: TreeId, key: &[u8]) {
-    if is_keyed_version(key) {
+    if is_keyed_version(key) || is_member_key(key) {
         if let Some(id) = version_suffix(key) {
             DOOMED.with(|d| d.borrow_mut().push((tree, map_key(id), false)));
         }
@@ -260,10 +267,18 @@ impl Table {
         k
     }
 
-    /// Appends [`Table::version_key`] to `out`.
+    /// Appends [`Table::version_key`] to `out`. In the row-id layout the
+    /// prefix is empty, or a chain member's root key (see the module
+    /// documentation).
     pub fn push_version_key(&self, out: &mut Vec<u8>, prefix: &[u8], id: u64) {
         match self.layout {
-            Layout::RowId => out.extend_from_slice(&tid::key(id)),
+            Layout::RowId if prefix.is_empty() || prefix == tid::key(id) => {
+                out.extend_from_slice(&tid::key(id))
+            }
+            Layout::RowId => {
+                out.extend_from_slice(prefix);
+                push_version_suffix(out, id);
+            }
             Layout::Keyed(_) => {
                 out.push(VERSION_TAG);
                 out.extend_from_slice(prefix);
@@ -293,7 +308,8 @@ impl Table {
     /// The row id of the version with tree key `key`.
     pub fn id_of(&self, key: &[u8]) -> u64 {
         match self.layout {
-            Layout::RowId => tid::from_key(key),
+            Layout::RowId if key.len() == 8 => tid::from_key(key),
+            Layout::RowId => version_suffix(key),
             Layout::Keyed(_) => version_suffix(key),
         }
         .unwrap_or(0)
@@ -301,20 +317,53 @@ impl Table {
 
     /// The tree key of version `id`, None if it does not exist.
     pub fn key_of(&self, id: u64) -> Option<Vec<u8>> {
-        if let Layout::RowId = self.layout {
-            return Some(tid::key(id).to_vec());
+        if let Some(k) = self.known_key(id) {
+            return Some(k);
         }
+        if let Layout::RowId = self.layout {
+            let k = tid::key(id);
+            if self.read(&k).is_some() {
+                return Some(k.to_vec());
+            }
+        }
+        self.mapped_key(id)
+    }
+
+    /// The key of version `id` as this backend knows it without reading
+    /// the tree: cached, or (row-id layout) from the last version read —
+    /// a version's key is a function of its row id and its root trailer.
+    fn known_key(&self, id: u64) -> Option<Vec<u8>> {
         let tid = self.tree.id();
         if let Some(k) = KEYS.with(|k| k.borrow().get(&(tid, id)).cloned()) {
             return Some(k);
         }
-        let prefix = self
-            .tree
-            .get(&map_key(id))
-            .unwrap_or_else(|e| crate::pg::engine::report(e))?;
+        if let Layout::RowId = self.layout {
+            let v = last_read(tid, id)?;
+            let h = version::Header::decode(&v)?;
+            let root = (h.infomask2 & version::bits::HEAP_ONLY != 0)
+                .then(|| version::hot_root(&h, &v))
+                .flatten()
+                .filter(|&r| r != id);
+            return Some(match root {
+                Some(r) => member_key(r, id),
+                None => tid::key(id).to_vec(),
+            });
+        }
+        None
+    }
+
+    /// The key the row-id map gives version `id` (None: no entry).
+    fn mapped_key(&self, id: u64) -> Option<Vec<u8>> {
+        let prefix = self.read(&map_key(id))?;
         let k = self.version_key(&prefix, id);
-        remember_key(tid, id, &k);
+        remember_key(self.tree.id(), id, &k);
         Some(k)
+    }
+
+    fn read(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.tree
+            .get(key)
+            .unwrap_or_else(|e| crate::pg::engine::report(e))
     }
 
     /// Queues the deletion of version `id`'s map entry (the version is
@@ -329,21 +378,64 @@ impl Table {
 
     /// Reads version `id`.
     pub fn get(&self, id: u64) -> Option<Vec<u8>> {
-        let k = self.key_of(id)?;
-        self.tree
-            .get(&k)
-            .unwrap_or_else(|e| crate::pg::engine::report(e))
+        if let Some(k) = self.known_key(id) {
+            return self.read(&k);
+        }
+        if let Layout::RowId = self.layout {
+            // Most versions are under their own row id: one descent.
+            if let Some(v) = self.read(&tid::key(id)) {
+                return Some(v);
+            }
+        }
+        self.read(&self.mapped_key(id)?)
     }
 
     /// Decides and changes version `id` under its leaf latch (`decide`
     /// sees None when the version does not exist).
     pub fn modify<R>(&self, id: u64, decide: impl FnOnce(Option<&[u8]>) -> (Change, R)) -> R {
-        let Some(k) = self.key_of(id) else {
-            return decide(None).1;
-        };
-        self.tree
-            .modify(&k, decide)
-            .unwrap_or_else(|e| crate::pg::engine::report(e))
+        let mut decide = Some(decide);
+        let r = self.with_key(id, |k, probe| {
+            self.tree
+                .modify(k, |cur| {
+                    if cur.is_none() && probe {
+                        return (Change::Keep, None);
+                    }
+                    let (c, r) = (decide.take().expect("decided once"))(cur);
+                    (c, Some(r))
+                })
+                .unwrap_or_else(|e| crate::pg::engine::report(e))
+        });
+        match r {
+            Some(r) => r,
+            None => (decide.take().expect("not decided"))(None).1,
+        }
+    }
+
+    /// Runs `attempt` on the key of version `id`: the key this backend
+    /// knows, else (row-id layout) its own row id's with `probe` set — then
+    /// `attempt` returns None, having changed nothing, when nothing is
+    /// there — else the one its map entry gives. None when the version
+    /// does not exist. Spares a change of a row-id version a lookup of
+    /// its key first: most are under their own row id.
+    fn with_key<R>(&self, id: u64, mut attempt: impl FnMut(&[u8], bool) -> Option<R>) -> Option<R> {
+        if let Some(k) = self.known_key(id) {
+            return attempt(&k, false);
+        }
+        if let Layout::RowId = self.layout {
+            if let Some(r) = attempt(&tid::key(id), true) {
+                return Some(r);
+            }
+        }
+        let k = self.mapped_key(id)?;
+        attempt(&k, false)
+    }
+
+    /// Remembers the key of a chain member of a row-id tree read by a scan
+    /// (`key`): a change of it then finds it without asking the map.
+    pub fn note_key(&self, key: &[u8]) {
+        if is_member_key(key) && matches!(self.layout, Layout::RowId) {
+            remember_key(self.tree.id(), self.id_of(key), key);
+        }
     }
 
     /// Stores a new version `id` with key prefix `prefix` (ignored by the
@@ -380,13 +472,13 @@ impl Table {
         prefix: &[u8],
         decide: impl FnOnce(Option<&[u8]>) -> (Change, Option<Vec<u8>>, R),
     ) -> Option<R> {
-        let Some(k) = self.key_of(id) else {
-            return Some(decide(None).2);
-        };
         let nk = self.version_key(prefix, new_id);
         let map = map_key(new_id);
         let keyed = matches!(self.layout, Layout::Keyed(_));
-        let first = (keyed && !reuse).then_some((&map[..], prefix));
+        // A row-id tree's successor has a prefix (its root's key) exactly
+        // when it is a chain member: then it needs a map entry too.
+        let mapped = keyed || !prefix.is_empty();
+        let first = (mapped && !reuse).then_some((&map[..], prefix));
         let succ = Successor {
             first,
             key: &nk,
@@ -394,15 +486,35 @@ impl Table {
             stable: version::header_len,
             reuse: keyed && reuse,
         };
-        self.tree
-            .update(&k, &succ, decide)
-            .unwrap_or_else(|e| crate::pg::engine::report(e))
+        let mut decide = Some(decide);
+        // Some(None): taken (see `reuse`).
+        let r = self.with_key(id, |k, probe| {
+            let r = self
+                .tree
+                .update(k, &succ, |cur| {
+                    if cur.is_none() && probe {
+                        return (Change::Keep, None, None);
+                    }
+                    let (c, v, r) = (decide.take().expect("decided once"))(cur);
+                    (c, v, Some(r))
+                })
+                .unwrap_or_else(|e| crate::pg::engine::report(e));
+            match r {
+                Some(None) => None,
+                Some(Some(r)) => Some(Some(r)),
+                None => Some(None),
+            }
+        });
+        match r {
+            Some(r) => r,
+            None => Some((decide.take().expect("not decided"))(None).2),
+        }
     }
 
     /// Remembers the key of version `id`, just stored with key prefix
     /// `prefix`.
     pub fn remember_version(&self, id: u64, prefix: &[u8]) {
-        if let Layout::Keyed(_) = self.layout {
+        if matches!(self.layout, Layout::Keyed(_)) || !prefix.is_empty() {
             remember_key(self.tree.id(), id, &self.version_key(prefix, id));
         }
     }
@@ -465,7 +577,9 @@ impl Table {
     /// Largest version value that fits beside a key with `prefix`.
     pub fn max_value(&self, prefix: &[u8]) -> usize {
         match self.layout {
-            Layout::RowId => orioledb_engine::page::MAX_ITEM - 8,
+            // Room for the member key and root trailer a HOT-like update
+            // gives the next version.
+            Layout::RowId => orioledb_engine::page::MAX_ITEM - (8 + SUFFIX + version::ROOT_LEN),
             Layout::Keyed(_) => keyed_max_value(prefix.len()),
         }
     }
@@ -473,7 +587,7 @@ impl Table {
     /// Bounds of the whole version range.
     pub fn all_versions(&self) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
         match self.layout {
-            Layout::RowId => (Bound::Unbounded, Bound::Unbounded),
+            Layout::RowId => (Bound::Unbounded, Bound::Excluded(vec![MAP_TAG])),
             Layout::Keyed(_) => (
                 Bound::Included(vec![VERSION_TAG]),
                 Bound::Excluded(vec![VERSION_TAG + 1]),
@@ -482,14 +596,20 @@ impl Table {
     }
 
     /// Versions in key order between `lo` and `hi` (both clamped to the
-    /// version range: a bound in the descriptor or map range of a keyed
-    /// tree — a leaf's bounds, say — stands for that range's end).
+    /// version range: a bound in the descriptor or map range — a leaf's
+    /// bounds, say — stands for that range's end).
     pub fn versions(&self, lo: Bound<Vec<u8>>, hi: Bound<Vec<u8>>, dir: Direction) -> Cursor {
         use std::cmp::Ordering::*;
         let (alo, ahi) = self.all_versions();
         let tag = |b: &Bound<Vec<u8>>| match (b, &self.layout) {
             (Bound::Included(k) | Bound::Excluded(k), Layout::Keyed(_)) => {
                 k.first().copied().unwrap_or(0).cmp(&VERSION_TAG)
+            }
+            // Row-id keys start with a zero byte; the map follows them.
+            (Bound::Included(k) | Bound::Excluded(k), Layout::RowId)
+                if k.first().is_some_and(|&b| b >= MAP_TAG) =>
+            {
+                Greater
             }
             _ => Equal,
         };
@@ -538,59 +658,135 @@ impl Table {
     /// or its reverse (`Backward`). Empty when `end <= first`.
     pub fn ids(&self, first: u64, end: u64, dir: Direction) -> IdRange {
         let end = end.max(first);
-        let (lo, hi) = match self.layout {
-            Layout::RowId => (tid::key(first).to_vec(), tid::key(end).to_vec()),
-            Layout::Keyed(_) => (map_key(first).to_vec(), map_key(end).to_vec()),
+        let source = match self.layout {
+            Layout::RowId => {
+                let end = end.min(self.tree.next_id()).max(first);
+                Source::Windows {
+                    lo: first,
+                    hi: end,
+                    dir,
+                    buf: Vec::new().into_iter(),
+                }
+            }
+            Layout::Keyed(_) => Source::Map {
+                cursor: self.tree.range(
+                    Bound::Included(map_key(first).to_vec()),
+                    Bound::Excluded(map_key(end).to_vec()),
+                    dir,
+                ),
+                leaf: None,
+            },
         };
         IdRange {
             table: self.clone(),
-            cursor: self
-                .tree
-                .range(Bound::Included(lo), Bound::Excluded(hi), dir),
             redirects: false,
-            leaf: None,
+            source,
         }
     }
 
-    /// As [`Table::id_range`], and also the row ids whose map entry has no
-    /// version (a HOT chain's redirect, `am::hot`), with an empty value.
+    /// As [`Table::id_range`], and also the row ids of chains whose root
+    /// is gone while later members live (a HOT chain's redirect,
+    /// `am::hot`), with an empty value.
     pub fn id_range_with_redirects(&self, first: u64, end: u64) -> IdRange {
         IdRange {
             redirects: true,
             ..self.ids(first, end, Direction::Forward)
         }
     }
+
+    /// Row-id layout: the versions with row ids in `a..b` in row-id order
+    /// (and, with `redirects`, the roots of chains rooted there whose root
+    /// is gone). Members sort under their roots, so those of roots in the
+    /// window come from the window's key range (members there with row ids
+    /// beyond it are left to their own window) and those in the window
+    /// whose roots lie before it from the map.
+    fn id_window(&self, a: u64, b: u64, redirects: bool) -> Vec<(u64, Vec<u8>)> {
+        let report = |e| crate::pg::engine::report(e);
+        let mut out = Vec::new();
+        let mut root_seen = None;
+        let (lo, hi) = (tid::key(a).to_vec(), tid::key(b).to_vec());
+        for item in self.tree.range(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward) {
+            let (k, v) = item.unwrap_or_else(report);
+            if k.len() == 8 {
+                let id = self.id_of(&k);
+                root_seen = Some(id);
+                out.push((id, v));
+            } else if is_member_key(&k) {
+                let (root, id) = (tid::from_key(&k[..8]).unwrap_or(0), self.id_of(&k));
+                if redirects && root_seen != Some(root) {
+                    root_seen = Some(root);
+                    out.push((root, Vec::new()));
+                }
+                if (a..b).contains(&id) {
+                    out.push((id, v));
+                }
+            }
+        }
+        if a > 0 {
+            let (lo, hi) = (map_key(a).to_vec(), map_key(b).to_vec());
+            for item in self.tree.range(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward) {
+                let (k, root) = item.unwrap_or_else(report);
+                let (Some(id), Some(r)) = (tid::from_key(&k[1..]), tid::from_key(&root)) else {
+                    continue;
+                };
+                if r < a {
+                    // Gone since the entry was read: pruned.
+                    if let Some(v) = self.read(&member_key(r, id)) {
+                        out.push((id, v));
+                    }
+                }
+            }
+        }
+        out.sort_by_key(|e| e.0);
+        out
+    }
+}
+
+/// Row ids a row-id layout's [`IdRange`] reads at a time (16 TID blocks).
+const ID_WINDOW: u64 = 16 * tid::PER_BLOCK;
+
+/// Where an [`IdRange`] reads.
+enum Source {
+    /// Primary-key layout: the row-id map, in row-id order, and the leaf
+    /// the last version was read from, a copy as a cursor's (rows loaded in
+    /// key order have the next row id's version beside it: no descent per
+    /// row).
+    Map { cursor: Cursor, leaf: Option<Leaf> },
+    /// Row-id layout: the row ids `lo..hi` not read yet, a window at a time
+    /// from the end `dir` starts at; `buf` the rest of the current window,
+    /// in `dir` order.
+    Windows {
+        lo: u64,
+        hi: u64,
+        dir: Direction,
+        buf: std::vec::IntoIter<(u64, Vec<u8>)>,
+    },
 }
 
 /// Versions with row ids in a range, in row-id order or its reverse:
-/// `(id, value)`. Invariant: the cursor covers only row-id keys (the
-/// row-id layout) or only row-id map keys (the primary-key layout).
+/// `(id, value)`. Invariant: a `Map` source's cursor covers only row-id map
+/// keys; a `Windows` source yields each row id of its range once.
 pub struct IdRange {
     table: Table,
-    cursor: Cursor,
-    /// Also yield map entries without a version (empty values).
+    /// Also yield chains whose root is gone (empty values).
     redirects: bool,
-    /// Primary-key layout: the leaf the last version was read from, a copy
-    /// as a cursor's (rows loaded in key order have the next row id's
-    /// version beside it: no descent per row).
-    leaf: Option<Leaf>,
+    source: Source,
 }
 
 impl IdRange {
     /// The value of version key `key`, from the cached leaf when it holds
     /// the key's range.
-    fn version(&mut self, key: &[u8]) -> Option<Vec<u8>> {
-        let cmp = self.table.tree.cmp();
-        if let Some(found) = self.leaf.as_ref().and_then(|l| l.lookup(&*cmp, key)) {
+    fn version(table: &Table, leaf: &mut Option<Leaf>, key: &[u8]) -> Option<Vec<u8>> {
+        let cmp = table.tree.cmp();
+        if let Some(found) = leaf.as_ref().and_then(|l| l.lookup(&*cmp, key)) {
             return found.map(<[u8]>::to_vec);
         }
-        let leaf = self
-            .table
+        let l = table
             .tree
             .leaf_at(key)
             .unwrap_or_else(|e| crate::pg::engine::report(e));
-        let found = leaf.lookup(&*cmp, key).flatten().map(<[u8]>::to_vec);
-        self.leaf = Some(leaf);
+        let found = l.lookup(&*cmp, key).flatten().map(<[u8]>::to_vec);
+        *leaf = Some(l);
         found
     }
 }
@@ -599,24 +795,42 @@ impl Iterator for IdRange {
     type Item = (u64, Vec<u8>);
 
     fn next(&mut self) -> Option<(u64, Vec<u8>)> {
-        loop {
-            let (k, v) = self
-                .cursor
-                .next()?
-                .unwrap_or_else(|e| crate::pg::engine::report(e));
-            match self.table.layout {
-                Layout::RowId => return Some((self.table.id_of(&k), v)),
-                Layout::Keyed(_) => {
-                    let id = u64::from_be_bytes(k[1..9].try_into().expect("map key"));
-                    let key = self.table.version_key(&v, id);
-                    if let Some(value) = self.version(&key) {
-                        return Some((id, value));
-                    }
-                    if self.redirects {
-                        return Some((id, Vec::new()));
+        let table = &self.table;
+        match &mut self.source {
+            Source::Map { cursor, leaf } => loop {
+                let (k, v) = cursor
+                    .next()?
+                    .unwrap_or_else(|e| crate::pg::engine::report(e));
+                let id = u64::from_be_bytes(k[1..9].try_into().expect("map key"));
+                let key = table.version_key(&v, id);
+                if let Some(value) = Self::version(table, leaf, &key) {
+                    return Some((id, value));
+                }
+                if self.redirects {
+                    return Some((id, Vec::new()));
+                }
+            },
+            Source::Windows { lo, hi, dir, buf } => loop {
+                if let Some(item) = buf.next() {
+                    return Some(item);
+                }
+                if *lo >= *hi {
+                    return None;
+                }
+                let (a, b) = match dir {
+                    Direction::Forward => (*lo, (*hi).min(lo.saturating_add(ID_WINDOW))),
+                    Direction::Backward => ((*lo).max(hi.saturating_sub(ID_WINDOW)), *hi),
+                };
+                let mut w = table.id_window(a, b, self.redirects);
+                match dir {
+                    Direction::Forward => *lo = b,
+                    Direction::Backward => {
+                        *hi = a;
+                        w.reverse();
                     }
                 }
-            }
+                *buf = w.into_iter();
+            },
         }
     }
 }

@@ -318,15 +318,41 @@ pub fn map_key(tid: u64) -> [u8; 9] {
     k
 }
 
-/// The row-id map entry (key, value) that locates version key `key` of a
-/// keyed tree: a function of the key alone, so the log names such an entry
-/// beside its version with a marker instead of its bytes (`wal.rs`). None
-/// for a key that is not a keyed version's.
+/// The row-id map entry (key, value) that locates version key `key`: a
+/// keyed tree's version (→ its key prefix) or a row-id tree's chain member
+/// (→ its root's key, see [`member_key`]). A function of the key alone, so
+/// the log names such an entry beside its version with a marker instead
+/// of its bytes (`wal.rs`). None for a key that has no entry.
 pub fn map_entry_of(key: &[u8]) -> Option<([u8; 9], &[u8])> {
+    if is_member_key(key) {
+        return Some((map_key(version_suffix(key)?), &key[..ROW_ID_KEY]));
+    }
     if key.len() < 1 + SUFFIX || key[0] != VERSION_TAG {
         return None;
     }
     Some((map_key(version_suffix(key)?), &key[1..key.len() - SUFFIX]))
+}
+
+/// Length of a row-id tree's version key: the row id, big-endian.
+pub const ROW_ID_KEY: usize = 8;
+
+/// Key of chain member `id` (a HOT-like version) in a row-id tree: its
+/// root's key and the member's version suffix, so a chain's members sort
+/// right after their root, newest first, and before the next row id. Row
+/// ids stay below 2^48, so such a key starts with a zero byte, which no
+/// keyed tree's 14-byte key does (its tags are 0x01 and 0x02; its
+/// descriptor key is one byte), and every row-id map key (`MAP_TAG` first)
+/// sorts after every version.
+pub fn member_key(root: u64, id: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(ROW_ID_KEY + SUFFIX);
+    k.extend_from_slice(&root.to_be_bytes());
+    push_version_suffix(&mut k, id);
+    k
+}
+
+/// Whether `key` is a row-id tree's chain member key ([`member_key`]).
+pub fn is_member_key(key: &[u8]) -> bool {
+    key.len() == ROW_ID_KEY + SUFFIX && key[0] == 0
 }
 
 /// Appends the version suffix for `tid` (48 bits): inverted, so that a
@@ -421,6 +447,23 @@ mod tests {
             let types = [kind_type(k1), kind_type(k2)];
             prop_assert_eq!(decode_key(&ex, &types).map(|v| encode_key(&v.iter().map(KeyValue::as_part).collect::<Vec<_>>())),
                 Some(ex.clone()));
+        }
+
+        /// A row-id tree's chain members sort after their root, newest
+        /// first, before the next row id and every map key, and name their
+        /// map entry.
+        #[test]
+        fn member_keys_sort_between_their_root_and_the_next_id(root in 0u64..1 << 47, d1 in 1u64..1 << 20, d2 in 1u64..1 << 20) {
+            let (a, b) = (member_key(root, root + d1), member_key(root, root + d2));
+            prop_assert!(is_member_key(&a));
+            prop_assert_eq!(a.cmp(&b), d2.cmp(&d1));
+            prop_assert!(root.to_be_bytes().as_slice() < a.as_slice());
+            prop_assert!(a.as_slice() < (root + 1).to_be_bytes().as_slice());
+            prop_assert!(a.as_slice() < map_key(0).as_slice());
+            let (mk, mv) = map_entry_of(&a).expect("a member's entry");
+            prop_assert_eq!(mk, map_key(root + d1));
+            let want = root.to_be_bytes();
+            prop_assert_eq!(mv, &want[..]);
         }
 
         /// Versions of one key are adjacent and newest first, before any
