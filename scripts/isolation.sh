@@ -88,6 +88,7 @@ ISOLATION_SUBSET="tuplelock-conflict tuplelock-update tuplelock-partition tuplel
     fk-contention fk-deadlock fk-deadlock2 fk-partitioned-1 fk-partitioned-2 fk-snapshot ri-trigger
     insert-conflict-do-nothing insert-conflict-do-nothing-2 insert-conflict-do-update
     insert-conflict-do-update-2 insert-conflict-do-update-3 insert-conflict-do-update-4
+    insert-conflict-specconflict
     merge-insert-update merge-delete merge-update merge-match-recheck
     deadlock-simple deadlock-hard deadlock-soft deadlock-soft-2 deadlock-parallel
     read-write-unique simple-write-skew predicate-gin predicate-gist predicate-hash

@@ -432,3 +432,80 @@ fn update_compares_with_the_version_of_its_own_statement() {
         .collect();
     assert_eq!(ids, vec![1, 2], "the index finds the updated row");
 }
+
+/// Walks in row-id order over a table without a primary key whose chain
+/// members are keyed under their roots (`Table::ids`): a TID range scan
+/// returns exactly the versions whose `ctid` is in range, in `ctid` order
+/// both ways; a small table's sequential scan returns `ctid` order (as
+/// heap); TABLESAMPLE, VACUUM and index-only scans see every row; and a
+/// row updated many times (row ids spent, leaving a gap) still reads as
+/// one row.
+#[test]
+fn row_id_chains_in_ctid_order() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_hot_rowid_order");
+    c.batch_execute(
+        "CREATE TABLE r (id int NOT NULL, v int NOT NULL, pad text) USING orioledb;
+         INSERT INTO r SELECT i, 0, repeat('p', 20) FROM generate_series(1, 1000) i;
+         CREATE INDEX r_id ON r (id);
+         UPDATE r SET v = v + 1 WHERE id % 3 = 0;
+         UPDATE r SET v = v + 1 WHERE id % 5 = 0;
+         UPDATE r SET v = v + 1 WHERE id % 3 = 0;",
+    )
+    .unwrap();
+    let tid = |s: &str| -> (u32, u32) {
+        let (b, o) = s.trim_matches(|ch| ch == '(' || ch == ')').split_once(',').unwrap();
+        (b.parse().unwrap(), o.parse().unwrap())
+    };
+    let ctids = |c: &mut Client, sql: &str| -> Vec<(u32, u32)> {
+        c.query(sql, &[]).unwrap().iter().map(|r| tid(&r.get::<_, String>(0))).collect()
+    };
+    let all = ctids(&mut c, "SELECT ctid::text FROM r");
+    assert_eq!(all.len(), 1000);
+    let mut sorted = all.clone();
+    sorted.sort();
+    assert_eq!(all, sorted, "a small table's sequential scan is in ctid order");
+    let last_block = sorted.last().unwrap().0;
+    assert!(last_block >= 4, "the updates spread over blocks: {last_block}");
+    for b in [0, 1, 3, last_block / 2, last_block] {
+        let want: Vec<_> = sorted.iter().copied().filter(|t| t.0 >= b).collect();
+        let got = ctids(&mut c, &format!("SELECT ctid::text FROM r WHERE ctid >= '({b},0)'"));
+        assert_eq!(got, want, "ctid >= ({b},0)");
+        let want: Vec<_> = sorted.iter().copied().filter(|t| t.0 == b).collect();
+        let got = ctids(
+            &mut c,
+            &format!("SELECT ctid::text FROM r WHERE ctid >= '({b},0)' AND ctid < '({},0)'", b + 1),
+        );
+        assert_eq!(got, want, "block {b}");
+    }
+    c.batch_execute("BEGIN; DECLARE cur SCROLL CURSOR FOR SELECT ctid::text FROM r WHERE ctid >= '(2,0)'")
+        .unwrap();
+    let fwd = ctids(&mut c, "FETCH ALL FROM cur");
+    let mut back = ctids(&mut c, "FETCH BACKWARD ALL FROM cur");
+    back.reverse();
+    c.batch_execute("COMMIT").unwrap();
+    assert_eq!(fwd, back, "a TID range read both ways");
+    assert_eq!(fwd.len(), sorted.iter().filter(|t| t.0 >= 2).count());
+    let sampled: i64 = c.query_one("SELECT count(*) FROM r TABLESAMPLE SYSTEM (100)", &[]).unwrap().get(0);
+    assert_eq!(sampled, 1000);
+    c.batch_execute("VACUUM r").unwrap();
+    c.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+    let via_index: i64 = c.query_one("SELECT count(*) FROM r WHERE id > 0", &[]).unwrap().get(0);
+    c.batch_execute("RESET ALL").unwrap();
+    assert_eq!(via_index, 1000, "index-only scan after VACUUM");
+    let sum: i64 = c.query_one("SELECT sum(v)::int8 FROM r", &[]).unwrap().get(0);
+    assert_eq!(sum, 2 * 333 + 200);
+    // One row updated again and again: its walks skip the row ids spent.
+    c.batch_execute(
+        "CREATE TABLE one (v int) USING orioledb;
+         INSERT INTO one VALUES (0);",
+    )
+    .unwrap();
+    // Alone in its query string: it commits after every update.
+    c.batch_execute("DO $$ BEGIN FOR i IN 1..20000 LOOP UPDATE one SET v = v + 1; COMMIT; END LOOP; END $$")
+        .unwrap();
+    let v: i32 = c.query_one("SELECT v FROM one", &[]).unwrap().get(0);
+    assert_eq!(v, 20000);
+    let n: i64 = c.query_one("SELECT count(*) FROM one WHERE ctid >= '(0,0)'", &[]).unwrap().get(0);
+    assert_eq!(n, 1);
+}

@@ -39,13 +39,17 @@ const SETUP: &str = "
     CREATE TABLE pt1 PARTITION OF pt FOR VALUES FROM (100) TO (200) USING {am};
     INSERT INTO p SELECT g, 0 FROM generate_series(1, 4) g;
     INSERT INTO c VALUES (1, 1, 0), (2, 2, 0);
-    INSERT INTO pt SELECT g, g, 0 FROM generate_series(1, 3) g;";
+    INSERT INTO pt SELECT g, g, 0 FROM generate_series(1, 3) g;
+    CREATE TABLE r (id int NOT NULL, v int NOT NULL) USING {am};
+    CREATE UNIQUE INDEX r_id ON r (id);
+    INSERT INTO r SELECT g, 0 FROM generate_series(1, 4) g;";
 
 const CONTENTS: &str = "
     SELECT 'p', string_agg(id || ':' || v, ',' ORDER BY id) FROM p
     UNION ALL SELECT 'c', string_agg(id || ':' || pid || ':' || v, ',' ORDER BY id) FROM c
     UNION ALL SELECT 'pt', string_agg(tableoid::regclass || ':' || id || ':' || k || ':' || v, ','
-                                     ORDER BY id, k) FROM pt";
+                                     ORDER BY id, k) FROM pt
+    UNION ALL SELECT 'r', string_agg(id || ':' || v, ',' ORDER BY id) FROM r";
 
 /// Suffix of a step mark before which two sessions were waiting.
 const RACE: &str = " (two sessions waiting)";
@@ -65,7 +69,7 @@ fn statement(r: &mut Rng, in_tx: bool) -> String {
     }
     let mode = ["KEY SHARE", "SHARE", "NO KEY UPDATE", "UPDATE"][r.below(4) as usize];
     let k2 = r.range(1, 4);
-    match r.below(27) {
+    match r.below(31) {
         // Statements over several rows lock them in key order (ORDER BY
         // under FOR UPDATE), so the order of their waits is the same on
         // both access methods, whatever order a scan finds them in.
@@ -78,6 +82,12 @@ fn statement(r: &mut Rng, in_tx: bool) -> String {
         ),
         25 => format!("SELECT id, v FROM p WHERE id >= {k} ORDER BY id FOR {mode}"),
         26 => format!("RELEASE SAVEPOINT s{}", r.below(2)),
+        // A table without a primary key: its updates of `v` are HOT-like
+        // chains keyed under their roots (am::hot).
+        27 => format!("UPDATE r SET v = v + 1 WHERE id = {k}"),
+        28 => format!("SELECT id, v FROM r WHERE id = {k} FOR {mode}"),
+        29 => format!("INSERT INTO r VALUES ({k}, 0) ON CONFLICT (id) DO UPDATE SET v = r.v + 100"),
+        30 => format!("DELETE FROM r WHERE id = {k}"),
         0..=3 => format!("UPDATE p SET v = v + 1 WHERE id = {k}"),
         // Two versions of one row in one transaction: a KEY SHARE lock by
         // another session (a child insert) must join the newer updater.

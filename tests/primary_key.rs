@@ -349,31 +349,39 @@ fn cached_table_handles_follow_another_sessions_key_changes() {
 fn rows_near_the_size_limit_keep_the_table_deletable_after_a_key() {
     let (env, _g) = require_server!();
     let mut c = fresh_db(&env, "itest_pk_near_limit");
-    // Full-header size: 32 + 1 (padding) + 8 (int8) + 4 (varlena) + n; the
-    // row-id tree takes 2592 bytes of value, a tree keyed by an int8 2578.
+    // Full-header size: 32 + 1 (padding) + 2 x 8 (int8) + 4 (varlena) + n;
+    // the row-id tree keeps 2576 bytes of it inline (2600 less the 14-byte
+    // member key and 6-byte root trailer of a HOT-like update, less the
+    // toast list's 4), a tree keyed by two int8s takes 2569.
     c.batch_execute(
-        "CREATE TABLE big (id int8, b bytea) USING orioledb;
+        "CREATE TABLE big (id int8, k int8, b bytea) USING orioledb;
          ALTER TABLE big ALTER COLUMN b SET STORAGE PLAIN;
-         INSERT INTO big SELECT 1, decode(repeat('ab', 2540), 'hex');
-         INSERT INTO big SELECT g, 'small' FROM generate_series(2, 50) g;
-         ALTER TABLE big ADD PRIMARY KEY (id);",
+         INSERT INTO big SELECT 1, 1, decode(repeat('ab', 2520), 'hex');
+         INSERT INTO big SELECT g, g, 'small' FROM generate_series(2, 50) g;
+         ALTER TABLE big ADD PRIMARY KEY (id, k);",
     )
     .unwrap();
     assert_eq!(key_of(&mut c, "big"), "row id", "the big row keeps the table in row-id order");
     c.batch_execute(
         "SELECT * FROM big WHERE id = 1 FOR UPDATE;
-         UPDATE big SET b = decode(repeat('cd', 2540), 'hex') WHERE id = 1;
-         DELETE FROM big WHERE id = 1;",
+         UPDATE big SET b = decode(repeat('cd', 2520), 'hex') WHERE id = 1;
+         UPDATE big SET b = decode(repeat('ef', 2520), 'hex') WHERE id = 1;",
     )
     .unwrap();
+    let b: String = c
+        .query_one("SELECT encode(b, 'hex') FROM big WHERE id = 1", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(b, "ef".repeat(2520), "a HOT-like update of the big row");
+    c.batch_execute("DELETE FROM big WHERE id = 1").unwrap();
     let n: i64 = c.query_one("SELECT count(*) FROM big", &[]).unwrap().get(0);
     assert_eq!(n, 49);
     // Without that row the same table is keyed.
     c.batch_execute(
-        "CREATE TABLE fine (id int8, b bytea) USING orioledb;
-         INSERT INTO fine SELECT g, 'small' FROM generate_series(1, 50) g;
-         ALTER TABLE fine ADD PRIMARY KEY (id);",
+        "CREATE TABLE fine (id int8, k int8, b bytea) USING orioledb;
+         INSERT INTO fine SELECT g, g, 'small' FROM generate_series(1, 50) g;
+         ALTER TABLE fine ADD PRIMARY KEY (id, k);",
     )
     .unwrap();
-    assert_eq!(key_of(&mut c, "fine"), "id");
+    assert_eq!(key_of(&mut c, "fine"), "id, k");
 }

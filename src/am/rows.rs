@@ -515,6 +515,9 @@ unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
     }
     .unwrap_or_else(|e| crate::pg::engine::report(e));
     if is_toast {
+        // Chunk keys (value id ‖ chunk number) are no row ids: nothing
+        // walks this Table's versions or row ids (scans refuse toast
+        // relations; `am::toast` reads the tree directly).
         Table {
             tree: t,
             layout: crate::am::table::Layout::RowId,

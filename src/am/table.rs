@@ -150,6 +150,11 @@ pub fn is_version_key(key: &[u8]) -> bool {
     key.len() == 8 || is_keyed_version(key) || is_member_key(key)
 }
 
+/// The root of row-id chain member key `key` (None: not such a key).
+pub fn member_root(key: &[u8]) -> Option<u64> {
+    is_member_key(key).then(|| tid::from_key(&key[..8])).flatten()
+}
+
 /// Called by the pruner for a version it removes: a keyed version's or a
 /// row-id chain member's map entry is queued for deletion.
 pub fn version_pruned(tree: TreeId, key: &[u8]) {
@@ -330,26 +335,10 @@ impl Table {
     }
 
     /// The key of version `id` as this backend knows it without reading
-    /// the tree: cached, or (row-id layout) from the last version read —
-    /// a version's key is a function of its row id and its root trailer.
+    /// the tree (cached: a keyed version's, or a row-id chain member's it
+    /// read or wrote).
     fn known_key(&self, id: u64) -> Option<Vec<u8>> {
-        let tid = self.tree.id();
-        if let Some(k) = KEYS.with(|k| k.borrow().get(&(tid, id)).cloned()) {
-            return Some(k);
-        }
-        if let Layout::RowId = self.layout {
-            let v = last_read(tid, id)?;
-            let h = version::Header::decode(&v)?;
-            let root = (h.infomask2 & version::bits::HEAP_ONLY != 0)
-                .then(|| version::hot_root(&h, &v))
-                .flatten()
-                .filter(|&r| r != id);
-            return Some(match root {
-                Some(r) => member_key(r, id),
-                None => tid::key(id).to_vec(),
-            });
-        }
-        None
+        KEYS.with(|k| k.borrow().get(&(self.tree.id(), id)).cloned())
     }
 
     /// The key the row-id map gives version `id` (None: no entry).
@@ -438,8 +427,9 @@ impl Table {
         }
     }
 
-    /// Stores a new version `id` with key prefix `prefix` (ignored by the
-    /// row-id layout); false if the id is taken.
+    /// Stores a new version `id` with key prefix `prefix` (empty in the
+    /// row-id layout, whose chain members only an update stores); false if
+    /// the id is taken.
     pub fn insert(&self, id: u64, prefix: &[u8], value: &[u8]) -> bool {
         let k = self.version_key(prefix, id);
         let r = match self.layout {
@@ -718,6 +708,7 @@ impl Table {
                     out.push((root, Vec::new()));
                 }
                 if (a..b).contains(&id) {
+                    remember_key(self.tree.id(), id, &k);
                     out.push((id, v));
                 }
             }
@@ -730,8 +721,10 @@ impl Table {
                     continue;
                 };
                 if r < a {
+                    let k = member_key(r, id);
                     // Gone since the entry was read: pruned.
-                    if let Some(v) = self.read(&member_key(r, id)) {
+                    if let Some(v) = self.read(&k) {
+                        remember_key(self.tree.id(), id, &k);
                         out.push((id, v));
                     }
                 }
@@ -739,6 +732,38 @@ impl Table {
         }
         out.sort_by_key(|e| e.0);
         out
+    }
+
+    /// Row-id layout: at most the smallest row id at or after `b` that has
+    /// a version (None: none) — the first root key there, or the first
+    /// member whose root lies before `b` (from the map). An empty window
+    /// moves on to it, so gaps of row ids spent on updates cost nothing.
+    fn next_used_id(&self, b: u64) -> Option<u64> {
+        let first = |lo: Vec<u8>, hi: Bound<Vec<u8>>| {
+            self.tree
+                .range(Bound::Included(lo), hi, Direction::Forward)
+                .next()
+                .map(|item| item.unwrap_or_else(|e| crate::pg::engine::report(e)).0)
+        };
+        let root = first(tid::key(b).to_vec(), Bound::Excluded(vec![MAP_TAG]))
+            .and_then(|k| tid::from_key(&k[..8]));
+        let member = first(map_key(b).to_vec(), Bound::Unbounded).and_then(|k| tid::from_key(&k[1..]));
+        root.into_iter().chain(member).min()
+    }
+
+    /// Row-id layout: at least the largest row id before `a` that has a
+    /// version, and below `a` (None: none) — the last root before `a` or
+    /// the last member before `a` (from the map).
+    fn last_used_id(&self, a: u64) -> Option<u64> {
+        let last = |lo: Vec<u8>, hi: Vec<u8>| {
+            self.tree
+                .range(Bound::Included(lo), Bound::Excluded(hi), Direction::Backward)
+                .next()
+                .map(|item| item.unwrap_or_else(|e| crate::pg::engine::report(e)).0)
+        };
+        let root = last(tid::key(0).to_vec(), tid::key(a).to_vec()).and_then(|k| tid::from_key(&k[..8]));
+        let member = last(map_key(0).to_vec(), map_key(a).to_vec()).and_then(|k| tid::from_key(&k[1..]));
+        root.into_iter().chain(member).max()
     }
 }
 
@@ -822,8 +847,15 @@ impl Iterator for IdRange {
                     Direction::Backward => ((*lo).max(hi.saturating_sub(ID_WINDOW)), *hi),
                 };
                 let mut w = table.id_window(a, b, self.redirects);
+                let empty = w.is_empty();
                 match dir {
+                    Direction::Forward if empty => {
+                        *lo = table.next_used_id(b).unwrap_or(*hi).clamp(b, *hi);
+                    }
                     Direction::Forward => *lo = b,
+                    Direction::Backward if empty => {
+                        *hi = table.last_used_id(a).map_or(*lo, |x| x + 1).clamp(*lo, a);
+                    }
                     Direction::Backward => {
                         *hi = a;
                         w.reverse();

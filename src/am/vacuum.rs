@@ -133,11 +133,18 @@ struct Counts {
     oldest_multi: Option<pg_sys::MultiXactId>,
     /// Versions per TID block when the counting pass saw them, before the
     /// index cleanup: the visibility map may mark a block only if it has
-    /// lost none since (see am::vismap).
+    /// lost none since (see am::vismap). [`REDIRECT`] for a block holding
+    /// the root of a row-id chain whose root is gone but whose later
+    /// members were there: its index entries stay, and once those members
+    /// go too the block would show no trace of them.
     per_block: Vec<u16>,
     /// The row ids whose index entries stay without a lookup.
     alive: Alive,
 }
+
+/// A block count no block reaches (291 versions at most): never
+/// all-visible in this VACUUM.
+const REDIRECT: u16 = u16::MAX;
 
 /// VACUUM's transaction horizons (`vacuum_set_xid_limits`).
 #[derive(Clone, Copy)]
@@ -232,6 +239,9 @@ struct Counter<'a> {
     horizon: Horizon,
     freeze_limit: Xid,
     counts: Counts,
+    /// The row-id chain root whose versions the walk is in (key order:
+    /// a root's own key comes before its members').
+    root: Option<u64>,
 }
 
 impl Counter<'_> {
@@ -248,6 +258,7 @@ impl Counter<'_> {
                 alive: Alive::with_budget(work_mem_kb() * 1024),
                 ..Counts::default()
             },
+            root: None,
         }
     }
 
@@ -257,6 +268,7 @@ impl Counter<'_> {
     /// As for [`Counter::new`].
     unsafe fn version(&mut self, k: &[u8], v: &[u8]) {
         let id = self.table.id_of(k);
+        self.note_redirect(k, id);
         // SAFETY: per the contract.
         let h = unsafe { decode(self.rel, id, v) };
         // Pruned meanwhile: names nothing any more.
@@ -269,7 +281,7 @@ impl Counter<'_> {
         if counts.per_block.len() <= block {
             counts.per_block.resize(block + 1, 0);
         }
-        counts.per_block[block] += 1;
+        counts.per_block[block] = counts.per_block[block].saturating_add(1);
         let horizon = &self.horizon;
         let removable = |x: Xid| horizon.removable(x);
         let state = version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
@@ -284,6 +296,21 @@ impl Counter<'_> {
             // Index entries name a chain's root: a live member keeps it.
             counts.alive.set(crate::am::hot::root_of(&h, v, id));
         }
+    }
+
+    /// Marks the block of a row-id chain's root [`REDIRECT`] when the
+    /// chain's member `k` comes without its root (pruned).
+    fn note_redirect(&mut self, k: &[u8], id: u64) {
+        let root = crate::am::table::member_root(k);
+        if let Some(r) = root.filter(|&r| Some(r) != self.root) {
+            let block = (r / version::tid::PER_BLOCK) as usize;
+            let per_block = &mut self.counts.per_block;
+            if per_block.len() <= block {
+                per_block.resize(block + 1, 0);
+            }
+            per_block[block] = REDIRECT;
+        }
+        self.root = Some(root.unwrap_or(id));
     }
 
     /// Freezes version `k` (header `h` as read) if it is old enough: its
