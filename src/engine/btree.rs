@@ -1100,11 +1100,24 @@ impl Tree {
         }
         // Also when nothing was pruned now: an earlier merge attempt may
         // have failed because the right sibling was full at the time.
-        let underfull = g.page().live_bytes() < PAGE_SIZE / 4 && g.page().right() != NO_PAGE;
+        // A sweep's leaves are pruned left to right: the right sibling may
+        // still hold what its pruning would remove, the left one not, so
+        // a leaf the right sibling does not fit into folds into its left
+        // one. (Half full, not a quarter as for deletes: leaves split while
+        // a transaction held two versions of their rows stay half empty
+        // once it committed, and nothing else merges them.)
+        let underfull = g.page().live_bytes() < PAGE_SIZE / 2;
+        let has_right = g.page().right() != NO_PAGE;
         let leaf = g.page;
         drop(g);
         let merged = match (merge && underfull, path.last()) {
-            (true, Some(&parent)) => self.try_merge(parent, leaf, epoch)?,
+            (true, Some(&parent)) => {
+                (has_right && self.try_merge(parent, leaf, epoch)?)
+                    || match self.left_sibling(parent, leaf)? {
+                        Some(left) => self.try_merge(parent, left, epoch)?,
+                        None => false,
+                    }
+            }
             _ => false,
         };
         Ok((high, merged))
@@ -1342,6 +1355,17 @@ impl Tree {
                 (Change::Keep, false)
             }
         })
+    }
+
+    /// The leaf left of `leaf` under the same `parent` (None: it is the
+    /// first child, or the parent changed meanwhile).
+    fn left_sibling(&self, parent: u32, leaf: u32) -> Result<Option<u32>> {
+        let gp = self.fetch(parent, LatchMode::Shared)?;
+        let pp = gp.page();
+        if pp.is_deleted() || pp.level() != 1 {
+            return Ok(None);
+        }
+        Ok((1..pp.nitems()).find(|&i| pp.child(i) == leaf).map(|i| pp.child(i - 1)))
     }
 
     /// Best effort: folds `left`'s right sibling into it; whether it did.

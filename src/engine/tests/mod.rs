@@ -398,6 +398,40 @@ fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
     assert_valid(&t);
 }
 
+/// Leaves a sweep leaves less than half full fold into a neighbour when
+/// both fit three quarters of a page: into the left one, already pruned,
+/// when the right one still holds what its own pruning will remove (leaves
+/// split while a transaction held two versions of their rows are half
+/// empty once it committed).
+#[test]
+fn sweeps_fold_half_empty_leaves_into_their_pruned_left_neighbour() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_e, t) = drop_dead_tree(dir.path());
+    // Descending inserts split evenly: leaves about half full. Then four
+    // in ten die: each leaf keeps about 30% of a page, more than the
+    // quarter below which a leaf merged before.
+    let v = |i: u64, mark: u8| [vec![mark], vec![i as u8; 99]].concat();
+    for i in (0..2000u64).rev() {
+        t.insert(&key(i), &v(i, 0x11)).unwrap();
+    }
+    for i in (0..2000u64).filter(|i| i % 10 < 4) {
+        assert!(t.replace(&key(i), &v(i, 0xDD)).unwrap());
+    }
+    let before = t.stats().pages;
+    assert!(before > 40, "{before} pages");
+    let mut at: Option<Vec<u8>> = None;
+    loop {
+        at = t.sweep_leaf_at(at.as_deref()).unwrap();
+        if at.is_none() {
+            break;
+        }
+    }
+    assert_eq!(contents(&t).len(), 1200, "every dead item is gone");
+    let after = t.stats().pages;
+    assert!(after * 10 <= before * 7, "half-empty leaves merge: {before} -> {after} pages");
+    assert_valid(&t);
+}
+
 /// Updates of row versions (`Tree::update`): the old value's header change
 /// and the successor (with its map entry) are one log record when the
 /// successor shares the old one's leaf and fits there, two otherwise (a
