@@ -1,11 +1,13 @@
 //! Randomized differential test of concurrent schedules.
 //!
 //! A seeded generator writes a schedule: steps of three sessions over a
-//! foreign-key parent and child and a partitioned table — row locks of
+//! foreign-key parent and child, a partitioned table and a table without a
+//! primary key (HOT-like chains keyed under their roots) — row locks of
 //! every strength, updates (several per transaction, key changes), deletes,
 //! upserts, partition moves, statements over several rows (locked in key
 //! order), savepoints (rolled back to and released), rollbacks and commits,
-//! under READ COMMITTED and REPEATABLE READ. The same schedule runs against heap tables
+//! under READ COMMITTED, REPEATABLE READ and SERIALIZABLE (serialization
+//! failures must match heap's). The same schedule runs against heap tables
 //! and against orioledb tables (`USING {am}`, each in its own database), and
 //! the two runs must record the same thing: every statement's outcome (rows,
 //! row count or SQLSTATE), whether it waited, and the tables at the end.
@@ -61,8 +63,9 @@ fn statement(r: &mut Rng, in_tx: bool) -> String {
     let j = r.range(1, 3);
     if !in_tx {
         return match r.below(10) {
-            0..=5 => "BEGIN".into(),
-            6..=7 => "BEGIN ISOLATION LEVEL REPEATABLE READ".into(),
+            0..=4 => "BEGIN".into(),
+            5..=6 => "BEGIN ISOLATION LEVEL REPEATABLE READ".into(),
+            7 => "BEGIN ISOLATION LEVEL SERIALIZABLE".into(),
             // A statement on its own (autocommit).
             _ => format!("UPDATE p SET v = v + 1 WHERE id = {k}"),
         };
