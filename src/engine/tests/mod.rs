@@ -365,22 +365,18 @@ fn sweeps_prune_only_nearly_full_leaves() {
     assert_eq!(count(&t), 0, "a nearly full leaf is swept");
 }
 
-/// In a tree of more than one leaf a sweep prunes every leaf, full or not,
-/// and merges the emptied ones away: leaves split while both versions of
-/// their rows were live (about half full) and never changed again held
-/// their dead versions for ever (seed 004's row-id table kept all three
-/// update passes' old versions).
-#[test]
-fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
+/// Sweeps a tree of 2,000 items in about half-full leaves (descending
+/// inserts split evenly) whose items `dies` marks dead (replaced in place
+/// at the same length, so no split pruned them): the tree's pages before
+/// and after, once every dead item is checked gone.
+fn sweep_half_full_leaves(dies: impl Fn(u64) -> bool) -> (u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let (_e, t) = drop_dead_tree(dir.path());
-    // Descending inserts split evenly: leaves about half full. Then nine
-    // in ten die (same length: in place, no split prunes them).
     let v = |i: u64, mark: u8| [vec![mark], vec![i as u8; 99]].concat();
     for i in (0..2000u64).rev() {
         t.insert(&key(i), &v(i, 0x11)).unwrap();
     }
-    for i in (0..2000u64).filter(|i| i % 10 != 0) {
+    for i in (0..2000u64).filter(|&i| dies(i)) {
         assert!(t.replace(&key(i), &v(i, 0xDD)).unwrap());
     }
     let before = t.stats().pages;
@@ -392,10 +388,22 @@ fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
             break;
         }
     }
-    assert_eq!(contents(&t).len(), 200, "every dead item is gone");
-    let after = t.stats().pages;
-    assert!(after * 4 <= before, "emptied leaves merge: {before} -> {after} pages");
+    let live = (0..2000u64).filter(|&i| !dies(i)).count();
+    assert_eq!(contents(&t).len(), live, "every dead item is gone");
     assert_valid(&t);
+    (before, t.stats().pages)
+}
+
+/// In a tree of more than one leaf a sweep prunes every leaf, full or not,
+/// and merges the emptied ones away: leaves split while both versions of
+/// their rows were live (about half full) and never changed again held
+/// their dead versions for ever (seed 004's row-id table kept all three
+/// update passes' old versions).
+#[test]
+fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
+    // Nine in ten die.
+    let (before, after) = sweep_half_full_leaves(|i| i % 10 != 0);
+    assert!(after * 4 <= before, "emptied leaves merge: {before} -> {after} pages");
 }
 
 /// Leaves a sweep leaves less than half full fold into a neighbour when
@@ -405,31 +413,10 @@ fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
 /// empty once it committed).
 #[test]
 fn sweeps_fold_half_empty_leaves_into_their_pruned_left_neighbour() {
-    let dir = tempfile::tempdir().unwrap();
-    let (_e, t) = drop_dead_tree(dir.path());
-    // Descending inserts split evenly: leaves about half full. Then four
-    // in ten die: each leaf keeps about 30% of a page, more than the
+    // Four in ten die: each leaf keeps about 30% of a page, more than the
     // quarter below which a leaf merged before.
-    let v = |i: u64, mark: u8| [vec![mark], vec![i as u8; 99]].concat();
-    for i in (0..2000u64).rev() {
-        t.insert(&key(i), &v(i, 0x11)).unwrap();
-    }
-    for i in (0..2000u64).filter(|i| i % 10 < 4) {
-        assert!(t.replace(&key(i), &v(i, 0xDD)).unwrap());
-    }
-    let before = t.stats().pages;
-    assert!(before > 40, "{before} pages");
-    let mut at: Option<Vec<u8>> = None;
-    loop {
-        at = t.sweep_leaf_at(at.as_deref()).unwrap();
-        if at.is_none() {
-            break;
-        }
-    }
-    assert_eq!(contents(&t).len(), 1200, "every dead item is gone");
-    let after = t.stats().pages;
+    let (before, after) = sweep_half_full_leaves(|i| i % 10 < 4);
     assert!(after * 10 <= before * 7, "half-empty leaves merge: {before} -> {after} pages");
-    assert_valid(&t);
 }
 
 /// Updates of row versions (`Tree::update`): the old value's header change
