@@ -583,6 +583,9 @@ impl Tree {
         check_sizes(key, &val)?;
         check_sizes(succ.key, &new)?;
         let mut pos = pos;
+        if self.prune_chain(&mut g, key, epoch)? {
+            pos = self.position(&g, key, true)?;
+        }
         let mut pruned = false;
         loop {
             match self.update_in_leaf(&mut g, key, pos, &val, succ, &new, epoch)? {
@@ -1121,6 +1124,51 @@ impl Tree {
             _ => false,
         };
         Ok((high, merged))
+    }
+
+    /// Before an update of `key`, lets the tree's pruner drop the items
+    /// beside it on the latched leaf that are versions of the same row
+    /// (`keys::same_row`): its older versions, dead once the transactions
+    /// that replaced them are older than every snapshot. They are the
+    /// ones a row updated again and again leaves behind, and a leaf that
+    /// still has room would keep them until it fills: a pass over a table
+    /// grew it by the last pass's versions. Unlogged, as all pruning; the
+    /// key itself is left alone. Returns whether anything was removed.
+    fn prune_chain(&self, g: &mut PageGuard, key: &[u8], epoch: u64) -> Result<bool> {
+        let Some(pruner) = self.pruner.clone() else {
+            return Ok(false);
+        };
+        let Ok(at) = g.page().search(&*self.cmp(), key) else {
+            return Ok(false);
+        };
+        let p = g.page();
+        let n = p.nitems();
+        let mut lo = at;
+        while lo > 0 && crate::keys::same_row(p.key(lo - 1), key) {
+            lo -= 1;
+        }
+        let mut hi = at + 1;
+        while hi < n && crate::keys::same_row(p.key(hi), key) {
+            hi += 1;
+        }
+        if hi - lo == 1 {
+            return Ok(false);
+        }
+        // Before the pruner runs: it queues work (map entries and toast
+        // values of what it removes) that must not happen if the
+        // pre-image write fails.
+        self.inner.before_modify(g)?;
+        let p = g.page();
+        let dead: Vec<usize> = (lo..hi)
+            .filter(|&i| i != at && matches!(pruner.prune(p.key(i), p.value(i)), Prune::Remove))
+            .collect();
+        for &i in dead.iter().rev() {
+            g.page_mut().remove_at(i);
+        }
+        if !dead.is_empty() {
+            g.mark_dirty(epoch);
+        }
+        Ok(!dead.is_empty())
     }
 
     /// Before a leaf splits, lets the tree's pruner drop or shrink items that

@@ -350,6 +350,24 @@ pub fn member_key(root: u64, id: u64) -> Vec<u8> {
     k
 }
 
+/// Whether version keys `a` and `b` are versions of one row: in a row-id
+/// tree, the same root (a row id and its chain members' keys); in a keyed
+/// tree, the same key prefix (tag, encoded key, then the suffix). False
+/// for anything else (map entries, the descriptor, a toast tree's chunks).
+pub fn same_row(a: &[u8], b: &[u8]) -> bool {
+    let row_id = |k: &[u8]| k.len() == ROW_ID_KEY || is_member_key(k);
+    if row_id(a) && row_id(b) {
+        // A toast tree's 8-byte chunk keys never share a row: only member
+        // keys (14 bytes) tie two keys together.
+        return (is_member_key(a) || is_member_key(b)) && a[..ROW_ID_KEY] == b[..ROW_ID_KEY];
+    }
+    a.len() == b.len()
+        && a.len() >= 1 + SUFFIX
+        && a[0] == VERSION_TAG
+        && b[0] == VERSION_TAG
+        && a[..a.len() - SUFFIX] == b[..b.len() - SUFFIX]
+}
+
 /// Whether `key` is a row-id tree's chain member key ([`member_key`]).
 pub fn is_member_key(key: &[u8]) -> bool {
     key.len() == ROW_ID_KEY + SUFFIX && key[0] == 0
@@ -460,6 +478,10 @@ mod tests {
             prop_assert!(root.to_be_bytes().as_slice() < a.as_slice());
             prop_assert!(a.as_slice() < (root + 1).to_be_bytes().as_slice());
             prop_assert!(a.as_slice() < map_key(0).as_slice());
+            prop_assert!(same_row(&a, &b) && same_row(&root.to_be_bytes(), &a));
+            prop_assert!(!same_row(&root.to_be_bytes(), &(root + 1).to_be_bytes()));
+            prop_assert!(!same_row(&a, &member_key(root + 1, root + d1)));
+            prop_assert!(!same_row(&a, &map_key(root + d1)));
             let (mk, mv) = map_entry_of(&a).expect("a member's entry");
             prop_assert_eq!(mk, map_key(root + d1));
             let want = root.to_be_bytes();

@@ -419,6 +419,51 @@ fn sweeps_fold_half_empty_leaves_into_their_pruned_left_neighbour() {
     assert!(after * 10 <= before * 7, "half-empty leaves merge: {before} -> {after} pages");
 }
 
+/// An update prunes the dead versions of its own row beside the old one
+/// (`keys::same_row`: a row-id root and its chain members' keys), though
+/// the leaf has room; other rows' dead versions stay for a sweep.
+#[test]
+fn updates_prune_their_rows_dead_versions() {
+    use crate::btree::{Change, Successor};
+    use crate::keys::{map_key, member_key};
+    let dir = tempfile::tempdir().unwrap();
+    let (_e, t) = drop_dead_tree(dir.path());
+    let live = |n: u8| [vec![0x11], vec![n; 40]].concat();
+    let dead = |n: u8| [vec![0xDD], vec![n; 40]].concat();
+    // Rows 10 and 20: a dead root, a dead member and a live member each.
+    for root in [10u64, 20] {
+        t.insert(&root.to_be_bytes(), &dead(1)).unwrap();
+        t.insert(&member_key(root, root + 1), &dead(2)).unwrap();
+        t.insert(&member_key(root, root + 2), &live(3)).unwrap();
+    }
+    let (old, new) = (member_key(10, 12), member_key(10, 13));
+    let (m, r) = (map_key(13), 10u64.to_be_bytes());
+    let succ = Successor {
+        first: Some((&m, &r)),
+        key: &new,
+        stable: |_| 1,
+        reuse: false,
+    };
+    t.update(&old, &succ, |v| {
+        let mut nv = v.expect("the old version").to_vec();
+        nv[1] = 0x22;
+        (Change::Put(nv), Some(live(4)), ())
+    })
+    .unwrap()
+    .expect("no reuse");
+    let keys: Vec<Vec<u8>> = contents(&t).into_iter().map(|(k, _)| k).collect();
+    let want = vec![
+        member_key(10, 13),
+        member_key(10, 12),
+        20u64.to_be_bytes().to_vec(),
+        member_key(20, 22),
+        member_key(20, 21),
+        m.to_vec(),
+    ];
+    assert_eq!(keys, want, "row 10's dead versions went with its update");
+    assert_valid(&t);
+}
+
 /// Updates of row versions (`Tree::update`): the old value's header change
 /// and the successor (with its map entry) are one log record when the
 /// successor shares the old one's leaf and fits there, two otherwise (a
