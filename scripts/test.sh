@@ -173,7 +173,6 @@ run_integration() {
     say "[integration] fresh cluster $ITEST_PGDATA (port $ITEST_PORT, preloads orioledb_rs)"
     if ! (
         init_cluster "$ITEST_PGDATA" "$ITEST_PORT" "$ITEST_DIR" yes
-        echo "fsync = off    # throwaway test cluster" >>"$ITEST_PGDATA/postgresql.conf"
         echo "max_prepared_transactions = 4" >>"$ITEST_PGDATA/postgresql.conf"
         touch "$ITEST_LOG"; chown "$PG_USER": "$ITEST_LOG"
         start_cluster "$ITEST_PGDATA" "$ITEST_LOG"

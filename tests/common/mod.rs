@@ -546,7 +546,7 @@ impl ScratchCluster {
 
         let mut text = format!(
             "\n# scratch cluster for an integration test\nport = {port}\nlisten_addresses = ''\n\
-             unix_socket_directories = '{}'\nfsync = off\n",
+             unix_socket_directories = '{}'\n",
             sock.display()
         );
         for line in conf {
