@@ -1210,7 +1210,13 @@ unsafe fn compare_columns(
             };
         }
         // Its tuple only: the copy the scan that found it kept will do.
-        let old = crate::am::table::last_read(tree.tree.id(), id).or_else(|| get_version(tree, id));
+        let old = crate::am::table::last_read(tree.tree.id(), id).or_else(|| {
+            let v = get_version(tree, id)?;
+            // Read once: the HOT decision's root lookup (`hot::root_of_id`)
+            // finds it there too.
+            crate::am::table::remember_read(tree.tree.id(), id, &v);
+            Some(v)
+        });
         let Some(old) = old else {
             return all;
         };
