@@ -1224,3 +1224,101 @@ fn a_failed_engine_replay_stops_the_server_and_loses_nothing() {
     assert_eq!(snapshot(&mut c), want, "rows after the failed and repeated replay");
     check_tree(&mut c, "t");
 }
+
+/// Hazard 1's other path: after a clean shutdown whose engine checkpoint
+/// did not happen, PostgreSQL has no redo to do, so no startup-process
+/// replay either: the first process to use the engine (the orioledb
+/// checkpointer, as it starts) replays the engine's records. When that
+/// replay fails, the server restarts (a PANIC) instead of letting anyone
+/// use the engine unreplayed, and the replay after the restart applies
+/// every change.
+#[test]
+fn a_failed_engine_replay_outside_recovery_restarts_the_server_and_loses_nothing() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "replayfail2", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 500) g;
+         CHECKPOINT;
+         UPDATE t SET v = v || '+' WHERE id % 3 = 0;
+         INSERT INTO t SELECT g, 'late' || g FROM generate_series(501, 700) g;
+         DELETE FROM t WHERE id % 10 = 1;",
+    )
+    .unwrap();
+    let want = snapshot(&mut c);
+    drop(c);
+    let skip = cluster_path(cenv, "orioledb_data/debug_skip_shutdown_checkpoint");
+    write_cluster_file(cenv, &skip, b"1\n");
+    let from = log_len(cenv);
+    stop_server(cenv);
+    assert!(
+        log_since(cenv, from).contains("shutdown checkpoint skipped"),
+        "the engine's shutdown checkpoint was skipped:\n{}",
+        log_since(cenv, from)
+    );
+    let fail = cluster_path(cenv, "orioledb_data/debug_replay_fail_at");
+    write_cluster_file(cenv, &fail, b"40\n");
+    start_server(cenv);
+    // The replay fails in whichever process uses the engine first; reads
+    // may meet the restart, so they are retried until one succeeds.
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let got = loop {
+        let mut c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
+        let q = "SELECT count(*) || ' ' || coalesce(sum(id), 0) || ' ' || \
+                 coalesce(md5(string_agg(v, ',' ORDER BY id)), '') FROM t";
+        match c.query_one(q, &[]) {
+            Ok(r) if !fail.exists() => break r.get::<_, String>(0),
+            _ if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
+            other => panic!("no read after the failed replay: {other:?}"),
+        }
+    };
+    let log = log_since(cenv, from);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("PANIC") && l.contains("injected by debug_replay_fail_at")),
+        "the replay failure is a PANIC:\n{log}"
+    );
+    assert!(
+        log.contains("replayed") && log.contains("engine WAL records"),
+        "a later replay applied the engine's records:\n{log}"
+    );
+    assert_eq!(got, want, "rows after the failed and repeated replay");
+    let mut c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
+    check_tree(&mut c, "t");
+}
+
+/// A clean shutdown checkpoints the engine (the orioledb checkpointer's
+/// last act): the next start has no engine records to replay. (pgrx's
+/// `wait_latch` consumes its SIGTERM flag, so asking it afterwards never
+/// saw a shutdown, and every clean start replayed the records since the
+/// last scheduled engine checkpoint.)
+#[test]
+fn a_clean_shutdown_checkpoints_the_engine() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "cleanstop", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 300) g;
+         UPDATE t SET v = v || '+' WHERE id % 3 = 0;",
+    )
+    .unwrap();
+    let want = snapshot(&mut c);
+    drop(c);
+    let from = log_len(cenv);
+    stop_server(cenv);
+    start_server(cenv);
+    let mut c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
+    assert_eq!(snapshot(&mut c), want);
+    let log = log_since(cenv, from);
+    assert!(
+        !log.contains("engine WAL records"),
+        "a clean start replayed engine records:\n{log}"
+    );
+    check_tree(&mut c, "t");
+}

@@ -72,8 +72,19 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
             // checkpoint and WAL — a checkpoint here made every crash test
             // a clean stop for the engine, and its redo replay went
             // untested.
-            if BackgroundWorker::sigterm_received() {
-                checkpoint();
+            // `wait_latch` has consumed pgrx's SIGTERM flag (asking
+            // `sigterm_received` here was always false: no clean shutdown
+            // ever checkpointed the engine); its handler also sets
+            // PostgreSQL's `ShutdownRequestPending`, which stays set.
+            // SAFETY: a sig_atomic_t set only by our signal handler.
+            let shutdown = unsafe { std::ptr::read_volatile(&raw const pg_sys::ShutdownRequestPending) } != 0;
+            if shutdown {
+                use crate::pg::injection::{take, SKIP_SHUTDOWN_CHECKPOINT};
+                if take(SKIP_SHUTDOWN_CHECKPOINT).is_some() {
+                    pgrx::log!("orioledb: shutdown checkpoint skipped ({SKIP_SHUTDOWN_CHECKPOINT})");
+                } else {
+                    checkpoint();
+                }
             }
             break;
         }

@@ -6,6 +6,7 @@
 //! engine (`orioledb_engine`) only ever sees the traits this layer implements.
 pub mod engine;
 pub mod guc;
+pub mod injection;
 pub mod preload;
 pub mod shmem;
 pub mod wal;

@@ -583,8 +583,9 @@ unsafe fn replay_range(from: Lsn) {
                 if fail_at == Some(n + 1) {
                     pg_sys::XLogReaderFree(reader);
                     pgrx::error!(
-                        "orioledb: replay of engine WAL record {} failed (injected by {DEBUG_REPLAY_FAIL_AT})",
-                        n + 1
+                        "orioledb: replay of engine WAL record {} failed (injected by {})",
+                        n + 1,
+                        crate::pg::injection::REPLAY_FAIL_AT
                     );
                 }
                 replay_wal_record(info, main_data(d));
@@ -604,21 +605,14 @@ unsafe fn replay_range(from: Lsn) {
     }
 }
 
-/// Testing aid, one-shot: a file of this name in the engine directory,
-/// holding a number N, makes the next replay of the engine's records from
-/// its redo point fail with an ERROR before its N-th record (a PANIC then,
-/// see [`replay_gap_once`]); the file is removed first, so the restart
-/// that follows replays normally. A file, not a setting: the replay runs
-/// in the startup process or the first process to use the engine, and
-/// the PANIC restarts them all.
-const DEBUG_REPLAY_FAIL_AT: &str = "debug_replay_fail_at";
-
-/// The record number [`DEBUG_REPLAY_FAIL_AT`] names, consuming the file.
+/// The record number `pg::injection::REPLAY_FAIL_AT` names, consuming
+/// the file: the replay fails before it (a PANIC then, see
+/// [`replay_gap_once`]).
 fn injected_replay_failure() -> Option<u64> {
-    let path = std::path::Path::new(crate::pg::engine::DATA_DIR).join(DEBUG_REPLAY_FAIL_AT);
-    let text = std::fs::read_to_string(&path).ok()?;
-    std::fs::remove_file(&path).ok()?;
-    text.trim().parse().ok()
+    crate::pg::injection::take(crate::pg::injection::REPLAY_FAIL_AT)?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// Whether this server can keep WAL through a slot at all (`wal_level =
