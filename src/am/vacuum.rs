@@ -271,8 +271,12 @@ impl Counter<'_> {
         self.note_redirect(k, id);
         // SAFETY: per the contract.
         let h = unsafe { decode(self.rel, id, v) };
-        // Pruned meanwhile: names nothing any more.
+        // Pruned meanwhile: names nothing any more. (A root pruned so: its
+        // members come without it, as if it had been pruned before.)
         let Some((h, f)) = self.freeze(k, h) else {
+            if self.root == Some(id) {
+                self.root = None;
+            }
             return;
         };
         let counts = &mut self.counts;

@@ -583,7 +583,10 @@ impl Tree {
         check_sizes(key, &val)?;
         check_sizes(succ.key, &new)?;
         let mut pos = pos;
-        if self.prune_chain(&mut g, key, epoch)? {
+        // A slot being taken back is the pruner's `replaceable` to judge
+        // (in `update_in_leaf`), not pruning's.
+        let keep = succ.reuse.then_some(succ.key);
+        if self.prune_chain(&mut g, key, keep, epoch)? {
             pos = self.position(&g, key, true)?;
         }
         let mut pruned = false;
@@ -1133,8 +1136,15 @@ impl Tree {
     /// ones a row updated again and again leaves behind, and a leaf that
     /// still has room would keep them until it fills: a pass over a table
     /// grew it by the last pass's versions. Unlogged, as all pruning; the
-    /// key itself is left alone. Returns whether anything was removed.
-    fn prune_chain(&self, g: &mut PageGuard, key: &[u8], epoch: u64) -> Result<bool> {
+    /// key itself and `keep` are left alone. Returns whether anything was
+    /// removed.
+    fn prune_chain(
+        &self,
+        g: &mut PageGuard,
+        key: &[u8],
+        keep: Option<&[u8]>,
+        epoch: u64,
+    ) -> Result<bool> {
         let Some(pruner) = self.pruner.clone() else {
             return Ok(false);
         };
@@ -1167,7 +1177,8 @@ impl Tree {
         self.inner.before_modify(g)?;
         let p = g.page();
         let dead: Vec<usize> = (lo..hi)
-            .filter(|&i| i != at && matches!(pruner.prune(p.key(i), p.value(i)), Prune::Remove))
+            .filter(|&i| i != at && keep != Some(p.key(i)))
+            .filter(|&i| matches!(pruner.prune(p.key(i), p.value(i)), Prune::Remove))
             .collect();
         for &i in dead.iter().rev() {
             g.page_mut().remove_at(i);

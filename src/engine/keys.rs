@@ -355,11 +355,13 @@ pub fn member_key(root: u64, id: u64) -> Vec<u8> {
 /// tree, the same key prefix (tag, encoded key, then the suffix). False
 /// for anything else (map entries, the descriptor, a toast tree's chunks).
 pub fn same_row(a: &[u8], b: &[u8]) -> bool {
-    let row_id = |k: &[u8]| k.len() == ROW_ID_KEY || is_member_key(k);
-    if row_id(a) && row_id(b) {
-        // A toast tree's 8-byte chunk keys never share a row: only member
-        // keys (14 bytes) tie two keys together.
-        return (is_member_key(a) || is_member_key(b)) && a[..ROW_ID_KEY] == b[..ROW_ID_KEY];
+    if is_member_key(a) || is_member_key(b) {
+        // Only member keys (14 bytes) tie row-id keys together: two row
+        // ids, or a toast tree's 8-byte chunk keys, never share a row.
+        fn root(k: &[u8]) -> Option<&[u8]> {
+            (k.len() == ROW_ID_KEY || is_member_key(k)).then(|| &k[..ROW_ID_KEY])
+        }
+        return root(a).is_some() && root(a) == root(b);
     }
     a.len() == b.len()
         && a.len() >= 1 + SUFFIX

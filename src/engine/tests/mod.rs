@@ -470,6 +470,64 @@ fn updates_prune_their_rows_dead_versions() {
     assert_valid(&t);
 }
 
+/// A pruner that removes dead items but never lets a successor take a
+/// slot back (as the table AM refuses a dead version owning toast values).
+struct NoTakeBack;
+impl crate::btree::Pruner for NoTakeBack {
+    fn prune(&self, key: &[u8], value: &[u8]) -> crate::btree::Prune {
+        DropDead.prune(key, value)
+    }
+
+    fn replaceable(&self, _key: &[u8], _value: &[u8]) -> bool {
+        false
+    }
+}
+
+/// An update taking its chain's root slot back leaves the slot's dead
+/// occupant to the pruner's `replaceable`: the chain pruning beside the
+/// old version does not remove it first.
+#[test]
+fn chain_pruning_leaves_a_slot_being_taken_back_alone() {
+    use crate::btree::{Change, Successor};
+    use crate::keys::{push_version_suffix, VERSION_TAG};
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), 64, Arc::new(StdIo::new())).unwrap();
+    let opts = TreeOptions {
+        pruner: Some(Arc::new(NoTakeBack) as Arc<dyn crate::btree::Pruner>),
+        ..Default::default()
+    };
+    let t = e.open_tree(1u32, opts).unwrap();
+    let vkey = |row: u8, id: u64| {
+        let mut k = vec![VERSION_TAG, row, row];
+        push_version_suffix(&mut k, id);
+        k
+    };
+    // Other rows first, so that the leaf is not the tree's only one.
+    for r in 0..600u64 {
+        t.insert(&vkey(b'z', r), &[0x11; 40]).unwrap();
+    }
+    assert!(t.stats().pages > 2);
+    let (root, old) = (vkey(b'a', 1), vkey(b'a', 5));
+    t.insert(&root, &[0xDD; 40]).unwrap();
+    t.insert(&old, &[0x11; 40]).unwrap();
+    let succ = Successor {
+        first: None,
+        key: &root,
+        stable: |_| 1,
+        reuse: true,
+    };
+    let r = t
+        .update(&old, &succ, |v| {
+            let mut nv = v.expect("the old version").to_vec();
+            nv[1] = 0x22;
+            (Change::Put(nv), Some(vec![0x11; 40]), ())
+        })
+        .unwrap();
+    assert!(r.is_none(), "the slot is not replaceable: taken");
+    assert_eq!(t.get(&root).unwrap(), Some(vec![0xDD; 40]), "its occupant stays");
+    assert_valid(&t);
+}
+
 /// Updates of row versions (`Tree::update`): the old value's header change
 /// and the successor (with its map entry) are one log record when the
 /// successor shares the old one's leaf and fits there, two otherwise (a
