@@ -10,11 +10,12 @@ mod common;
 use common::*;
 use std::time::Duration;
 
+/// Table `t`'s rows as one text: count, sum of ids, digest of the values.
+const SNAPSHOT: &str = "SELECT count(*) || ' ' || coalesce(sum(id), 0) || ' ' || \
+                        coalesce(md5(string_agg(v, ',' ORDER BY id)), '') FROM t";
+
 fn snapshot(c: &mut Client) -> String {
-    query_text(
-        c,
-        "SELECT count(*) || ' ' || coalesce(sum(id), 0) || ' ' || coalesce(md5(string_agg(v, ',' ORDER BY id)), '') FROM t",
-    )
+    query_text(c, SNAPSHOT)
 }
 
 fn check_tree(c: &mut Client, table: &str) {
@@ -1179,16 +1180,7 @@ fn a_failed_engine_replay_stops_the_server_and_loses_nothing() {
     let cluster = ScratchCluster::new(&env, "replayfail", OWN_CLUSTER);
     let cenv = &cluster.env;
     let mut c = cluster.connect("postgres");
-    c.batch_execute(
-        "CREATE EXTENSION orioledb_rs;
-         CREATE TABLE t (id int PRIMARY KEY, v text) USING orioledb;
-         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 500) g;
-         CHECKPOINT;
-         UPDATE t SET v = v || '+' WHERE id % 3 = 0;
-         INSERT INTO t SELECT g, 'late' || g FROM generate_series(501, 700) g;
-         DELETE FROM t WHERE id % 10 = 1;",
-    )
-    .unwrap();
+    changes_after_a_checkpoint(&mut c);
     // A checkpoint of PostgreSQL's alone (CHECKPOINT runs the engine's
     // too): crash recovery then starts after the changes, so they are the
     // engine's own replay's to apply, from its redo point.
@@ -1225,6 +1217,21 @@ fn a_failed_engine_replay_stops_the_server_and_loses_nothing() {
     check_tree(&mut c, "t");
 }
 
+/// Table `t` with rows, an engine checkpoint, then updates, inserts and
+/// deletes after it: the changes an engine replay must apply.
+fn changes_after_a_checkpoint(c: &mut Client) {
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE t (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 500) g;
+         CHECKPOINT;
+         UPDATE t SET v = v || '+' WHERE id % 3 = 0;
+         INSERT INTO t SELECT g, 'late' || g FROM generate_series(501, 700) g;
+         DELETE FROM t WHERE id % 10 = 1;",
+    )
+    .unwrap();
+}
+
 /// Hazard 1's other path: after a clean shutdown whose engine checkpoint
 /// did not happen, PostgreSQL has no redo to do, so no startup-process
 /// replay either: the first process to use the engine (the orioledb
@@ -1238,16 +1245,7 @@ fn a_failed_engine_replay_outside_recovery_restarts_the_server_and_loses_nothing
     let cluster = ScratchCluster::new(&env, "replayfail2", OWN_CLUSTER);
     let cenv = &cluster.env;
     let mut c = cluster.connect("postgres");
-    c.batch_execute(
-        "CREATE EXTENSION orioledb_rs;
-         CREATE TABLE t (id int PRIMARY KEY, v text) USING orioledb;
-         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 500) g;
-         CHECKPOINT;
-         UPDATE t SET v = v || '+' WHERE id % 3 = 0;
-         INSERT INTO t SELECT g, 'late' || g FROM generate_series(501, 700) g;
-         DELETE FROM t WHERE id % 10 = 1;",
-    )
-    .unwrap();
+    changes_after_a_checkpoint(&mut c);
     let want = snapshot(&mut c);
     drop(c);
     let skip = cluster_path(cenv, "orioledb_data/debug_skip_shutdown_checkpoint");
@@ -1267,9 +1265,7 @@ fn a_failed_engine_replay_outside_recovery_restarts_the_server_and_loses_nothing
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let got = loop {
         let mut c = connect_retry(&cenv.host, cenv.port, "postgres", Duration::from_secs(120));
-        let q = "SELECT count(*) || ' ' || coalesce(sum(id), 0) || ' ' || \
-                 coalesce(md5(string_agg(v, ',' ORDER BY id)), '') FROM t";
-        match c.query_one(q, &[]) {
+        match c.query_one(SNAPSHOT, &[]) {
             Ok(r) if !fail.exists() => break r.get::<_, String>(0),
             _ if std::time::Instant::now() < deadline => std::thread::sleep(Duration::from_millis(200)),
             other => panic!("no read after the failed replay: {other:?}"),
