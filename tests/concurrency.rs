@@ -1815,6 +1815,34 @@ fn failed_updates_leave_no_toast_chunks() {
         one_value,
         "only the committed update's value is in the toast tree"
     );
+
+    // The same deadlock, but b's session ends right after: its exit deletes
+    // what the failed statement stored.
+    w.batch_execute("INSERT INTO tt VALUES (4, 'd')").unwrap();
+    a.batch_execute("BEGIN; UPDATE tt SET b = 'x' WHERE id = 1").unwrap();
+    b.batch_execute("BEGIN; UPDATE tt SET b = 'y' WHERE id = 4").unwrap();
+    let first = std::thread::spawn(move || {
+        let o = run_simple(&mut a, "UPDATE tt SET b = 'w' WHERE id = 4");
+        (a, o)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let o = run_simple(&mut b, &format!("UPDATE tt SET b = {BIG} WHERE id = 1"));
+    assert_eq!(o, Outcome::Err("40P01".into()), "b closes the cycle again");
+    b.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(chunks(&mut w, "tt"), 2 * one_value, "b's value waits in its queue");
+    drop(b);
+    let (mut a, o) = first.join().unwrap();
+    assert_eq!(o, Outcome::Count(1));
+    a.batch_execute("COMMIT").unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while chunks(&mut w, "tt") != one_value && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(
+        chunks(&mut w, "tt"),
+        one_value,
+        "a session that ends deletes the values its failed update stored"
+    );
 }
 
 // ------------------------------------------------------------------ unique keys

@@ -336,6 +336,46 @@ pub fn doom(values: Vec<(u32, u32)>) {
     DOOMED.with(|d| d.borrow_mut().extend(values));
 }
 
+thread_local! {
+    static EXIT_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Makes sure values still queued when this backend exits (its last
+/// change failed, or nothing changed after an abort) are deleted then: a
+/// queue lives only in this process, and nothing else would ever find
+/// them. Registered outside latches (registering can fail), after the
+/// engine's own exit callback, so it runs before it (callbacks run
+/// last-registered first).
+fn delete_at_exit_too() {
+    if EXIT_CALLBACK.with(|c| c.replace(true)) {
+        return;
+    }
+    // SAFETY: registering an exit callback with a plain function pointer.
+    unsafe { pg_sys::before_shmem_exit(Some(delete_queued_at_exit), pg_sys::Datum::from(0usize)) };
+}
+
+/// At backend exit, as PostgreSQL's removal of temporary relations does:
+/// any transaction left is aborted and a new one deletes the queued
+/// values (a failure there ends the exit as a FATAL would; the values
+/// then stay, as after a crash).
+#[pg_guard]
+unsafe extern "C-unwind" fn delete_queued_at_exit(_code: c_int, _arg: pg_sys::Datum) {
+    doom_unplaced();
+    let queued = DOOMED.with(|d| !d.borrow().is_empty());
+    // SAFETY: reading a process global.
+    if !queued || unsafe { pg_sys::MyDatabaseId } == pg_sys::InvalidOid {
+        return;
+    }
+    // SAFETY: the sequence of `RemoveTempRelationsCallback`: this process
+    // is connected to its database and runs no transaction after the abort.
+    unsafe {
+        pg_sys::AbortOutOfAnyTransaction();
+        pg_sys::StartTransactionCommand();
+        delete_doomed();
+        pg_sys::CommitTransactionCommand();
+    }
+}
+
 /// A new version is about to be formed: every toast value stored from now
 /// on is recorded (by `save_value`, as soon as its chunks are in) until
 /// [`placed`] confirms the version is in its tree; until then an ERROR
@@ -343,6 +383,7 @@ pub fn doom(values: Vec<(u32, u32)>) {
 /// or [`unplaced`] dooms them. Heap leaves such chunks to VACUUM as dead
 /// tuples; ours are unversioned, so nothing else would ever find them.
 pub fn begin_version() {
+    delete_at_exit_too();
     doom_unplaced();
 }
 
@@ -367,9 +408,12 @@ pub fn unplaced() {
 /// Transaction end. At abort, values of a version that was never placed
 /// join the doomed ones; doomed values stay queued for this backend's next
 /// change, which deletes them with the toast relation locked (by OID: a
-/// value id is not reused while any chunk of it exists).
+/// value id is not reused while any chunk of it exists), or for its exit.
 pub fn at_transaction_end() {
     doom_unplaced();
+    if DOOMED.with(|d| !d.borrow().is_empty()) {
+        delete_at_exit_too();
+    }
 }
 
 /// Deletes queued toast values. Runs outside every latch, in any

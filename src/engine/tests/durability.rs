@@ -445,3 +445,48 @@ fn a_change_that_fails_leaves_no_record_or_is_complete() {
     }
     assert!(errors > 0, "no failure was provoked");
 }
+
+/// A truncation is logged before its pages are freed, and what follows the
+/// record can still fail (a freed page needs a buffer, and writing out the
+/// victim fails). Such a failure is fatal (the log's `fatal`: a PANIC in a
+/// server), never an error the caller could go on from: the log would
+/// empty the tree at recovery while this process kept its rows, or keep a
+/// root pointing at freed pages. Recovery then completes the truncation.
+#[test]
+fn a_truncation_that_fails_after_its_record_is_fatal() {
+    use crate::io::CrashAfter;
+    use crate::wal::MemWal;
+    let dir = tempfile::tempdir().unwrap();
+    let io = Arc::new(CrashAfter::new(StdIo::new(), u64::MAX));
+    let wal = Arc::new(MemWal::default());
+    let e = Engine::open_logged(dir.path(), 16, io.clone(), Some(wal.clone())).unwrap();
+    let t = tree(&e, 1, -1);
+    for i in 0..2000 {
+        t.insert(&key(i), &value(i, 0, 300)).unwrap();
+    }
+    drop(t);
+    io.arm(0);
+    let before = wal.insert_position();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.truncate_tree(1u32)));
+    match r {
+        Ok(r) => panic!("a truncation failing after its record returned {r:?}"),
+        Err(p) => {
+            let what = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            assert!(what.contains("a logged change could not be applied"), "{what}");
+        }
+    }
+    assert!(wal.insert_position() > before, "the truncation was logged first");
+    // The process is gone; a new one recovers from the log alone.
+    std::mem::forget(e);
+    let e = Engine::open_logged(dir.path(), 32, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    for rec in wal.since(e.redo_position()) {
+        e.replay(&rec, &|_| Arc::new(crate::cmp::Bytewise) as Arc<dyn crate::cmp::KeyCmp>)
+            .unwrap();
+    }
+    let t = e.tree(1u32).unwrap();
+    assert!(contents(&t).is_empty(), "recovery completes the truncation");
+}
