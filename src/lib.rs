@@ -337,6 +337,42 @@ mod tests {
             .unwrap()
     }
 
+    /// A map-entry deletion still queued when a table is emptied in place
+    /// (an ERROR between a pruning and the end of its change leaves it, and
+    /// a savepoint rollback keeps it) never hits a new row's entry, which
+    /// would hide the row from reads by its TID: the queue of the tree is
+    /// dropped, and row ids go on after the truncation anyway.
+    #[pg_test]
+    fn queued_map_entry_deletions_do_not_survive_an_in_place_truncation() {
+        use orioledb_engine::keys::MAP_TAG;
+        use std::ops::Bound::Unbounded;
+        Spi::run("CREATE TABLE t_mapq (id int PRIMARY KEY, v int) USING orioledb").unwrap();
+        Spi::run("INSERT INTO t_mapq VALUES (1, 1)").unwrap();
+        let q = |sql: &str| Spi::get_one::<String>(sql).unwrap().unwrap();
+        let relnode = || q("SELECT relfilenode::text FROM pg_class WHERE relname = 't_mapq'");
+        let (node, ctid) = (relnode(), q("SELECT ctid::text FROM t_mapq"));
+        // SAFETY: reading a process global.
+        let db = unsafe { pg_sys::MyDatabaseId };
+        let id = crate::pg::engine::tree_id(db, pg_sys::Oid::from(node.parse::<u32>().unwrap()));
+        let tree = crate::pg::engine::engine().tree(id).unwrap();
+        let keys = |t: &orioledb_engine::Tree| -> Vec<Vec<u8>> {
+            t.range(Unbounded, Unbounded, orioledb_engine::Direction::Forward)
+                .map(|kv| kv.unwrap().0)
+                .collect()
+        };
+        let version = keys(&tree)
+            .into_iter()
+            .find(|k| crate::am::table::is_version_key(k))
+            .expect("row 1's version");
+        crate::am::table::version_pruned(id, &version);
+        Spi::run("TRUNCATE t_mapq").unwrap();
+        assert_eq!(relnode(), node, "a table created in this transaction is emptied in place");
+        Spi::run("INSERT INTO t_mapq VALUES (2, 2)").unwrap();
+        assert_ne!(q("SELECT ctid::text FROM t_mapq"), ctid, "row ids go on");
+        let maps = keys(&tree).iter().filter(|k| k.len() == 9 && k[0] == MAP_TAG).count();
+        assert_eq!(maps, 1, "the new row's map entry is there");
+    }
+
     #[pg_test]
     fn am_is_registered_once_as_table_am() {
         let n =

@@ -367,8 +367,8 @@ pub fn at_transaction_end(abort: bool) {
 }
 
 /// Forgets what is cached about tree `id` (its layout changed, or it was
-/// emptied in place: its row ids start over, so map entries queued for
-/// deletion must not be deleted from it any more).
+/// emptied in place): map entries queued for deletion are not deleted from
+/// it any more (the versions they located are gone with the rest).
 pub fn forget_tree(id: TreeId) {
     TREES.with(|t| t.borrow_mut().remove(&id));
     crate::am::table::forget_keys();

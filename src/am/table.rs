@@ -169,8 +169,8 @@ pub fn version_pruned(tree: TreeId, key: &[u8]) {
 /// them: at transaction end (normally the queue is empty then; after an
 /// ERROR between queueing and deleting, the entries of already-pruned
 /// versions stay behind, harmless: their row ids are never handed out
-/// again) and when a tree is emptied in place (its row ids start over, so
-/// a queued deletion could hit a new row's entry).
+/// again) and when a tree is emptied in place (the versions they located
+/// are gone; row ids go on after a truncation, so this is belt and braces).
 pub fn forget_doomed_map_entries(tree: Option<TreeId>) {
     DOOMED.with(|d| match tree {
         None => d.borrow_mut().clear(),
