@@ -68,7 +68,7 @@ enum SeqCursor {
 }
 
 /// Tables up to this many tree pages are scanned in row-id order.
-const SMALL_TABLE_PAGES: u64 = 32;
+pub const SMALL_TABLE_PAGES: u64 = 32;
 
 impl SeqCursor {
     /// Opens the walk after (before, going backward) position `from`, a
