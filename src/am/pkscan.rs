@@ -300,7 +300,7 @@ unsafe extern "C-unwind" fn rel_pathlist(
         };
         pg_sys::RelationClose(r);
         let Some((table, pk)) = served else { return };
-        let desc = table.desc().expect("a served key is the tree's").clone();
+        let desc = table.desc().expect("a served key is the tree's");
         if needs_tuple_header(rel) {
             return;
         }
@@ -319,10 +319,10 @@ unsafe extern "C-unwind" fn rel_pathlist(
                 (*p).type_ == pg_sys::NodeTag::T_IndexPath
                     && (*p).param_info.is_null()
                     && (*(*(p as *mut pg_sys::IndexPath)).indexinfo).indexoid == pk
-                    && is_point_lookup(rel, p as *mut pg_sys::IndexPath, &desc)
+                    && is_point_lookup(rel, p as *mut pg_sys::IndexPath, desc)
             });
             if let Some(ip) = point {
-                if let Some(cp) = make_path(rel, ip as *mut pg_sys::IndexPath, &desc) {
+                if let Some(cp) = make_path(rel, ip as *mut pg_sys::IndexPath, desc) {
                     pg_sys::add_path(rel, cp.cast());
                 }
                 return;
@@ -331,8 +331,8 @@ unsafe extern "C-unwind" fn rel_pathlist(
             // lookup (a small table): its index path built from the
             // equalities directly, not by planning every index path again.
             if let Some(ip) = point_index_path(root, rel, pk) {
-                if is_point_lookup(rel, ip, &desc) {
-                    if let Some(cp) = make_path(rel, ip, &desc) {
+                if is_point_lookup(rel, ip, desc) {
+                    if let Some(cp) = make_path(rel, ip, desc) {
                         price_row_id_order_walk(rel, &table);
                         pg_sys::add_path(rel, cp.cast());
                         return;
@@ -371,7 +371,7 @@ unsafe extern "C-unwind" fn rel_pathlist(
             if (*(*ip).indexinfo).indexoid != pk {
                 continue;
             }
-            if let Some(cp) = make_path(rel, ip, &desc) {
+            if let Some(cp) = make_path(rel, ip, desc) {
                 new_paths.push(cp);
             }
         }
@@ -928,6 +928,42 @@ fn after(b: &[u8]) -> Vec<u8> {
     v
 }
 
+/// [`key_ranges`] of a point lookup (a single-value equality first among
+/// the conditions of every key column): the one range of that key, built
+/// without the general case's sorting and per-prefix copies (a tenth of a
+/// point lookup's time went there); None for any other conditions.
+///
+/// # Safety
+/// As for [`key_ranges`].
+unsafe fn point_range(
+    node: *mut pg_sys::CustomScanState,
+    run: &Run,
+    desc: &KeyDesc,
+) -> Option<(VecDeque<KeyRange>, bool)> {
+    let mut key = Vec::new();
+    for (ci, col) in desc.cols.iter().enumerate() {
+        let (i, c) = run
+            .conds
+            .iter()
+            .enumerate()
+            .find(|(_, c)| c.col == ci && c.strategy == 3)?;
+        if c.array {
+            return None;
+        }
+        // SAFETY: per the contract.
+        let value = unsafe { eval(node, run.values[i]) }
+            .and_then(|d| to_column(d, c.typid, pg_sys::Oid::from(col.typid)).ok());
+        // NULL, or out of the column's range: no row has it.
+        let Some(v) = value else {
+            return Some((VecDeque::new(), false));
+        };
+        KeyDesc::push_datum(col, Some(v), &mut key);
+    }
+    let base = Table::prefix_bound(&key);
+    let hi = after(&base);
+    Some((VecDeque::from([(Bound::Included(base), Bound::Excluded(hi))]), true))
+}
+
 /// The key ranges the conditions allow, in scan order (None: the whole
 /// table).
 ///
@@ -937,7 +973,12 @@ unsafe fn key_ranges(
     node: *mut pg_sys::CustomScanState,
     run: &Run,
 ) -> (VecDeque<KeyRange>, bool) {
-    let desc = run.table.desc().expect("custom scan on a keyed table").clone();
+    let desc = run.table.desc().expect("custom scan on a keyed table");
+    // SAFETY: per the contract.
+    if let Some(point) = unsafe { point_range(node, run, desc) } {
+        return point;
+    }
+    let desc = desc.clone();
     let order = run.table.tree.cmp();
     let keys_cmp = |a: &[u8], b: &[u8]| order.cmp(a, b);
     // Encodings of one column compare in the tree's order behind the
