@@ -255,7 +255,7 @@ fn row_id_roots_in(
         .versions(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward)
         .filter_map(move |item| {
             let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let root = tid::from_key(&k[..8])?;
+            let root = crate::am::table::root_id(&k)?;
             if last == Some(root) {
                 return None;
             }

@@ -152,7 +152,13 @@ pub fn is_version_key(key: &[u8]) -> bool {
 
 /// The root of row-id chain member key `key` (None: not such a key).
 pub fn member_root(key: &[u8]) -> Option<u64> {
-    is_member_key(key).then(|| tid::from_key(&key[..8])).flatten()
+    is_member_key(key).then(|| root_id(key)).flatten()
+}
+
+/// The row id a row-id layout's key sorts under: its own for a root's
+/// 8-byte key, the root's for a chain member's (None: a shorter key).
+pub fn root_id(key: &[u8]) -> Option<u64> {
+    tid::from_key(key.get(..8)?)
 }
 
 /// Called by the pruner for a version it removes: a keyed version's or a
@@ -320,18 +326,10 @@ impl Table {
         .unwrap_or(0)
     }
 
-    /// The tree key of version `id`, None if it does not exist.
+    /// The tree key of version `id` of a keyed table (or of a row-id
+    /// chain member), None if no map entry names it.
     pub fn key_of(&self, id: u64) -> Option<Vec<u8>> {
-        if let Some(k) = self.known_key(id) {
-            return Some(k);
-        }
-        if let Layout::RowId = self.layout {
-            let k = tid::key(id);
-            if self.read(&k).is_some() {
-                return Some(k.to_vec());
-            }
-        }
-        self.mapped_key(id)
+        self.known_key(id).or_else(|| self.mapped_key(id))
     }
 
     /// The key of version `id` as this backend knows it without reading
@@ -702,7 +700,7 @@ impl Table {
                 root_seen = Some(id);
                 out.push((id, v));
             } else if is_member_key(&k) {
-                let (root, id) = (tid::from_key(&k[..8]).unwrap_or(0), self.id_of(&k));
+                let (root, id) = (root_id(&k).unwrap_or(0), self.id_of(&k));
                 if redirects && root_seen != Some(root) {
                     root_seen = Some(root);
                     out.push((root, Vec::new()));
@@ -746,7 +744,7 @@ impl Table {
                 .map(|item| item.unwrap_or_else(|e| crate::pg::engine::report(e)).0)
         };
         let root = first(tid::key(b).to_vec(), Bound::Excluded(vec![MAP_TAG]))
-            .and_then(|k| tid::from_key(&k[..8]));
+            .and_then(|k| root_id(&k));
         let member = first(map_key(b).to_vec(), Bound::Unbounded).and_then(|k| tid::from_key(&k[1..]));
         root.into_iter().chain(member).min()
     }
@@ -761,7 +759,7 @@ impl Table {
                 .next()
                 .map(|item| item.unwrap_or_else(|e| crate::pg::engine::report(e)).0)
         };
-        let root = last(tid::key(0).to_vec(), tid::key(a).to_vec()).and_then(|k| tid::from_key(&k[..8]));
+        let root = last(tid::key(0).to_vec(), tid::key(a).to_vec()).and_then(|k| root_id(&k));
         let member = last(map_key(0).to_vec(), map_key(a).to_vec()).and_then(|k| tid::from_key(&k[1..]));
         root.into_iter().chain(member).max()
     }
