@@ -407,6 +407,26 @@ fn leftovers_of_trees_outside_the_durable_checkpoint_are_removed() {
     assert_eq!(contents(&e.tree(1).unwrap()).len(), 500);
 }
 
+/// An engine with a log over files whose writes can be made to fail, and
+/// tree 1 of 2,000 rows, larger than the 16-page pool: new buffers are
+/// had by writing dirty pages out.
+fn logged_tree_larger_than_its_pool() -> (
+    tempfile::TempDir,
+    Arc<crate::io::CrashAfter<StdIo>>,
+    Arc<crate::wal::MemWal>,
+    Engine,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let io = Arc::new(crate::io::CrashAfter::new(StdIo::new(), u64::MAX));
+    let wal = Arc::new(crate::wal::MemWal::default());
+    let e = Engine::open_logged(dir.path(), 16, io.clone(), Some(wal.clone())).unwrap();
+    let t = tree(&e, 1, -1);
+    for i in 0..2000 {
+        t.insert(&key(i), &value(i, 0, 300)).unwrap();
+    }
+    (dir, io, wal, e)
+}
+
 /// A change whose record is logged must be in the tree: the leaf is changed
 /// first, and everything that can fail (here: a split needs a buffer and
 /// writing out the victim fails) fails before the record exists, leaving
@@ -417,17 +437,8 @@ fn leftovers_of_trees_outside_the_durable_checkpoint_are_removed() {
 /// key out of the tree.)
 #[test]
 fn a_change_that_fails_leaves_no_record_or_is_complete() {
-    use crate::io::CrashAfter;
-    use crate::wal::MemWal;
-    let dir = tempfile::tempdir().unwrap();
-    let io = Arc::new(CrashAfter::new(StdIo::new(), u64::MAX));
-    let wal = Arc::new(MemWal::default());
-    let e = Engine::open_logged(dir.path(), 16, io.clone(), Some(wal.clone())).unwrap();
-    let t = tree(&e, 1, -1);
-    // Larger than the pool: buffers are reused by writing dirty pages out.
-    for i in 0..2000 {
-        t.insert(&key(i), &value(i, 0, 300)).unwrap();
-    }
+    let (_dir, io, wal, e) = logged_tree_larger_than_its_pool();
+    let t = e.tree(1u32).unwrap();
     io.arm(0);
     let mut errors = 0;
     for i in 2000..6000 {
@@ -454,17 +465,7 @@ fn a_change_that_fails_leaves_no_record_or_is_complete() {
 /// root pointing at freed pages. Recovery then completes the truncation.
 #[test]
 fn a_truncation_that_fails_after_its_record_is_fatal() {
-    use crate::io::CrashAfter;
-    use crate::wal::MemWal;
-    let dir = tempfile::tempdir().unwrap();
-    let io = Arc::new(CrashAfter::new(StdIo::new(), u64::MAX));
-    let wal = Arc::new(MemWal::default());
-    let e = Engine::open_logged(dir.path(), 16, io.clone(), Some(wal.clone())).unwrap();
-    let t = tree(&e, 1, -1);
-    for i in 0..2000 {
-        t.insert(&key(i), &value(i, 0, 300)).unwrap();
-    }
-    drop(t);
+    let (dir, io, wal, e) = logged_tree_larger_than_its_pool();
     io.arm(0);
     let before = wal.insert_position();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| e.truncate_tree(1u32)));
