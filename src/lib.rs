@@ -340,10 +340,11 @@ mod tests {
     /// A map-entry deletion still queued when a table is emptied in place
     /// (an ERROR between a pruning and the end of its change leaves it, and
     /// a savepoint rollback keeps it) never hits a new row's entry, which
-    /// would hide the row from reads by its TID: the queue of the tree is
-    /// dropped, and row ids go on after the truncation anyway.
+    /// would hide the row from reads by its TID: row ids go on after the
+    /// truncation (what this checks; the tree's queue is also dropped
+    /// then, which only a restart of row ids would make matter).
     #[pg_test]
-    fn queued_map_entry_deletions_do_not_survive_an_in_place_truncation() {
+    fn a_map_entry_deletion_queued_before_an_in_place_truncation_misses_new_rows() {
         use orioledb_engine::keys::MAP_TAG;
         use std::ops::Bound::Unbounded;
         Spi::run("CREATE TABLE t_mapq (id int PRIMARY KEY, v int) USING orioledb").unwrap();

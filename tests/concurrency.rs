@@ -1843,6 +1843,41 @@ fn failed_updates_leave_no_toast_chunks() {
         one_value,
         "a session that ends deletes the values its failed update stored"
     );
+
+    // Once more, while another session's TRUNCATE holds the toast relation:
+    // the ending session must not wait for it (interrupts are held off at
+    // exit, nothing could end the wait); it leaves its values behind.
+    let mut b = connect(&env, "itest_conc_toast_leak");
+    b.batch_execute("SET deadlock_timeout = '100ms'").unwrap();
+    // Asked now: any later transaction of b's would delete its queue first.
+    let pid: i32 = b.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+    a.batch_execute("BEGIN; UPDATE tt SET b = 'x' WHERE id = 1").unwrap();
+    b.batch_execute("BEGIN; UPDATE tt SET b = 'y' WHERE id = 4").unwrap();
+    let first = std::thread::spawn(move || {
+        let o = run_simple(&mut a, "UPDATE tt SET b = 'v' WHERE id = 4");
+        (a, o)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let o = run_simple(&mut b, &format!("UPDATE tt SET b = {BIG} WHERE id = 1"));
+    assert_eq!(o, Outcome::Err("40P01".into()), "b closes the cycle a third time");
+    b.batch_execute("ROLLBACK").unwrap();
+    let (mut a, o) = first.join().unwrap();
+    assert_eq!(o, Outcome::Count(1));
+    a.batch_execute("COMMIT").unwrap();
+    assert_eq!(chunks(&mut w, "tt"), 2 * one_value, "b's value waits in its queue again");
+    a.batch_execute("BEGIN; TRUNCATE tt").unwrap();
+    drop(b);
+    let gone = |w: &mut Client| -> bool {
+        w.query_one("SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = $1", &[&pid])
+            .unwrap()
+            .get(0)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !gone(&mut w) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(gone(&mut w), "a session ending beside a TRUNCATE in progress exits");
+    a.batch_execute("ROLLBACK").unwrap();
 }
 
 // ------------------------------------------------------------------ unique keys

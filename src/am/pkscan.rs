@@ -454,7 +454,12 @@ unsafe fn is_column_equality(
         }
         let op = e as *mut pg_sys::OpExpr;
         let args = ptrs::<pg_sys::Node>((*op).args);
-        let [left, right] = args[..] else { return false };
+        let [mut left, right] = args[..] else { return false };
+        // A binary-compatible cast (varchar to text) hides the column, as
+        // `match_index_to_operand` knows.
+        while (*left).type_ == pg_sys::NodeTag::T_RelabelType {
+            left = (*(left as *mut pg_sys::RelabelType)).arg.cast();
+        }
         if (*left).type_ != pg_sys::NodeTag::T_Var {
             return false;
         }
@@ -486,13 +491,24 @@ unsafe fn price_row_id_order_walk(rel: *mut pg_sys::RelOptInfo, table: &crate::a
     if table.tree.approx_pages() > crate::am::scan::SMALL_TABLE_PAGES {
         return;
     }
-    // SAFETY: per the contract.
+    // SAFETY: per the contract; the repriced paths go through add_path
+    // again, which keeps the path list in its cost order.
     unsafe {
         let extra = (*rel).tuples.max(1.0) * pg_sys::cpu_tuple_cost;
-        for p in ptrs::<pg_sys::Path>((*rel).pathlist) {
-            if (*p).pathtype == pg_sys::NodeTag::T_SeqScan {
-                (*p).total_cost += extra;
-            }
+        let (seq, rest): (Vec<_>, Vec<_>) = ptrs::<pg_sys::Path>((*rel).pathlist)
+            .into_iter()
+            .partition(|&p| (*p).pathtype == pg_sys::NodeTag::T_SeqScan);
+        if seq.is_empty() {
+            return;
+        }
+        let mut kept: *mut pg_sys::List = std::ptr::null_mut();
+        for p in rest {
+            kept = pg_sys::lappend(kept, p.cast());
+        }
+        (*rel).pathlist = kept;
+        for p in seq {
+            (*p).total_cost += extra;
+            pg_sys::add_path(rel, p);
         }
     }
 }

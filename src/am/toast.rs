@@ -347,7 +347,9 @@ thread_local! {
 /// engine's own exit callback, so it runs before it (callbacks run
 /// last-registered first).
 fn delete_at_exit_too() {
-    if EXIT_CALLBACK.with(|c| c.replace(true)) {
+    // SAFETY: reading a process global. Registered while exiting, the
+    // callback would run after PostgreSQL's own (locks released).
+    if unsafe { pg_sys::proc_exit_inprogress } || EXIT_CALLBACK.with(|c| c.replace(true)) {
         return;
     }
     // SAFETY: registering an exit callback with a plain function pointer.
@@ -371,7 +373,7 @@ unsafe extern "C-unwind" fn delete_queued_at_exit(_code: c_int, _arg: pg_sys::Da
     unsafe {
         pg_sys::AbortOutOfAnyTransaction();
         pg_sys::StartTransactionCommand();
-        delete_doomed();
+        delete_doomed_waiting(false);
         pg_sys::CommitTransactionCommand();
     }
 }
@@ -420,16 +422,27 @@ pub fn at_transaction_end() {
 /// transaction: each toast relation is opened with a lock (and skipped if
 /// it was dropped meanwhile), so its tree cannot go away under us.
 pub fn delete_doomed() {
+    delete_doomed_waiting(true);
+}
+
+/// [`delete_doomed`]; without `wait`, the values of a toast relation whose
+/// lock is not free at once are left behind (at exit, where interrupts are
+/// held off, a wait — for a prepared TRUNCATE, say — could not be ended).
+fn delete_doomed_waiting(wait: bool) {
     let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
     for (toastrelid, valueid) in work {
+        let oid = pg_sys::Oid::from(toastrelid);
+        // SAFETY: a lock on an OID, dropped relation or not.
+        if !wait && !unsafe { pg_sys::ConditionalLockRelationOid(oid, mode) } {
+            continue;
+        }
         // SAFETY: try_relation_open returns NULL for a dropped relation and
         // otherwise an open, locked one, closed below (the lock is kept to
         // transaction end, as for every relation a change touches).
         unsafe {
-            let r = pg_sys::try_relation_open(
-                pg_sys::Oid::from(toastrelid),
-                pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
-            );
+            let held = pg_sys::NoLock as pg_sys::LOCKMODE;
+            let r = pg_sys::try_relation_open(oid, if wait { mode } else { held });
             if r.is_null() {
                 continue;
             }
