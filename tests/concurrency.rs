@@ -1755,6 +1755,27 @@ fn deadlock_is_detected() {
     compare("itest_conc_deadlock", T3, &[IDX], deadlock, &[]);
 }
 
+/// `b` stores value `big` for row 1 of `tt` and dies in a deadlock (40P01,
+/// rolled back; `b` runs the deadlock check) while `a`, holding row 1, sets
+/// row 4 to `a_sets` and commits. Returns `a`.
+fn dies_in_a_deadlock_after_storing(mut a: Client, b: &mut Client, a_sets: &str, big: &str) -> Client {
+    a.batch_execute("BEGIN; UPDATE tt SET b = 'x' WHERE id = 1").unwrap();
+    b.batch_execute("BEGIN; UPDATE tt SET b = 'y' WHERE id = 4").unwrap();
+    let sql = format!("UPDATE tt SET b = '{a_sets}' WHERE id = 4");
+    let first = std::thread::spawn(move || {
+        let o = run_simple(&mut a, &sql);
+        (a, o)
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let o = run_simple(b, &format!("UPDATE tt SET b = {big} WHERE id = 1"));
+    assert_eq!(o, Outcome::Err("40P01".into()), "b closes the cycle");
+    b.batch_execute("ROLLBACK").unwrap();
+    let (mut a, o) = first.join().unwrap();
+    assert_eq!(o, Outcome::Count(1));
+    a.batch_execute("COMMIT").unwrap();
+    a
+}
+
 /// Toast values stored for an UPDATE's new version that never reaches the
 /// tree — the row was deleted meanwhile, or the UPDATE died in a deadlock —
 /// are deleted, not left in the toast tree for ever.
@@ -1819,21 +1840,9 @@ fn failed_updates_leave_no_toast_chunks() {
     // The same deadlock, but b's session ends right after: its exit deletes
     // what the failed statement stored.
     w.batch_execute("INSERT INTO tt VALUES (4, 'd')").unwrap();
-    a.batch_execute("BEGIN; UPDATE tt SET b = 'x' WHERE id = 1").unwrap();
-    b.batch_execute("BEGIN; UPDATE tt SET b = 'y' WHERE id = 4").unwrap();
-    let first = std::thread::spawn(move || {
-        let o = run_simple(&mut a, "UPDATE tt SET b = 'w' WHERE id = 4");
-        (a, o)
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    let o = run_simple(&mut b, &format!("UPDATE tt SET b = {BIG} WHERE id = 1"));
-    assert_eq!(o, Outcome::Err("40P01".into()), "b closes the cycle again");
-    b.batch_execute("ROLLBACK").unwrap();
+    let a = dies_in_a_deadlock_after_storing(a, &mut b, "w", BIG);
     assert_eq!(chunks(&mut w, "tt"), 2 * one_value, "b's value waits in its queue");
     drop(b);
-    let (mut a, o) = first.join().unwrap();
-    assert_eq!(o, Outcome::Count(1));
-    a.batch_execute("COMMIT").unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while chunks(&mut w, "tt") != one_value && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(100));
@@ -1851,19 +1860,7 @@ fn failed_updates_leave_no_toast_chunks() {
     b.batch_execute("SET deadlock_timeout = '100ms'").unwrap();
     // Asked now: any later transaction of b's would delete its queue first.
     let pid: i32 = b.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
-    a.batch_execute("BEGIN; UPDATE tt SET b = 'x' WHERE id = 1").unwrap();
-    b.batch_execute("BEGIN; UPDATE tt SET b = 'y' WHERE id = 4").unwrap();
-    let first = std::thread::spawn(move || {
-        let o = run_simple(&mut a, "UPDATE tt SET b = 'v' WHERE id = 4");
-        (a, o)
-    });
-    std::thread::sleep(Duration::from_millis(500));
-    let o = run_simple(&mut b, &format!("UPDATE tt SET b = {BIG} WHERE id = 1"));
-    assert_eq!(o, Outcome::Err("40P01".into()), "b closes the cycle a third time");
-    b.batch_execute("ROLLBACK").unwrap();
-    let (mut a, o) = first.join().unwrap();
-    assert_eq!(o, Outcome::Count(1));
-    a.batch_execute("COMMIT").unwrap();
+    let mut a = dies_in_a_deadlock_after_storing(a, &mut b, "v", BIG);
     assert_eq!(chunks(&mut w, "tt"), 2 * one_value, "b's value waits in its queue again");
     a.batch_execute("BEGIN; TRUNCATE tt").unwrap();
     drop(b);
