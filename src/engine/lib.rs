@@ -9,6 +9,7 @@ pub mod check;
 pub mod cmp;
 pub mod cursor;
 #[allow(clippy::module_inception)]
+pub mod edit;
 pub mod engine;
 pub mod error;
 pub mod id;

@@ -25,28 +25,36 @@
 //!   5 row-id limit  limit u64
 //!   7 patch      klen u16 | key | vlen u16 | ranges to the end: offset u16 | n u8 | n bytes
 //!   8 put pair   klen u16 | key | vlen u16 | value | klen u16 | key | value (to the end)
-//!     (in 8 and 9, a first klen of 0xFFFF stands for the second key's
+//!     (in 8, a first klen of 0xFFFF stands for the second key's
 //!     row-id map entry, `keys::map_entry_of`: neither key nor value follows)
-//!   9 put pair, second value as a delta against a base key's value:
-//!                klen u16 | key | vlen u16 | value | klen u16 | key | klen u16 | base key |
-//!                hlen u16 | head | from u16 | prefix u16 | suffix u16 | middle (to the end)
+//!   4 put pair, second value as a delta against a base key's value (v: a
+//!                variable-length integer, `edit::put_var`; v-bytes: v length, bytes):
+//!                flags u8 (4: the first entry is the key's map entry, 8: it is
+//!                spelled out) | [v-bytes first key | v-bytes first value] |
+//!                v-bytes key | v-bytes base key | delta
+//!                delta: v-bytes head | v from | v prefix | v suffix | v skip |
+//!                  v-bytes tail | middle (to the end)
 //!  12 put run    (klen u16 | key | vlen u16 | value)* to the end
-//!  13 update     klen u16 | key | vlen u16 | edit |
-//!                flen u16 | first key | fvlen u16 | first value (flen 0: no first, no fvlen;
-//!                  flen 0xFFFF: the new key's row-id map entry, nothing follows) |
-//!                shared u16 | tlen u16 | tail (new key: `shared` bytes of key, then tail) |
-//!                hlen u16 | head | from u16 | prefix u16 | suffix u16 | middle (to the end)
-//!                edit: 0 | nranges u8 | ranges (offset u16 | n u8 | n bytes)  (same length)
-//!                   or 1 | prefix u16 | suffix u16 | mlen u16 | middle        (a splice)
+//!   3 update     v-bytes key | v len | flags u8 (bits 0-1 the edit's form, 4 and 8
+//!                as in 4) | edit | [first] | v shared | v-bytes tail (new key:
+//!                `shared` bytes of key, then tail) | delta
+//!                edit 0 ranges: n u8 | n × (v offset | u8 count | bytes)  (same length)
+//!                edit 1 splice: v prefix | v suffix | v-bytes middle
+//!                edit 2 header: header fields (below)
+//!   0 header     v-bytes key | v len | header fields: a version's header
+//!                fields set, its tuple kept (`edit::HeaderEdit`: v mask, then
+//!                infomask u16, infomask2 u16, xmax v, ctid v, cmax v, flags u8,
+//!                spec v, xmin v, cmin v, hoff u8 as the mask names them)
 //!  14 splice     klen u16 | key | vlen u16 | prefix u16 | suffix u16 | middle (to the end)
 //! ```
 //!
 //! The kind is also the record's `info >> 4` in PostgreSQL's WAL, where 15
 //! marks the engine's redo point: 14 is the last kind there is room for.
 //!
-//! Kinds 3 and 4 were a put and a delete with a checksum of their own,
-//! written by earlier builds; they are refused, not misread (the other
-//! kinds of those builds fail the length checks).
+//! Kinds 9 and 13 were the put pair delta and the update with fixed-width
+//! lengths, written by earlier builds; they are refused, not misread.
+//! (Kinds 3 and 4 were once a put and a delete with a checksum of their
+//! own; WAL of those builds is not read.)
 //!
 //! No checksum: the host's log checksums its records (PostgreSQL's
 //! `xl_crc` covers the record this is the main data of), and a second one
@@ -61,6 +69,7 @@
 //! them at the same length with hints only) either remove what nobody
 //! changes any more or are optional bits a patch may carry or drop.
 
+use crate::edit::{get_var, put_var};
 use crate::id::TreeId;
 
 /// Position of a record in the log (opaque to the engine; ordered).
@@ -175,200 +184,7 @@ pub enum Record {
     },
 }
 
-/// A change of a value in place, against the value of known length it
-/// was made from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Edit {
-    /// Byte ranges replaced (same length, see [`diff`]).
-    Ranges(Vec<(u16, Vec<u8>)>),
-    /// The first `prefix` and last `suffix` bytes kept, `middle` between.
-    Splice {
-        prefix: u16,
-        suffix: u16,
-        middle: Vec<u8>,
-    },
-}
-
-impl Edit {
-    /// The edit turning `old` into `new`: ranges when the lengths agree,
-    /// else a splice; None when it would not be smaller than `new`.
-    pub fn between(old: &[u8], new: &[u8]) -> Option<Edit> {
-        if old.len() == new.len() {
-            return diff(old, new).map(Edit::Ranges);
-        }
-        let (prefix, suffix, middle) = splice(old, new)?;
-        Some(Edit::Splice {
-            prefix,
-            suffix,
-            middle,
-        })
-    }
-
-    /// Whether `value` is what this edit made of a value of `len` bytes: a
-    /// splice's result (of another length than `len`) with its middle in
-    /// place. Ranges say nothing here: they keep the length, so a value of
-    /// another length was never theirs.
-    pub fn applied(&self, value: &[u8], len: u16) -> bool {
-        match self {
-            Edit::Ranges(_) => false,
-            Edit::Splice {
-                prefix,
-                suffix,
-                middle,
-            } => {
-                let (p, s) = (*prefix as usize, *suffix as usize);
-                value.len() != len as usize
-                    && value.len() == p + middle.len() + s
-                    && value[p..p + middle.len()] == middle[..]
-            }
-        }
-    }
-
-    /// `value` edited; None if the edit does not fit it.
-    pub fn apply(&self, value: &[u8]) -> Option<Vec<u8>> {
-        match self {
-            Edit::Ranges(r) => apply_patch(value, r),
-            Edit::Splice {
-                prefix,
-                suffix,
-                middle,
-            } => apply_splice(value, *prefix, *suffix, middle),
-        }
-    }
-}
-
-/// (prefix, suffix, middle) turning `old` into `new` by keeping `old`'s
-/// first `prefix` and last `suffix` bytes; None unless smaller than `new`.
-pub fn splice(old: &[u8], new: &[u8]) -> Option<(u16, u16, Vec<u8>)> {
-    if old.len() > u16::MAX as usize || new.len() > u16::MAX as usize {
-        return None;
-    }
-    let (prefix, suffix) = common_ends(new, old);
-    let middle = &new[prefix..new.len() - suffix];
-    (middle.len() + 6 < new.len()).then(|| (prefix as u16, suffix as u16, middle.to_vec()))
-}
-
-/// `value` spliced (see [`splice`]); None if prefix and suffix overlap.
-pub fn apply_splice(value: &[u8], prefix: u16, suffix: u16, middle: &[u8]) -> Option<Vec<u8>> {
-    rebuild(&[], value, 0, prefix, middle, suffix)
-}
-
-/// How many bytes `new` shares with `base` at the start, and then at the
-/// end of what is left of both (the two never overlap).
-fn common_ends(new: &[u8], base: &[u8]) -> (usize, usize) {
-    let prefix = new.iter().zip(base).take_while(|(x, y)| x == y).count();
-    let (n, b) = (&new[prefix..], &base[prefix..]);
-    let suffix = n.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
-    (prefix, suffix)
-}
-
-/// `head`, then `prefix` bytes of `base` from `from`, then `middle`, then
-/// the last `suffix` bytes of `base`; None if `base` is too short.
-fn rebuild(head: &[u8], base: &[u8], from: u16, prefix: u16, middle: &[u8], suffix: u16) -> Option<Vec<u8>> {
-    let (f, p, s) = (from as usize, prefix as usize, suffix as usize);
-    if base.len() < f + p + s {
-        return None;
-    }
-    let mut v = Vec::with_capacity(head.len() + p + middle.len() + s);
-    v.extend_from_slice(head);
-    v.extend_from_slice(&base[f..f + p]);
-    v.extend_from_slice(middle);
-    v.extend_from_slice(&base[base.len() - s..]);
-    Some(v)
-}
-
-/// A value as `head`, then `prefix` bytes of a base value from offset
-/// `from`, then `middle`, then the last `suffix` bytes of the base.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Delta {
-    pub head: Vec<u8>,
-    pub from: u16,
-    pub prefix: u16,
-    pub middle: Vec<u8>,
-    pub suffix: u16,
-}
-
-impl Delta {
-    /// `new` against `base`: the first `new_from` bytes of `new` literally
-    /// (a version's header), the rest against `base` from `base_from` on
-    /// (the part of a base that never changes: a version's tuple, whatever
-    /// its header became); None unless smaller than `new`.
-    pub fn between(new: &[u8], new_from: usize, base: &[u8], base_from: usize) -> Option<Delta> {
-        let h = new_from.min(new.len());
-        if base.len() < base_from || new.len() > u16::MAX as usize || base.len() > u16::MAX as usize {
-            return None;
-        }
-        let n = &new[h..];
-        let (prefix, suffix) = common_ends(n, &base[base_from..]);
-        let middle = &n[prefix..n.len() - suffix];
-        if h + middle.len() + 8 >= new.len() {
-            return None;
-        }
-        Some(Delta {
-            head: new[..h].to_vec(),
-            from: base_from as u16,
-            prefix: prefix as u16,
-            middle: middle.to_vec(),
-            suffix: suffix as u16,
-        })
-    }
-
-    /// The value this delta makes of `base`; None if `base` is too short.
-    pub fn apply(&self, base: &[u8]) -> Option<Vec<u8>> {
-        rebuild(&self.head, base, self.from, self.prefix, &self.middle, self.suffix)
-    }
-}
-
-/// Patch ranges turning `old` into `new` (same length), or None when the
-/// values differ in length or a patch would not be smaller than `new`.
-/// Runs closer than [`PATCH_GAP`] equal bytes are joined (a range costs
-/// three bytes of framing).
-pub fn diff(old: &[u8], new: &[u8]) -> Option<Vec<(u16, Vec<u8>)>> {
-    if old.len() != new.len() || new.len() > u16::MAX as usize {
-        return None;
-    }
-    let mut ranges: Vec<(u16, Vec<u8>)> = Vec::new();
-    let mut size = 0usize;
-    let mut i = 0;
-    while i < new.len() {
-        if old[i] == new[i] {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        let mut end = i + 1;
-        // Extend over differing bytes and short equal gaps.
-        let mut j = end;
-        while j < new.len() && end - start < 255 {
-            if old[j] != new[j] {
-                end = j + 1;
-            } else if j - end >= PATCH_GAP {
-                break;
-            }
-            j += 1;
-        }
-        let end = end.min(start + 255);
-        size += 3 + (end - start);
-        if size + 2 >= new.len() {
-            return None;
-        }
-        ranges.push((start as u16, new[start..end].to_vec()));
-        i = end;
-    }
-    Some(ranges)
-}
-
-const PATCH_GAP: usize = 3;
-
-/// `value` with `ranges` applied; None if a range does not fit.
-pub fn apply_patch(value: &[u8], ranges: &[(u16, Vec<u8>)]) -> Option<Vec<u8>> {
-    let mut v = value.to_vec();
-    for (off, bytes) in ranges {
-        let off = *off as usize;
-        v.get_mut(off..off + bytes.len())?.copy_from_slice(bytes);
-    }
-    Some(v)
-}
+pub use crate::edit::{apply_patch, apply_splice, diff, splice, Delta, Edit, HeaderEdit};
 
 /// The encoding of a [`Record::PutRun`] of `items`, made from borrowed
 /// items (a load logs a leaf's worth at a time without copying them twice).
@@ -399,13 +215,41 @@ fn put_ranges(b: &mut Vec<u8>, ranges: &[(u16, Vec<u8>)]) {
 
 /// A delta, its middle running to the end of the record.
 fn put_delta(b: &mut Vec<u8>, d: &Delta) {
-    b.extend_from_slice(&(d.head.len() as u16).to_le_bytes());
-    b.extend_from_slice(&d.head);
-    b.extend_from_slice(&d.from.to_le_bytes());
-    b.extend_from_slice(&d.prefix.to_le_bytes());
-    b.extend_from_slice(&d.suffix.to_le_bytes());
+    put_var_bytes(b, &d.head);
+    for x in [d.from, d.prefix, d.suffix, d.skip] {
+        put_var(b, x as u64);
+    }
+    put_var_bytes(b, &d.tail);
     b.extend_from_slice(&d.middle);
 }
+
+/// Bytes with their length in front, as a variable-length integer.
+fn put_var_bytes(b: &mut Vec<u8>, x: &[u8]) {
+    put_var(b, x.len() as u64);
+    b.extend_from_slice(x);
+}
+
+/// Flag bits of a compact record (kinds 3 and 4) for its first entry:
+/// [`FIRST_DERIVED`] when it is the map entry `key` implies (nothing of it
+/// follows), [`FIRST_SPELLED`] when its key and value follow.
+fn first_flags(first: Option<&(Vec<u8>, Vec<u8>)>, key: &[u8]) -> u8 {
+    match first {
+        None => 0,
+        Some(f) if is_map_entry_of(f, key) => FIRST_DERIVED,
+        Some(_) => FIRST_SPELLED,
+    }
+}
+
+fn put_first_var(b: &mut Vec<u8>, first: Option<&(Vec<u8>, Vec<u8>)>, key: &[u8]) {
+    if first_flags(first, key) == FIRST_SPELLED {
+        let f = first.unwrap();
+        put_var_bytes(b, &f.0);
+        put_var_bytes(b, &f.1);
+    }
+}
+
+const FIRST_DERIVED: u8 = 4;
+const FIRST_SPELLED: u8 = 8;
 
 /// What a leaf's worth of items takes, to size the buffer once.
 const PAGE_SIZE_HINT: usize = 8192 + 1024;
@@ -446,11 +290,16 @@ impl Record {
                 edit: Edit::Ranges(_),
                 ..
             } => (7, tree),
-            Record::Patch { tree, .. } => (14, tree),
+            Record::Patch {
+                tree,
+                edit: Edit::Splice { .. },
+                ..
+            } => (14, tree),
+            Record::Patch { tree, .. } => (0, tree),
             Record::PutPair { tree, .. } => (8, tree),
-            Record::PutPairDelta { tree, .. } => (9, tree),
+            Record::PutPairDelta { tree, .. } => (4, tree),
             Record::PutRun { tree, .. } => (12, tree),
-            Record::Update { tree, .. } => (13, tree),
+            Record::Update { tree, .. } => (3, tree),
         };
         b.push(kind);
         b.extend_from_slice(&tree.db.to_le_bytes());
@@ -478,6 +327,16 @@ impl Record {
                 b.extend_from_slice(value);
             }
             Record::Delete { key, .. } => b.extend_from_slice(key),
+            Record::Patch {
+                key,
+                len,
+                edit: Edit::Header(h),
+                ..
+            } => {
+                put_var_bytes(&mut b, key);
+                put_var(&mut b, *len as u64);
+                h.encode(&mut b);
+            }
             Record::Patch { key, len, edit, .. } => {
                 with_len(&mut b, key);
                 b.extend_from_slice(&len.to_le_bytes());
@@ -492,6 +351,7 @@ impl Record {
                         b.extend_from_slice(&suffix.to_le_bytes());
                         b.extend_from_slice(middle);
                     }
+                    Edit::Header(_) => unreachable!("encoded above"),
                 }
             }
             Record::PutPair {
@@ -508,9 +368,10 @@ impl Record {
                 delta,
                 ..
             } => {
-                put_first(&mut b, first, key);
-                with_len(&mut b, key);
-                with_len(&mut b, base);
+                b.push(first_flags(Some(first), key));
+                put_first_var(&mut b, Some(first), key);
+                put_var_bytes(&mut b, key);
+                put_var_bytes(&mut b, base);
                 put_delta(&mut b, delta);
             }
             Record::PutRun { .. } => unreachable!("encoded above"),
@@ -523,32 +384,38 @@ impl Record {
                 delta,
                 ..
             } => {
-                with_len(&mut b, key);
-                b.extend_from_slice(&len.to_le_bytes());
+                put_var_bytes(&mut b, key);
+                put_var(&mut b, *len as u64);
+                let edit_kind = match edit {
+                    Edit::Ranges(_) => 0,
+                    Edit::Splice { .. } => 1,
+                    Edit::Header(_) => 2,
+                };
+                b.push(edit_kind | first_flags(first.as_ref(), new_key));
                 match edit {
                     Edit::Ranges(ranges) => {
-                        b.push(0);
                         b.push(ranges.len() as u8);
-                        put_ranges(&mut b, ranges);
+                        for (off, bytes) in ranges {
+                            put_var(&mut b, *off as u64);
+                            b.push(bytes.len() as u8);
+                            b.extend_from_slice(bytes);
+                        }
                     }
                     Edit::Splice {
                         prefix,
                         suffix,
                         middle,
                     } => {
-                        b.push(1);
-                        b.extend_from_slice(&prefix.to_le_bytes());
-                        b.extend_from_slice(&suffix.to_le_bytes());
-                        with_len(&mut b, middle);
+                        put_var(&mut b, *prefix as u64);
+                        put_var(&mut b, *suffix as u64);
+                        put_var_bytes(&mut b, middle);
                     }
+                    Edit::Header(h) => h.encode(&mut b),
                 }
-                match first {
-                    Some(f) => put_first(&mut b, f, new_key),
-                    None => with_len(&mut b, &[]),
-                }
+                put_first_var(&mut b, first.as_ref(), new_key);
                 let shared = key.iter().zip(new_key).take_while(|(a, b)| a == b).count();
-                b.extend_from_slice(&(shared as u16).to_le_bytes());
-                with_len(&mut b, &new_key[shared..]);
+                put_var(&mut b, shared as u64);
+                put_var_bytes(&mut b, &new_key[shared..]);
                 put_delta(&mut b, delta);
             }
         }
@@ -597,17 +464,39 @@ impl Record {
             }
             Ok((off as u16, take(at, n)?.to_vec()))
         };
+        let var = |at: &mut usize, max: u64| -> Result<u64, String> {
+            let x = get_var(b, at)?;
+            (x <= max)
+                .then_some(x)
+                .ok_or_else(|| format!("log record holds {x} where at most {max} fits"))
+        };
+        let var_bytes = |at: &mut usize| -> Result<Vec<u8>, String> {
+            let n = var(at, u16::MAX as u64)? as usize;
+            Ok(take(at, n)?.to_vec())
+        };
+        let u16var = |at: &mut usize| -> Result<u16, String> { Ok(var(at, u16::MAX as u64)? as u16) };
         let delta = |at: &mut usize| -> Result<Delta, String> {
-            let head = with_len(at)?;
-            let from = u16of(at)? as u16;
-            let prefix = u16of(at)? as u16;
-            let suffix = u16of(at)? as u16;
+            let head = var_bytes(at)?;
+            let (from, prefix, suffix, skip) = (u16var(at)?, u16var(at)?, u16var(at)?, u16var(at)?);
+            let tail = var_bytes(at)?;
             Ok(Delta {
                 head,
                 from,
                 prefix,
                 middle: rest(at),
                 suffix,
+                skip,
+                tail,
+            })
+        };
+        // A compact record's first entry, by its flag bits; derived from
+        // `key` later.
+        let first_var = |at: &mut usize, flags: u8| -> Result<Option<Option<(Vec<u8>, Vec<u8>)>>, String> {
+            Ok(match flags & (FIRST_DERIVED | FIRST_SPELLED) {
+                0 => None,
+                FIRST_DERIVED => Some(None),
+                FIRST_SPELLED => Some(Some((var_bytes(at)?, var_bytes(at)?))),
+                _ => return Err("log record's first entry is both derived and spelled".into()),
             })
         };
         let rec = match b[0] {
@@ -621,7 +510,7 @@ impl Record {
                 tree,
                 limit: u64::from_le_bytes(take(&mut at, 8)?.try_into().unwrap()),
             },
-            3 | 4 => {
+            9 | 13 => {
                 return Err(
                     "log record of an earlier build of orioledb_rs (its format changed)".into(),
                 )
@@ -678,17 +567,28 @@ impl Record {
                     value: rest(&mut at),
                 }
             }
-            9 => {
-                let first = first_of(&mut at)?;
-                let key = with_len(&mut at)?;
+            4 => {
+                let flags = take(&mut at, 1)?[0];
+                let first = first_var(&mut at, flags)?.ok_or("log record's pair has no first entry")?;
+                let key = var_bytes(&mut at)?;
                 let first = derive_first(first, &key)?;
-                let base = with_len(&mut at)?;
+                let base = var_bytes(&mut at)?;
                 Record::PutPairDelta {
                     tree,
                     first,
                     key,
                     base,
                     delta: delta(&mut at)?,
+                }
+            }
+            0 => {
+                let key = var_bytes(&mut at)?;
+                let len = u16var(&mut at)?;
+                Record::Patch {
+                    tree,
+                    key,
+                    len,
+                    edit: Edit::Header(HeaderEdit::decode(b, &mut at)?),
                 }
             }
             12 => {
@@ -698,52 +598,53 @@ impl Record {
                 }
                 Record::PutRun { tree, items }
             }
-            13 => {
-                let key = with_len(&mut at)?;
-                let len = u16of(&mut at)?;
-                let edit = match take(&mut at, 1)?[0] {
+            3 => {
+                let key = var_bytes(&mut at)?;
+                let len = u16var(&mut at)?;
+                let flags = take(&mut at, 1)?[0];
+                if flags & !(3 | FIRST_DERIVED | FIRST_SPELLED) != 0 {
+                    return Err(format!("update record has unknown flags {flags:#x}"));
+                }
+                let edit = match flags & 3 {
                     0 => {
                         let n = take(&mut at, 1)?[0];
-                        Edit::Ranges(
-                            (0..n)
-                                .map(|_| range(&mut at, len))
-                                .collect::<Result<Vec<_>, String>>()?,
-                        )
+                        let mut ranges = Vec::with_capacity(n as usize);
+                        for _ in 0..n {
+                            let off = u16var(&mut at)?;
+                            let n = take(&mut at, 1)?[0] as usize;
+                            if n == 0 || off as usize + n > len as usize {
+                                return Err(format!("patch range {off}+{n} outside a value of {len} bytes"));
+                            }
+                            ranges.push((off, take(&mut at, n)?.to_vec()));
+                        }
+                        Edit::Ranges(ranges)
                     }
                     1 => {
-                        let prefix = u16of(&mut at)?;
-                        let suffix = u16of(&mut at)?;
-                        if prefix + suffix > len {
-                            return Err(format!(
-                                "update keeps {prefix}+{suffix} bytes of a value of {len}"
-                            ));
+                        let (prefix, suffix) = (u16var(&mut at)?, u16var(&mut at)?);
+                        if prefix as usize + suffix as usize > len as usize {
+                            return Err(format!("update keeps {prefix}+{suffix} bytes of a value of {len}"));
                         }
                         Edit::Splice {
-                            prefix: prefix as u16,
-                            suffix: suffix as u16,
-                            middle: with_len(&mut at)?,
+                            prefix,
+                            suffix,
+                            middle: var_bytes(&mut at)?,
                         }
                     }
+                    2 => Edit::Header(HeaderEdit::decode(b, &mut at)?),
                     e => return Err(format!("unknown edit kind {e} in an update record")),
                 };
-                // A first key of length 0: none (no value length follows).
-                let first = if b.get(at..at + 2) == Some(&[0, 0][..]) {
-                    at += 2;
-                    None
-                } else {
-                    Some(first_of(&mut at)?)
-                };
-                let shared = u16of(&mut at)?;
+                let first = first_var(&mut at, flags)?;
+                let shared = u16var(&mut at)? as usize;
                 let mut new_key = key
                     .get(..shared)
                     .ok_or("update record shares more key bytes than there are")?
                     .to_vec();
-                new_key.extend_from_slice(&with_len(&mut at)?);
+                new_key.extend_from_slice(&var_bytes(&mut at)?);
                 let first = first.map(|f| derive_first(f, &new_key)).transpose()?;
                 Record::Update {
                     tree,
                     key,
-                    len: len as u16,
+                    len,
                     edit,
                     first,
                     new_key,
@@ -868,6 +769,8 @@ mod tests {
                     prefix: 3,
                     middle: vec![5, 6],
                     suffix: 9,
+                    skip: 0,
+                    tail: vec![],
                 },
             },
             Record::PutRun {
@@ -887,6 +790,8 @@ mod tests {
                     prefix: 2,
                     middle: vec![9],
                     suffix: 5,
+                    skip: 6,
+                    tail: vec![1, 2, 3, 4, 5, 6],
                 },
             },
             Record::Update {
@@ -902,6 +807,8 @@ mod tests {
                     prefix: 0,
                     middle: vec![],
                     suffix: 0,
+                    skip: 0,
+                    tail: vec![],
                 },
             },
             Record::Update {
@@ -921,6 +828,52 @@ mod tests {
                     prefix: 100,
                     middle: vec![1],
                     suffix: 3,
+                    skip: 0,
+                    tail: vec![],
+                },
+            },
+            Record::Patch {
+                tree: t,
+                key: b"k9".to_vec(),
+                len: 55,
+                edit: Edit::Header(HeaderEdit {
+                    mask: crate::edit::header_field::ALL,
+                    to: crate::version::Header {
+                        xmin: 7,
+                        xmax: u32::MAX,
+                        cmin: 300,
+                        cmax: 1,
+                        infomask: 0xABCD,
+                        infomask2: 0x4002,
+                        ctid: (1 << 48) - 1,
+                        hoff: 24,
+                        flags: 9,
+                        spec: 0,
+                    },
+                }),
+            },
+            Record::Update {
+                tree: t,
+                key: b"k10".to_vec(),
+                len: 57,
+                edit: Edit::Header(HeaderEdit {
+                    mask: crate::edit::header_field::XMAX | crate::edit::header_field::CTID,
+                    to: crate::version::Header {
+                        xmax: 1234567,
+                        ctid: 99,
+                        ..Default::default()
+                    },
+                }),
+                first: None,
+                new_key: b"k11".to_vec(),
+                delta: Delta {
+                    head: vec![3; 16],
+                    from: 16,
+                    prefix: 40,
+                    middle: vec![1, 2],
+                    suffix: 1,
+                    skip: 0,
+                    tail: vec![6; 6],
                 },
             },
             Record::Patch {
@@ -962,6 +915,8 @@ mod tests {
             prefix: 100,
             middle: vec![1],
             suffix: 3,
+            skip: 0,
+            tail: vec![],
         };
         let pair = |first: (Vec<u8>, Vec<u8>)| Record::PutPair {
             tree: t,

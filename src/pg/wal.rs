@@ -331,9 +331,10 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         6 => c"TRUNCATE",
         7 => c"PATCH",
         8 => c"PUT_PAIR",
-        9 => c"PUT_PAIR_DELTA",
+        0 => c"HEADER",
+        3 => c"UPDATE",
+        4 => c"PUT_PAIR_DELTA",
         12 => c"PUT_RUN",
-        13 => c"UPDATE",
         14 => c"SPLICE",
         KIND_REDO_POINT => c"REDO_POINT",
         _ => c"UNKNOWN",
@@ -376,6 +377,7 @@ fn edited(edit: &Edit) -> String {
     match edit {
         Edit::Ranges(r) => format!("{} bytes patched", r.iter().map(|r| r.1.len()).sum::<usize>()),
         Edit::Splice { middle, .. } => format!("{} bytes spliced in", middle.len()),
+        Edit::Header(h) => format!("header fields {:#x} set", h.mask),
     }
 }
 
@@ -415,7 +417,7 @@ pub fn describe(r: &Record) -> String {
             first.1.len(),
             hex(key),
             hex(base),
-            delta.head.len() + delta.middle.len()
+            delta.head.len() + delta.middle.len() + delta.tail.len()
         ),
         Record::Update {
             key,
@@ -433,7 +435,7 @@ pub fn describe(r: &Record) -> String {
                 .as_ref()
                 .map_or_else(String::new, |(k, v)| format!("; key {} value {} bytes", hex(k), v.len())),
             hex(new_key),
-            delta.head.len() + delta.middle.len()
+            delta.head.len() + delta.middle.len() + delta.tail.len()
         ),
         Record::PutRun { items, .. } => format!(
             "{tree} {} keys from {} to {}, {} bytes",
