@@ -569,6 +569,9 @@ impl Record {
             }
             4 => {
                 let flags = take(&mut at, 1)?[0];
+                if flags & !(FIRST_DERIVED | FIRST_SPELLED) != 0 {
+                    return Err(format!("pair record has unknown flags {flags:#x}"));
+                }
                 let first = first_var(&mut at, flags)?.ok_or("log record's pair has no first entry")?;
                 let key = var_bytes(&mut at)?;
                 let first = derive_first(first, &key)?;
