@@ -132,28 +132,13 @@ impl HeaderEdit {
     /// are versions with the same tuple and the edit rebuilds `new`
     /// exactly (a header's bytes are a function of its fields).
     pub fn between(old: &[u8], new: &[u8]) -> Option<HeaderEdit> {
-        use header_field::*;
         let (a, b) = (Header::decode(old)?, Header::decode(new)?);
         if old.get(version::header_len(old)..)? != new.get(version::header_len(new)..)? {
             return None;
         }
-        let mut mask = 0;
-        for (bit, differs) in [
-            (INFOMASK, a.infomask != b.infomask),
-            (INFOMASK2, a.infomask2 != b.infomask2),
-            (XMAX, a.xmax != b.xmax),
-            (CTID, a.ctid != b.ctid),
-            (CMAX, a.cmax != b.cmax),
-            (FLAGS, a.flags != b.flags),
-            (SPEC, a.spec != b.spec),
-            (XMIN, a.xmin != b.xmin),
-            (CMIN, a.cmin != b.cmin),
-            (HOFF, a.hoff != b.hoff),
-        ] {
-            if differs {
-                mask |= bit;
-            }
-        }
+        let mask = field_bits()
+            .filter(|&bit| field(&a, bit) != field(&b, bit))
+            .fold(0, |m, bit| m | bit);
         let mut to = Header::default();
         set_fields(&mut to, mask, &b);
         let e = HeaderEdit { mask, to };
@@ -189,11 +174,7 @@ impl HeaderEdit {
             return Err(format!("header edit names unknown fields {mask:#x}"));
         }
         let mut to = Header::default();
-        for i in 0..10 {
-            let bit = 1u16 << i;
-            if mask as u16 & bit == 0 {
-                continue;
-            }
+        for bit in field_bits().filter(|bit| mask as u16 & bit != 0) {
             let v = match bit {
                 INFOMASK | INFOMASK2 => {
                     let s = b.get(*at..*at + 2).ok_or("log record truncated")?;
@@ -214,18 +195,7 @@ impl HeaderEdit {
             if v > max {
                 return Err(format!("header field {bit:#x} holds {v}, too large"));
             }
-            match bit {
-                INFOMASK => to.infomask = v as u16,
-                INFOMASK2 => to.infomask2 = v as u16,
-                XMAX => to.xmax = v as u32,
-                CTID => to.ctid = v,
-                CMAX => to.cmax = v as u32,
-                FLAGS => to.flags = v as u8,
-                SPEC => to.spec = v as u32,
-                XMIN => to.xmin = v as u32,
-                CMIN => to.cmin = v as u32,
-                _ => to.hoff = v as u8,
-            }
+            set_field(&mut to, bit, v);
         }
         Ok(HeaderEdit {
             mask: mask as u16,
@@ -233,66 +203,73 @@ impl HeaderEdit {
         })
     }
 
+    /// Bytes [`HeaderEdit::encode`] writes, counted without writing them
+    /// (every UPDATE compares its edits by size).
     fn encoded_len(&self) -> usize {
-        let mut b = Vec::with_capacity(32);
-        self.encode(&mut b);
-        b.len()
+        use header_field::*;
+        var_len(self.mask as u64)
+            + self
+                .fields()
+                .map(|(bit, v)| match bit {
+                    INFOMASK | INFOMASK2 => 2,
+                    FLAGS | HOFF => 1,
+                    _ => var_len(v),
+                })
+                .sum::<usize>()
     }
 
     /// (bit, value) of every field the mask names, in bit order.
     fn fields(&self) -> impl Iterator<Item = (u16, u64)> + '_ {
-        use header_field::*;
-        let to = &self.to;
-        [
-            (INFOMASK, to.infomask as u64),
-            (INFOMASK2, to.infomask2 as u64),
-            (XMAX, to.xmax as u64),
-            (CTID, to.ctid),
-            (CMAX, to.cmax as u64),
-            (FLAGS, to.flags as u64),
-            (SPEC, to.spec as u64),
-            (XMIN, to.xmin as u64),
-            (CMIN, to.cmin as u64),
-            (HOFF, to.hoff as u64),
-        ]
-        .into_iter()
-        .filter(move |(bit, _)| self.mask & bit != 0)
+        field_bits()
+            .filter(move |bit| self.mask & bit != 0)
+            .map(move |bit| (bit, field(&self.to, bit)))
+    }
+}
+
+/// The bits of [`header_field`], in order.
+fn field_bits() -> impl Iterator<Item = u16> {
+    (0..10).map(|i| 1u16 << i)
+}
+
+/// The field of `h` that `bit` names, widened.
+fn field(h: &Header, bit: u16) -> u64 {
+    use header_field::*;
+    match bit {
+        INFOMASK => h.infomask as u64,
+        INFOMASK2 => h.infomask2 as u64,
+        XMAX => h.xmax as u64,
+        CTID => h.ctid,
+        CMAX => h.cmax as u64,
+        FLAGS => h.flags as u64,
+        SPEC => h.spec as u64,
+        XMIN => h.xmin as u64,
+        CMIN => h.cmin as u64,
+        _ => h.hoff as u64,
+    }
+}
+
+/// Sets the field of `h` that `bit` names (`v` fits it: [`field`] gave
+/// it, or a decoder checked it).
+fn set_field(h: &mut Header, bit: u16, v: u64) {
+    use header_field::*;
+    match bit {
+        INFOMASK => h.infomask = v as u16,
+        INFOMASK2 => h.infomask2 = v as u16,
+        XMAX => h.xmax = v as u32,
+        CTID => h.ctid = v,
+        CMAX => h.cmax = v as u32,
+        FLAGS => h.flags = v as u8,
+        SPEC => h.spec = v as u32,
+        XMIN => h.xmin = v as u32,
+        CMIN => h.cmin = v as u32,
+        _ => h.hoff = v as u8,
     }
 }
 
 /// Sets the fields of `h` that `mask` names to their values in `to`.
 fn set_fields(h: &mut Header, mask: u16, to: &Header) {
-    use header_field::*;
-    let set = |bit: u16| mask & bit != 0;
-    if set(INFOMASK) {
-        h.infomask = to.infomask;
-    }
-    if set(INFOMASK2) {
-        h.infomask2 = to.infomask2;
-    }
-    if set(XMAX) {
-        h.xmax = to.xmax;
-    }
-    if set(CTID) {
-        h.ctid = to.ctid;
-    }
-    if set(CMAX) {
-        h.cmax = to.cmax;
-    }
-    if set(FLAGS) {
-        h.flags = to.flags;
-    }
-    if set(SPEC) {
-        h.spec = to.spec;
-    }
-    if set(XMIN) {
-        h.xmin = to.xmin;
-    }
-    if set(CMIN) {
-        h.cmin = to.cmin;
-    }
-    if set(HOFF) {
-        h.hoff = to.hoff;
+    for bit in field_bits().filter(|bit| mask & bit != 0) {
+        set_field(h, bit, field(to, bit));
     }
 }
 
@@ -547,6 +524,7 @@ mod tests {
         let mut b = Vec::new();
         let Edit::Header(he) = e else { unreachable!() };
         he.encode(&mut b);
+        assert_eq!(b.len(), he.encoded_len(), "the size edits are chosen by");
         let mut at = 0;
         assert_eq!(HeaderEdit::decode(&b, &mut at).unwrap(), he);
         assert_eq!(at, b.len());
