@@ -192,9 +192,14 @@ fn orioledb_tree_of(rel: pg_sys::Oid) -> orioledb_engine::Result<orioledb_engine
 /// Verifies table `rel`'s primary tree (key order, high keys and right links,
 /// every page reachable exactly once, every stored page image's checksum)
 /// and returns a summary; a violation is an ERROR (XX001) naming it. Meant
-/// for tests and diagnosis: run it while nothing writes to the table.
+/// for tests and diagnosis: run it while nothing writes to the table. It
+/// holds the table's SHARE UPDATE EXCLUSIVE lock, as VACUUM does, so the
+/// background sweep of quiet tables (`am::quiet`), which merges leaves,
+/// waits for it (and it for a round of that sweep).
 #[pg_extern]
 fn orioledb_check(rel: pg_sys::Oid) -> String {
+    // SAFETY: a lock of the relation's OID for this transaction.
+    unsafe { pg_sys::LockRelationOid(rel, pg_sys::ShareUpdateExclusiveLock as pg_sys::LOCKMODE) };
     let tree = match orioledb_tree_of(rel) {
         // SAFETY: a syscache lookup of the relation's kind.
         Err(orioledb_engine::EngineError::NoSuchTree(_))

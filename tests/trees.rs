@@ -877,3 +877,86 @@ fn churned_files_hold_about_their_live_pages() {
         }
     }
 }
+
+/// Pages and keys of `table`'s tree.
+fn tree_size(c: &mut postgres::Client, table: &str) -> (i64, u64) {
+    let pages: i64 = c
+        .query_one(
+            "SELECT pages FROM orioledb_trees WHERE reloid = $1::text::regclass",
+            &[&table],
+        )
+        .unwrap()
+        .get(0);
+    (pages, tree_keys(c, &format!("'{table}'::regclass")))
+}
+
+/// What the last changes of a table leave comes back without VACUUM once
+/// nobody writes to it (the orioledb checkpointer's sweep of quiet trees,
+/// `am/quiet.rs`), but not while a snapshot that may still see it lives:
+/// a batch UPDATE of every row, twice, of a table without a primary key
+/// and one with, autovacuum off as in seed 004.
+#[test]
+fn quiet_tables_get_their_space_back_without_vacuum() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_trees_quiet");
+    let rows = 6000u64;
+    // Keys a row keeps: its version and that version's row-id map entry,
+    // plus in a keyed table the chain root's map entry (the redirect its
+    // index entries name, `am::hot`).
+    for (table, key, per_row) in [("quiet_ids", "", 2), ("quiet_keyed", " PRIMARY KEY", 3)] {
+        c.batch_execute(&format!(
+            "CREATE TABLE {table} (id int{key}, n int, pad text) USING orioledb
+                 WITH (autovacuum_enabled = false);
+             CREATE INDEX ON {table} (id);
+             INSERT INTO {table} SELECT g, 0, repeat('y', 60) FROM generate_series(1, {rows}) g;"
+        ))
+        .unwrap();
+        let (loaded_pages, _) = tree_size(&mut c, table);
+        // A snapshot from before the updates holds their versions.
+        let mut old = connect(&env, "itest_trees_quiet");
+        old.batch_execute(&format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM {table}"
+        ))
+        .unwrap();
+        for _ in 0..2 {
+            c.batch_execute(&format!("UPDATE {table} SET n = n + 1")).unwrap();
+        }
+        let sum = format!("SELECT count(*) || ' ' || sum(n) FROM {table}");
+        assert_eq!(query_text(&mut c, &sum), format!("{rows} {}", 2 * rows));
+        std::thread::sleep(std::time::Duration::from_secs(3));
+        let (held_pages, held_keys) = tree_size(&mut c, table);
+        assert!(
+            held_keys >= 3 * rows,
+            "{table}: versions an open snapshot may see were pruned: {held_keys} keys"
+        );
+        assert_eq!(query_text(&mut old, &sum), format!("{rows} 0"), "{table}: the old snapshot");
+        old.batch_execute("COMMIT").unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let (pages, keys) = loop {
+            let (pages, keys) = tree_size(&mut c, table);
+            if (keys <= per_row * rows + 1 && pages * 2 <= held_pages) || std::time::Instant::now() > deadline {
+                break (pages, keys);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        };
+        assert!(
+            keys <= per_row * rows + 1 && pages * 2 <= held_pages && pages <= loaded_pages * 2,
+            "{table}: loaded {loaded_pages} pages, {held_pages} pages and {held_keys} keys \
+             while a snapshot held them, {pages} pages and {keys} keys 30 s after"
+        );
+        assert_eq!(query_text(&mut c, &sum), format!("{rows} {}", 2 * rows), "{table}");
+        let vacuums = query_text(
+            &mut c,
+            &format!(
+                "SELECT (vacuum_count + autovacuum_count)::text FROM pg_stat_user_tables \
+                  WHERE relid = '{table}'::regclass"
+            ),
+        );
+        assert_eq!(vacuums, "0", "{table}: no VACUUM ran");
+        // Reads through the index still find every row.
+        c.batch_execute("SET enable_seqscan = off; SET enable_bitmapscan = off").unwrap();
+        let through_index = format!("SELECT count(*)::text FROM {table} WHERE id > 0");
+        assert_eq!(query_text(&mut c, &through_index), rows.to_string(), "{table}");
+        c.batch_execute("RESET enable_seqscan; RESET enable_bitmapscan").unwrap();
+    }
+}

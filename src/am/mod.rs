@@ -12,6 +12,7 @@ pub mod modify;
 pub mod pkey;
 pub mod pkscan;
 pub mod planner;
+pub mod quiet;
 pub mod rekey;
 pub mod routine;
 pub mod rows;

@@ -732,6 +732,9 @@ unsafe fn change_with_wait(
                         Action::Update { hot: true, .. } => rows::SweepWeight::Beside,
                         _ => rows::SweepWeight::Leaves,
                     };
+                    if !matches!(action, Action::Lock(_)) {
+                        tree.tree.note_superseded((*rel).rd_id.into(), xid);
+                    }
                     rows::sweep_step(&tree.tree, weight);
                     rows::report_pruned(rel, tree.tree.id());
                     break pg_sys::TM_Result::TM_Ok;

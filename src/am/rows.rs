@@ -349,6 +349,14 @@ pub fn take_pruned(tree: TreeId) -> u32 {
     PRUNED.with(|p| p.borrow_mut().remove(&tree)).unwrap_or(0)
 }
 
+/// Forgets the transaction ids remembered as committed (flushed): a
+/// process must not keep them across xid wraparound.
+pub fn forget_committed() {
+    for slot in COMMITTED.iter().chain(&FLUSHED) {
+        slot.store(0, Ordering::Relaxed);
+    }
+}
+
 /// Transaction end (commit, abort, prepare): forgets cached tree handles
 /// and keys, and settles the queues of work done outside latches: work left
 /// by a transaction that commits was done at its pre-commit
@@ -356,9 +364,7 @@ pub fn take_pruned(tree: TreeId) -> u32 {
 /// (`table::forget_doomed_map_entries`) and dooms the toast values of a
 /// version never placed (`toast::at_transaction_end`).
 pub fn at_transaction_end(abort: bool) {
-    for slot in COMMITTED.iter().chain(&FLUSHED) {
-        slot.store(0, Ordering::Relaxed);
-    }
+    forget_committed();
     crate::am::table::forget_keys();
     if abort {
         crate::am::table::forget_doomed_map_entries(None);

@@ -206,6 +206,20 @@ pub fn delete_doomed_map_entries() {
     }
 }
 
+/// `tree` in its layout's key order, or None when that order is not
+/// available (a malformed descriptor, a locale this machine lacks): for
+/// background work that skips such a tree instead of raising an ERROR.
+pub fn ordered_quietly(tree: Tree) -> Option<Tree> {
+    let Some(b) = tree.get(DESC_KEY).ok()? else {
+        return Some(tree);
+    };
+    match KeyDesc::decode(&b)?.key_order() {
+        Ok(None) => Some(tree),
+        Ok(Some(cmp)) => Some(tree.with_cmp(cmp)),
+        Err(_) => None,
+    }
+}
+
 /// `tree` comparing keys in the order of a tree keyed by `desc` (byte
 /// order unless it has libc-collated text columns); an ERROR (42704) when
 /// this machine lacks the locale such a column was keyed under.

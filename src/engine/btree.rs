@@ -47,6 +47,33 @@ pub struct Successor<'a> {
     pub reuse: bool,
 }
 
+/// How full a sweep leaves the leaves it merges. Loose (a busy tree's):
+/// a leaf with less than half a page live takes a neighbour when both fit
+/// three quarters of a page, leaving room for the next changes. Tight (a
+/// tree nobody writes any more): below seven eighths, into fifteen
+/// sixteenths.
+#[derive(Clone, Copy)]
+enum Fill {
+    Loose,
+    Tight,
+}
+
+impl Fill {
+    fn underfull(self) -> usize {
+        match self {
+            Fill::Loose => PAGE_SIZE / 2,
+            Fill::Tight => PAGE_SIZE * 7 / 8,
+        }
+    }
+
+    fn merged_at_most(self) -> usize {
+        match self {
+            Fill::Loose => PAGE_SIZE * 3 / 4,
+            Fill::Tight => PAGE_SIZE * 15 / 16,
+        }
+    }
+}
+
 /// How [`Tree::update`] went on the old value's leaf.
 enum InLeaf {
     /// Both changes made and logged.
@@ -860,7 +887,7 @@ impl Tree {
                 // Optional tidying of a change that is complete and logged:
                 // its failure is an ordinary error.
                 if let (true, Some(&parent)) = (underfull, path.last()) {
-                    self.try_merge(parent, leaf, epoch)?;
+                    self.try_merge(parent, leaf, epoch, Fill::Loose.merged_at_most())?;
                 }
                 return Ok(out);
             }
@@ -1013,7 +1040,23 @@ impl Tree {
     /// leaf starts), None at the right end: callers sweep a tree leaf by
     /// leaf this way so that versions nobody modifies again still go away.
     pub fn prune_leaf_at(&self, key: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
-        self.prune_and_merge(key, true)
+        self.prune_and_merge(key, true, Fill::Loose)
+    }
+
+    /// Counts a version of this tree superseded (updated or deleted) by
+    /// transaction `xid` of relation `rel` (the table AM's numbers): a
+    /// tree nobody changes any more is swept whole once that transaction
+    /// is older than every snapshot (`Engine::superseded_trees`), since
+    /// nothing else would prune what its last changes left.
+    pub fn note_superseded(&self, rel: u32, xid: u32) {
+        let s = self.inner.meta.slot(self.slot);
+        s.superseded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if s.superseded_xid.load(std::sync::atomic::Ordering::Relaxed) != xid {
+            s.superseded_xid.store(xid, std::sync::atomic::Ordering::Relaxed);
+        }
+        if s.superseded_rel.load(std::sync::atomic::Ordering::Relaxed) != rel {
+            s.superseded_rel.store(rel, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// [`Tree::prune_leaf_at`] for a background sweep, which leaves a
@@ -1028,7 +1071,16 @@ impl Tree {
     /// lets them merge away (seed 004: before, a 240,000-row table kept
     /// all three passes' old versions, 5.5 times its pages).
     pub fn sweep_leaf_at(&self, key: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
-        self.prune_and_merge(key, false)
+        self.prune_and_merge(key, false, Fill::Loose)
+    }
+
+    /// [`Tree::prune_leaf_at`] packing leaves tight ([`Fill::Tight`]): for
+    /// a tree nobody writes any more, which need not keep room for the
+    /// changes of a busy one. A leaf that stays below seven eighths takes
+    /// items from its right sibling, so call it left to right over leaves
+    /// already pruned (a second pass): what it moves is not pruned again.
+    pub fn pack_leaf_at(&self, key: Option<&[u8]>) -> Result<Option<Vec<u8>>> {
+        self.prune_and_merge(key, true, Fill::Tight)
     }
 
     /// Prunes the leaf covering `key` (see [`Tree::prune_leaf_once`]);
@@ -1036,11 +1088,11 @@ impl Tree {
     /// again, so a run of emptied leaves collapses in one call (up to
     /// `MERGES` of them). Returns the leaf's high key: where the next leaf
     /// starts.
-    fn prune_and_merge(&self, key: Option<&[u8]>, always: bool) -> Result<Option<Vec<u8>>> {
+    fn prune_and_merge(&self, key: Option<&[u8]>, always: bool, fill: Fill) -> Result<Option<Vec<u8>>> {
         const MERGES: usize = 16;
         let mut merges = 0;
         loop {
-            let (high, merged) = self.prune_leaf_once(key, always, merges < MERGES)?;
+            let (high, merged) = self.prune_leaf_once(key, always, (merges < MERGES).then_some(fill))?;
             if !merged {
                 return Ok(high);
             }
@@ -1058,7 +1110,7 @@ impl Tree {
         &self,
         key: Option<&[u8]>,
         always: bool,
-        merge: bool,
+        merge: Option<Fill>,
     ) -> Result<(Option<Vec<u8>>, bool)> {
         let _b = Barrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
@@ -1112,15 +1164,30 @@ impl Tree {
         // one. (Half full, not a quarter as for deletes: leaves split while
         // a transaction held two versions of their rows stay half empty
         // once it committed, and nothing else merges them.)
-        let underfull = g.page().live_bytes() < PAGE_SIZE / 2;
+        let live = g.page().live_bytes();
         let has_right = g.page().right() != NO_PAGE;
         let leaf = g.page;
         drop(g);
-        let merged = match (merge && underfull, path.last()) {
-            (true, Some(&parent)) => {
-                (has_right && self.try_merge(parent, leaf, epoch)?)
+        let merged = match (merge.filter(|f| live < f.underfull()), path.last()) {
+            // Packing goes left to right over pruned leaves: what does not
+            // merge whole fills this leaf from its right sibling instead
+            // (two leaves half full merge into none), and the left one is
+            // full already. A shift is no merge: the sweep goes on right.
+            (Some(Fill::Tight), Some(&parent)) => {
+                let at_most = Fill::Tight.merged_at_most();
+                if has_right && self.try_merge(parent, leaf, epoch, at_most)? {
+                    true
+                } else {
+                    if has_right {
+                        self.try_shift(parent, leaf, epoch, at_most)?;
+                    }
+                    false
+                }
+            }
+            (Some(f), Some(&parent)) => {
+                (has_right && self.try_merge(parent, leaf, epoch, f.merged_at_most())?)
                     || match self.left_sibling(parent, leaf)? {
-                        Some(left) => self.try_merge(parent, left, epoch)?,
+                        Some(left) => self.try_merge(parent, left, epoch, f.merged_at_most())?,
                         None => false,
                     }
             }
@@ -1434,9 +1501,83 @@ impl Tree {
         Ok((1..pp.nitems()).find(|&i| pp.child(i) == leaf).map(|i| pp.child(i - 1)))
     }
 
+    /// Best effort: moves the first items of `left`'s right sibling into
+    /// it until it holds about `at_most` bytes, leaving the sibling at
+    /// least one; whether it moved any. The separator becomes the first
+    /// key left in the sibling: its low key, `left`'s high key and its
+    /// downlink in the parent, all three pages rebuilt aside and written
+    /// only when all three fit (else nothing changes). Readers stay right:
+    /// a descent that reaches the sibling for a moved key finds it below
+    /// the sibling's low key and restarts; cursors re-descend by key.
+    fn try_shift(&self, parent: u32, left: u32, epoch: u64, at_most: usize) -> Result<bool> {
+        let mut gp = self.fetch(parent, LatchMode::Exclusive)?;
+        let pp = gp.page();
+        if pp.is_deleted() || pp.level() != 1 {
+            return Ok(false);
+        }
+        let Some(i) = (0..pp.nitems()).find(|&i| pp.child(i) == left) else {
+            return Ok(false);
+        };
+        if i + 1 >= pp.nitems() {
+            return Ok(false);
+        }
+        let right = pp.child(i + 1);
+        let mut gl = self.fetch(left, LatchMode::Exclusive)?;
+        let lp = gl.page();
+        if lp.is_deleted() || lp.level() != 0 || lp.right() != right {
+            return Ok(false);
+        }
+        let mut gr = self.fetch(right, LatchMode::Exclusive)?;
+        let rp = gr.page();
+        if rp.is_deleted() || rp.level() != 0 || rp.nitems() < 2 {
+            return Ok(false);
+        }
+        // How many of the sibling's items fit, with the new high key.
+        let mut have = HEADER + lp.live_bytes() + lp.low().map_or(0, <[u8]>::len);
+        let mut k = 0;
+        while k + 1 < rp.nitems() {
+            let add = item_space(rp.key(k).len(), rp.value(k).len());
+            if have + add + rp.key(k + 1).len() > at_most {
+                break;
+            }
+            have += add;
+            k += 1;
+        }
+        if k == 0 {
+            return Ok(false);
+        }
+        let sep = rp.key(k).to_vec();
+        let mut new_left = vec![0u8; PAGE_SIZE];
+        let mut new_right = vec![0u8; PAGE_SIZE];
+        let mut new_parent = vec![0u8; PAGE_SIZE];
+        let built = PageMut(&mut new_parent).build(
+            pp.level(),
+            pp.low(),
+            pp.high(),
+            pp.right(),
+            pp.items()
+                .enumerate()
+                .map(|(j, (key, v))| if j == i + 1 { (&sep[..], v) } else { (key, v) }),
+        ) && PageMut(&mut new_left).build(0, lp.low(), Some(&sep), right, lp.items().chain(rp.items().take(k)))
+            && PageMut(&mut new_right).build(0, Some(&sep), rp.high(), rp.right(), rp.items().skip(k));
+        if !built {
+            return Ok(false);
+        }
+        self.inner.before_modify(&mut gp)?;
+        self.inner.before_modify(&mut gl)?;
+        self.inner.before_modify(&mut gr)?;
+        gl.page_mut().0.copy_from_slice(&new_left);
+        gr.page_mut().0.copy_from_slice(&new_right);
+        gp.page_mut().0.copy_from_slice(&new_parent);
+        gl.mark_dirty(epoch);
+        gr.mark_dirty(epoch);
+        gp.mark_dirty(epoch);
+        Ok(true)
+    }
+
     /// Best effort: folds `left`'s right sibling into it; whether it did.
     /// Gives up quietly whenever the neighbourhood changed meanwhile.
-    fn try_merge(&self, parent: u32, left: u32, epoch: u64) -> Result<bool> {
+    fn try_merge(&self, parent: u32, left: u32, epoch: u64, at_most: usize) -> Result<bool> {
         let mut gp = self.fetch(parent, LatchMode::Exclusive)?;
         let pp = gp.page();
         if pp.is_deleted() || pp.level() != 1 {
@@ -1464,7 +1605,7 @@ impl Tree {
             + rp.live_bytes()
             + lp.low().map_or(0, <[u8]>::len)
             + rp.high().map_or(0, <[u8]>::len);
-        if need > PAGE_SIZE * 3 / 4 {
+        if need > at_most {
             return Ok(false);
         }
         // The merged leaf is built aside and replaces the live left page

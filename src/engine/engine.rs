@@ -933,6 +933,9 @@ impl Engine {
         let s = meta.slot(i);
         meta.file(i).reset();
         s.compress.store(compress, Ordering::Relaxed);
+        s.superseded.store(0, Ordering::Relaxed);
+        s.superseded_xid.store(0, Ordering::Relaxed);
+        s.superseded_rel.store(0, Ordering::Relaxed);
         s.root.store(0, Ordering::Relaxed);
         s.db.store(id.db, Ordering::Release);
         s.id.store(id.rel, Ordering::Release);
@@ -1112,6 +1115,38 @@ impl Engine {
     pub fn tree_with(&self, id: TreeId, cmp: Arc<dyn KeyCmp>) -> Result<Tree> {
         let slot = self.inner.slot_of(id)?;
         Ok(self.handle(slot, cmp, None))
+    }
+
+    /// Live trees with superseded versions not swept yet
+    /// (`Tree::note_superseded`), with their pages.
+    pub fn superseded_trees(&self) -> Vec<Superseded> {
+        let meta = &self.inner.meta;
+        (0..meta.max_trees())
+            .filter_map(|i| {
+                let s = meta.slot(i);
+                let count = s.superseded.load(Ordering::Relaxed);
+                if count == 0 || s.state.load(Ordering::Acquire) != SLOT_LIVE {
+                    return None;
+                }
+                Some(Superseded {
+                    id: meta.slot_id(i),
+                    rel: s.superseded_rel.load(Ordering::Relaxed),
+                    xid: s.superseded_xid.load(Ordering::Relaxed),
+                    count,
+                    pages: meta.file(i).live_pages(),
+                })
+            })
+            .collect()
+    }
+
+    /// Takes `count` superseded versions of tree `id` off its tally: a
+    /// sweep of the whole tree pruned what they left (those noted since
+    /// stay for the next one).
+    pub fn swept(&self, id: TreeId, count: u64) {
+        if let Ok(i) = self.inner.slot_of(id) {
+            let s = &self.inner.meta.slot(i).superseded;
+            let _ = s.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| Some(c.saturating_sub(count)));
+        }
     }
 
     /// Metadata chunks in use and in all: those of dropped trees stay in
@@ -1817,6 +1852,17 @@ pub enum Replayed {
     /// validation at load), so its changes since its map are lost unless
     /// the files are repaired and the record replayed again.
     SkippedDamaged(TreeId),
+}
+
+/// A tree's tally of superseded versions (`Engine::superseded_trees`).
+/// `rel` and `xid` are the table AM's numbers, opaque to the engine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superseded {
+    pub id: TreeId,
+    pub rel: u32,
+    pub xid: u32,
+    pub count: u64,
+    pub pages: u32,
 }
 
 /// A tree's size figures. `file_bytes` is the data file's length after the

@@ -25,7 +25,7 @@ pub mod wal;
 
 pub use check::CheckReport;
 pub use cursor::{Cursor, Direction, Leaf, LeafWalk};
-pub use engine::{Engine, Replayed, SharedMeta, Tree, TreeOptions, TreeStats};
+pub use engine::{Engine, Replayed, SharedMeta, Superseded, Tree, TreeOptions, TreeStats};
 pub use error::{EngineError, Result};
 pub use id::{IdHash, IdHasher, TreeId};
 

@@ -100,6 +100,13 @@ pub(crate) struct Slot {
     pub compress: AtomicI32,
     /// Epoch at which a DROPPED tree was dropped.
     pub dropped_at: AtomicU64,
+    /// Row versions superseded (updated or deleted) since a background
+    /// sweep last pruned the whole tree, the transaction that superseded
+    /// one last, and the relation the table AM named then (to lock it):
+    /// `Tree::note_superseded`, `Engine::superseded_trees`.
+    pub superseded: AtomicU64,
+    pub superseded_xid: AtomicU32,
+    pub superseded_rel: AtomicU32,
     npages: u32,
     /// Entries below `npages` that are free (on the free list).
     nfree: u32,

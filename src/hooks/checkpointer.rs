@@ -93,5 +93,23 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
             crate::am::storage::sweep_orphans();
             last = Instant::now();
         }
+        sweep_quiet_trees();
     }
+}
+
+/// A round of sweeping tables nobody writes any more (`am::quiet`), at
+/// most a fifth of a second. An ERROR there (a damaged tree, say) is
+/// logged and the worker goes on: checkpoints must not stop for it.
+fn sweep_quiet_trees() {
+    const ROUND: Duration = Duration::from_millis(200);
+    pgrx::PgTryBuilder::new(|| crate::am::quiet::sweep_quiet_trees(Instant::now() + ROUND))
+        .catch_others(|e| {
+            let why = match e {
+                pgrx::pg_sys::panic::CaughtError::PostgresError(r)
+                | pgrx::pg_sys::panic::CaughtError::ErrorReport(r)
+                | pgrx::pg_sys::panic::CaughtError::RustPanic { ereport: r, .. } => r.message().to_string(),
+            };
+            pgrx::warning!("orioledb: background sweep stopped: {why}");
+        })
+        .execute();
 }

@@ -733,9 +733,6 @@ pub fn text_rows(c: &mut Client, sql: &str) -> Result<Vec<String>, String> {
     }
 }
 
-/// Items in the engine tree of relation `rel` (an expression giving its
-/// oid), as `orioledb_check` counts them ("ok: 1 levels, 1 pages, 2 keys").
-#[allow(dead_code)]
 /// What `orioledb_trees.key` says `table`'s tree is ordered by ("row id"
 /// or the key's columns).
 #[allow(dead_code)]
@@ -748,6 +745,9 @@ pub fn key_of(c: &mut Client, table: &str) -> String {
     .get(0)
 }
 
+/// Items in the engine tree of relation `rel` (an expression giving its
+/// oid), as `orioledb_check` counts them ("ok: 1 levels, 1 pages, 2 keys").
+#[allow(dead_code)]
 pub fn tree_keys(c: &mut Client, rel: &str) -> u64 {
     let s: String = c
         .query_one(&format!("SELECT orioledb_check({rel})"), &[])

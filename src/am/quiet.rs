@@ -1,0 +1,205 @@
+//! Pruning tables nobody changes any more, from the orioledb checkpointer
+//! (a background worker connected to no database).
+//!
+//! Backends prune the leaves they change and sweep one more leaf every few
+//! changes (`rows::sweep_step`), so a table that keeps being written stays
+//! pruned. What the last changes of a table leave — a batch UPDATE of every
+//! row, committed, then nothing — would wait for VACUUM. So every update
+//! and delete counts its tree's superseded versions in shared memory
+//! (`Tree::note_superseded`, with the transaction and relation), and once a
+//! tree has at least as many as it has pages and its last superseding
+//! transaction is older than every snapshot of the cluster, this worker
+//! sweeps it whole: prune every leaf, merge the emptied ones, then pack
+//! the leaves to about fifteen sixteenths (a busy tree's sweeps leave them
+//! half full at least, room for the next changes; nobody makes those here).
+//!
+//! The worker holds the relation's SHARE UPDATE EXCLUSIVE lock (taken only
+//! if free at once, as a session lock by database and relation OID), so
+//! DROP, TRUNCATE, rewrites and VACUUM never run beside it. It removes only
+//! what needs nothing of a database: dead versions owning no toast values,
+//! whose `xmax` is no MultiXactId (looking a multi up needs a backend id),
+//! with their row-id map entries; the rest waits for the table's backends
+//! or VACUUM. The horizon is the cluster's (`GetOldestNonRemovable...` of
+//! shared relations), not the table's database's: a long transaction
+//! anywhere holds these sweeps back. Pruning here is unlogged, as a
+//! backend's is.
+
+use crate::am::rows::{xid_precedes, PgXacts};
+use orioledb_engine::btree::{Prune, Pruner};
+use orioledb_engine::version::{self, Header, Hints, VacuumState, Xid};
+use orioledb_engine::{Superseded, TreeId};
+use pgrx::pg_sys;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// A tree's sweep under way: where the next leaf starts, whether this is
+/// the second pass (packing the pruned leaves), and how many superseded
+/// versions the tally had when the sweep began.
+struct Sweep {
+    next: Option<Vec<u8>>,
+    packing: bool,
+    count: u64,
+}
+
+thread_local! {
+    /// Sweeps cut short by their round's deadline, resumed next round.
+    static UNDER_WAY: RefCell<HashMap<TreeId, Sweep>> = RefCell::new(HashMap::new());
+}
+
+/// Whether tree `t`'s tally asks for a whole sweep: at least as many
+/// superseded versions as pages (and a few), so that a big table is read
+/// whole only after a real share of its rows changed.
+fn worth_sweeping(t: &Superseded) -> bool {
+    t.count >= 64 && t.count >= t.pages as u64
+}
+
+/// One round: sweeps the trees that went quiet until `deadline`, leaving
+/// the rest of a cut-short sweep for the next round.
+pub fn sweep_quiet_trees(deadline: Instant) {
+    let engine = crate::pg::engine::engine();
+    // SAFETY: computes the proc array's horizons; any process with a PGPROC may.
+    let horizon: Xid = unsafe { pg_sys::GetOldestNonRemovableTransactionId(std::ptr::null_mut()) }.into_inner();
+    if horizon == 0 {
+        return;
+    }
+    crate::am::rows::forget_committed();
+    for t in engine.superseded_trees() {
+        if Instant::now() >= deadline {
+            return;
+        }
+        let resuming = UNDER_WAY.with(|u| u.borrow().contains_key(&t.id));
+        if !resuming && !worth_sweeping(&t) {
+            continue;
+        }
+        // Quiet: the last transaction that superseded a version here is
+        // older than every snapshot, so (but for multis and toast owners)
+        // what the tally counts is removable.
+        if t.xid == 0 || t.rel == 0 || !xid_precedes(t.xid, horizon) {
+            continue;
+        }
+        let Some(lock) = RelationLock::try_take(t.id.db, t.rel) else {
+            continue;
+        };
+        sweep_tree(&t, horizon, deadline);
+        drop(lock);
+    }
+}
+
+/// Sweeps tree `t` from where its sweep stopped, until its end or the
+/// deadline: a pass pruning every leaf (merging emptied ones), then one
+/// packing them (a leaf below seven eighths full takes its right
+/// sibling's first items); takes the versions the tally had at the
+/// sweep's start off it when the second pass reaches the end.
+fn sweep_tree(t: &Superseded, horizon: Xid, deadline: Instant) {
+    let engine = crate::pg::engine::engine();
+    let pruner = Arc::new(QuietPruner { tree: t.id, horizon });
+    // The lock keeps DROP and TRUNCATE away; a tree gone before it was
+    // taken (or never ours) is not swept.
+    let Ok(tree) = engine.tree_pruned(t.id, pruner) else {
+        UNDER_WAY.with(|u| u.borrow_mut().remove(&t.id));
+        return;
+    };
+    let Some(tree) = crate::am::table::ordered_quietly(tree) else {
+        return;
+    };
+    let mut sweep = UNDER_WAY
+        .with(|u| u.borrow_mut().remove(&t.id))
+        .unwrap_or(Sweep {
+            next: None,
+            packing: false,
+            count: t.count,
+        });
+    loop {
+        let at = sweep.next.as_deref();
+        let next = if sweep.packing {
+            tree.pack_leaf_at(at)
+        } else {
+            tree.prune_leaf_at(at)
+        }
+        .unwrap_or_else(|e| crate::pg::engine::report(e));
+        crate::am::table::delete_doomed_map_entries();
+        match next {
+            None if !sweep.packing => {
+                sweep.packing = true;
+                sweep.next = None;
+            }
+            None => {
+                engine.swept(t.id, sweep.count);
+                return;
+            }
+            Some(k) if Instant::now() >= deadline => {
+                sweep.next = Some(k);
+                UNDER_WAY.with(|u| u.borrow_mut().insert(t.id, sweep));
+                return;
+            }
+            Some(k) => sweep.next = Some(k),
+        }
+    }
+}
+
+/// A relation's SHARE UPDATE EXCLUSIVE lock held as a session lock by a
+/// process with no database (the lock tag is built from the OIDs).
+/// Invariant: held while the value lives.
+struct RelationLock(pg_sys::LOCKTAG);
+
+impl RelationLock {
+    /// The lock if it is free at once.
+    fn try_take(db: u32, rel: u32) -> Option<RelationLock> {
+        let mut tag = pg_sys::LOCKTAG {
+            locktag_field1: db,
+            locktag_field2: rel,
+            locktag_field3: 0,
+            locktag_field4: 0,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_RELATION as u8,
+            locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
+        };
+        // SAFETY: a session lock needs no transaction or resource owner;
+        // dontWait never sleeps on the lock.
+        let r = unsafe {
+            pg_sys::LockAcquire(&mut tag, pg_sys::ShareUpdateExclusiveLock as i32, true, true)
+        };
+        (r != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then_some(RelationLock(tag))
+    }
+}
+
+impl Drop for RelationLock {
+    fn drop(&mut self) {
+        // SAFETY: the lock this value holds, as a session lock.
+        unsafe {
+            pg_sys::LockRelease(&mut self.0, pg_sys::ShareUpdateExclusiveLock as i32, true);
+        }
+    }
+}
+
+/// The pruner of a quiet sweep: removes what is dead to every snapshot of
+/// the cluster and needs nothing but the tree itself (see the module
+/// comment); keeps everything else as it is (no hints).
+struct QuietPruner {
+    tree: TreeId,
+    horizon: Xid,
+}
+
+impl Pruner for QuietPruner {
+    fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
+        if !crate::am::table::is_version_key(key) {
+            return Prune::Keep;
+        }
+        let Some(h) = Header::decode(value) else {
+            return Prune::Keep;
+        };
+        if h.is_multi() || !version::tail_and_toast(&h, value).1.is_empty() {
+            return Prune::Keep;
+        }
+        let removable = |x: Xid| xid_precedes(x, self.horizon);
+        if version::vacuum_state(&h, &PgXacts, &removable, &mut Hints::default()) != VacuumState::Dead {
+            return Prune::Keep;
+        }
+        let id = orioledb_engine::keys::version_suffix(key);
+        if !id.is_some_and(|id| crate::am::hot::redirect_stays(&h, value, id)) {
+            crate::am::table::version_pruned(self.tree, key);
+        }
+        Prune::Remove
+    }
+}
