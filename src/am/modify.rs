@@ -733,7 +733,7 @@ unsafe fn change_with_wait(
                         _ => rows::SweepWeight::Leaves,
                     };
                     if !matches!(action, Action::Lock(_)) {
-                        tree.tree.note_superseded((*rel).rd_id.into(), xid);
+                        rows::note_superseded(&tree.tree, (*rel).rd_id.into(), xid);
                     }
                     rows::sweep_step(&tree.tree, weight);
                     rows::report_pruned(rel, tree.tree.id());

@@ -44,9 +44,17 @@ struct Sweep {
 }
 
 thread_local! {
-    /// Sweeps cut short by their round's deadline, resumed next round.
+    /// Sweeps cut short by their round's deadline (or an ERROR), resumed
+    /// where they stopped.
     static UNDER_WAY: RefCell<HashMap<TreeId, Sweep>> = RefCell::new(HashMap::new());
+    /// Trees whose sweep failed, left alone until the time given, so that
+    /// one failing tree neither takes every round nor keeps the others
+    /// from their turn.
+    static BACKED_OFF: RefCell<HashMap<TreeId, Instant>> = RefCell::new(HashMap::new());
 }
+
+/// How long a tree whose sweep raised an ERROR is left alone.
+const BACK_OFF: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Whether tree `t`'s tally asks for a whole sweep: at least as many
 /// superseded versions as pages (and a few), so that a big table is read
@@ -79,11 +87,39 @@ pub fn sweep_quiet_trees(deadline: Instant) {
         if t.xid == 0 || t.rel == 0 || !xid_precedes(t.xid, horizon) {
             continue;
         }
+        if BACKED_OFF.with(|b| b.borrow().get(&t.id).is_some_and(|until| Instant::now() < *until)) {
+            continue;
+        }
         let Some(lock) = RelationLock::try_take(t.id.db, t.rel) else {
             continue;
         };
-        sweep_tree(&t, horizon, deadline);
+        let swept = pgrx::PgTryBuilder::new(|| {
+            sweep_tree(&t, horizon, deadline);
+            true
+        })
+        .catch_others(|e| {
+            // This process runs no transaction whose abort would release
+            // what PostgreSQL code raising the ERROR held (an SLRU's lock,
+            // say): release it as PostgreSQL's auxiliary processes do.
+            // Rust guards (engine latches) are released by the unwinding.
+            // SAFETY: no LWLock is meant to be held here.
+            unsafe { pg_sys::LWLockReleaseAll() };
+            pgrx::warning!("orioledb: background sweep of tree {} stopped: {}", t.id, caught(&e));
+            false
+        })
+        .execute();
         drop(lock);
+        if !swept {
+            BACKED_OFF.with(|b| b.borrow_mut().insert(t.id, Instant::now() + BACK_OFF));
+        }
+    }
+}
+
+/// The message of an ERROR (or panic) caught in a round.
+pub fn caught(e: &pgrx::pg_sys::panic::CaughtError) -> String {
+    use pgrx::pg_sys::panic::CaughtError::*;
+    match e {
+        PostgresError(r) | ErrorReport(r) | RustPanic { ereport: r, .. } => r.message().to_string(),
     }
 }
 
@@ -112,6 +148,16 @@ fn sweep_tree(t: &Superseded, horizon: Xid, deadline: Instant) {
             count: t.count,
         });
     loop {
+        // Kept at every step: an ERROR resumes here, not from the start.
+        UNDER_WAY.with(|u| {
+            u.borrow_mut().insert(
+                t.id,
+                Sweep {
+                    next: sweep.next.clone(),
+                    ..sweep
+                },
+            )
+        });
         let at = sweep.next.as_deref();
         let next = if sweep.packing {
             tree.pack_leaf_at(at)
@@ -126,6 +172,7 @@ fn sweep_tree(t: &Superseded, horizon: Xid, deadline: Instant) {
                 sweep.next = None;
             }
             None => {
+                UNDER_WAY.with(|u| u.borrow_mut().remove(&t.id));
                 engine.swept(t.id, sweep.count);
                 return;
             }

@@ -325,6 +325,54 @@ thread_local! {
     /// Per tree: versions this backend's pruning removed and has not yet
     /// reported to the table's statistics ([`report_pruned`]).
     static PRUNED: RefCell<HashMap<TreeId, u32, IdHash>> = RefCell::new(HashMap::default());
+    /// Per tree: versions this transaction superseded and has not yet
+    /// counted in the tree's shared tally ([`note_superseded`]).
+    static SUPERSEDED: RefCell<HashMap<TreeId, Superseding, IdHash>> = RefCell::new(HashMap::default());
+}
+
+/// Versions a backend superseded in one tree, not yet in its shared tally.
+struct Superseding {
+    tree: Tree,
+    rel: u32,
+    xid: Xid,
+    n: u64,
+}
+
+/// Counts a version of `tree` (of relation `rel`) superseded by `xid`
+/// towards the sweep of quiet trees (`am::quiet`): in this backend, and in
+/// the tree's shared tally at transaction end or every 64 versions, so a
+/// busy table's updaters do not all write one shared line per row.
+pub fn note_superseded(tree: &Tree, rel: u32, xid: Xid) {
+    const EVERY: u64 = 64;
+    let full = SUPERSEDED.with(|m| {
+        let mut m = m.borrow_mut();
+        let e = m.entry(tree.id()).or_insert_with(|| Superseding {
+            tree: tree.clone(),
+            rel,
+            xid,
+            n: 0,
+        });
+        e.n += 1;
+        if xid_precedes(e.xid, xid) {
+            e.xid = xid;
+        }
+        (e.n >= EVERY).then(|| m.remove(&tree.id())).flatten()
+    });
+    if let Some(e) = full {
+        e.tree.note_superseded(e.rel, e.xid, e.n, xid_follows);
+    }
+}
+
+/// Adds what [`note_superseded`] gathered to the trees' shared tallies.
+fn flush_superseded() {
+    let all = SUPERSEDED.with(|m| std::mem::take(&mut *m.borrow_mut()));
+    for e in all.into_values() {
+        e.tree.note_superseded(e.rel, e.xid, e.n, xid_follows);
+    }
+}
+
+fn xid_follows(a: Xid, b: Xid) -> bool {
+    xid_precedes(b, a)
 }
 
 /// Subtracts the versions pruning removed from `rel`'s tree since the last
@@ -365,6 +413,7 @@ pub fn forget_committed() {
 /// version never placed (`toast::at_transaction_end`).
 pub fn at_transaction_end(abort: bool) {
     forget_committed();
+    flush_superseded();
     crate::am::table::forget_keys();
     if abort {
         crate::am::table::forget_doomed_map_entries(None);

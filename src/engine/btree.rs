@@ -1043,19 +1043,23 @@ impl Tree {
         self.prune_and_merge(key, true, Fill::Loose)
     }
 
-    /// Counts a version of this tree superseded (updated or deleted) by
-    /// transaction `xid` of relation `rel` (the table AM's numbers): a
-    /// tree nobody changes any more is swept whole once that transaction
-    /// is older than every snapshot (`Engine::superseded_trees`), since
-    /// nothing else would prune what its last changes left.
-    pub fn note_superseded(&self, rel: u32, xid: u32) {
+    /// Counts `n` versions of this tree superseded (updated or deleted) by
+    /// transaction `xid` of relation `rel` (the table AM's numbers; `newer`
+    /// orders its xids, which wrap): a tree nobody changes any more is
+    /// swept whole once the newest such transaction is older than every
+    /// snapshot (`Engine::superseded_trees`), since nothing else would
+    /// prune what its last changes left. Backends add up their counts and
+    /// come here once per transaction and tree: the slot's line is the one
+    /// every descent reads.
+    pub fn note_superseded(&self, rel: u32, xid: u32, n: u64, newer: fn(u32, u32) -> bool) {
+        use std::sync::atomic::Ordering::Relaxed;
         let s = self.inner.meta.slot(self.slot);
-        s.superseded.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if s.superseded_xid.load(std::sync::atomic::Ordering::Relaxed) != xid {
-            s.superseded_xid.store(xid, std::sync::atomic::Ordering::Relaxed);
-        }
-        if s.superseded_rel.load(std::sync::atomic::Ordering::Relaxed) != rel {
-            s.superseded_rel.store(rel, std::sync::atomic::Ordering::Relaxed);
+        s.superseded.fetch_add(n, Relaxed);
+        let _ = s
+            .superseded_xid
+            .fetch_update(Relaxed, Relaxed, |old| (old == 0 || newer(xid, old)).then_some(xid));
+        if s.superseded_rel.load(Relaxed) != rel {
+            s.superseded_rel.store(rel, Relaxed);
         }
     }
 
@@ -1179,7 +1183,10 @@ impl Tree {
                     true
                 } else {
                     if has_right {
-                        self.try_shift(parent, leaf, epoch, at_most)?;
+                        if let Some(sep) = self.try_shift(parent, leaf, epoch, at_most)? {
+                            // The leaf now ends there: the next starts at it.
+                            return Ok((Some(sep), false));
+                        }
                     }
                     false
                 }
@@ -1503,34 +1510,34 @@ impl Tree {
 
     /// Best effort: moves the first items of `left`'s right sibling into
     /// it until it holds about `at_most` bytes, leaving the sibling at
-    /// least one; whether it moved any. The separator becomes the first
+    /// least one; the new separator if it moved any. The separator becomes the first
     /// key left in the sibling: its low key, `left`'s high key and its
     /// downlink in the parent, all three pages rebuilt aside and written
     /// only when all three fit (else nothing changes). Readers stay right:
     /// a descent that reaches the sibling for a moved key finds it below
     /// the sibling's low key and restarts; cursors re-descend by key.
-    fn try_shift(&self, parent: u32, left: u32, epoch: u64, at_most: usize) -> Result<bool> {
+    fn try_shift(&self, parent: u32, left: u32, epoch: u64, at_most: usize) -> Result<Option<Vec<u8>>> {
         let mut gp = self.fetch(parent, LatchMode::Exclusive)?;
         let pp = gp.page();
         if pp.is_deleted() || pp.level() != 1 {
-            return Ok(false);
+            return Ok(None);
         }
         let Some(i) = (0..pp.nitems()).find(|&i| pp.child(i) == left) else {
-            return Ok(false);
+            return Ok(None);
         };
         if i + 1 >= pp.nitems() {
-            return Ok(false);
+            return Ok(None);
         }
         let right = pp.child(i + 1);
         let mut gl = self.fetch(left, LatchMode::Exclusive)?;
         let lp = gl.page();
         if lp.is_deleted() || lp.level() != 0 || lp.right() != right {
-            return Ok(false);
+            return Ok(None);
         }
         let mut gr = self.fetch(right, LatchMode::Exclusive)?;
         let rp = gr.page();
         if rp.is_deleted() || rp.level() != 0 || rp.nitems() < 2 {
-            return Ok(false);
+            return Ok(None);
         }
         // How many of the sibling's items fit, with the new high key.
         let mut have = HEADER + lp.live_bytes() + lp.low().map_or(0, <[u8]>::len);
@@ -1544,7 +1551,7 @@ impl Tree {
             k += 1;
         }
         if k == 0 {
-            return Ok(false);
+            return Ok(None);
         }
         let sep = rp.key(k).to_vec();
         let mut new_left = vec![0u8; PAGE_SIZE];
@@ -1561,7 +1568,7 @@ impl Tree {
         ) && PageMut(&mut new_left).build(0, lp.low(), Some(&sep), right, lp.items().chain(rp.items().take(k)))
             && PageMut(&mut new_right).build(0, Some(&sep), rp.high(), rp.right(), rp.items().skip(k));
         if !built {
-            return Ok(false);
+            return Ok(None);
         }
         self.inner.before_modify(&mut gp)?;
         self.inner.before_modify(&mut gl)?;
@@ -1572,7 +1579,7 @@ impl Tree {
         gl.mark_dirty(epoch);
         gr.mark_dirty(epoch);
         gp.mark_dirty(epoch);
-        Ok(true)
+        Ok(Some(sep))
     }
 
     /// Best effort: folds `left`'s right sibling into it; whether it did.

@@ -99,17 +99,15 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
 
 /// A round of sweeping tables nobody writes any more (`am::quiet`), at
 /// most a fifth of a second. An ERROR there (a damaged tree, say) is
-/// logged and the worker goes on: checkpoints must not stop for it.
+/// logged and the worker goes on: checkpoints must not stop for it
+/// (`am::quiet` catches a tree's own and backs off from that tree).
 fn sweep_quiet_trees() {
     const ROUND: Duration = Duration::from_millis(200);
     pgrx::PgTryBuilder::new(|| crate::am::quiet::sweep_quiet_trees(Instant::now() + ROUND))
         .catch_others(|e| {
-            let why = match e {
-                pgrx::pg_sys::panic::CaughtError::PostgresError(r)
-                | pgrx::pg_sys::panic::CaughtError::ErrorReport(r)
-                | pgrx::pg_sys::panic::CaughtError::RustPanic { ereport: r, .. } => r.message().to_string(),
-            };
-            pgrx::warning!("orioledb: background sweep stopped: {why}");
+            // SAFETY: as in `am::quiet`: no LWLock is meant to be held here.
+            unsafe { pg_sys::LWLockReleaseAll() };
+            pgrx::warning!("orioledb: background sweep stopped: {}", crate::am::quiet::caught(&e));
         })
         .execute();
 }
