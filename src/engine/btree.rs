@@ -74,6 +74,16 @@ impl Fill {
     }
 }
 
+/// Two neighbouring leaves and their parent, latched exclusively
+/// ([`Tree::latch_siblings`]). Invariant: `gl`'s right link is `gr`, and
+/// item `i` of `gp` is the downlink to `gl`, `i + 1` the one to `gr`.
+struct Siblings<'a> {
+    gp: PageGuard<'a>,
+    i: usize,
+    gl: PageGuard<'a>,
+    gr: PageGuard<'a>,
+}
+
 /// How [`Tree::update`] went on the old value's leaf.
 enum InLeaf {
     /// Both changes made and logged.
@@ -1508,16 +1518,12 @@ impl Tree {
         Ok((1..pp.nitems()).find(|&i| pp.child(i) == leaf).map(|i| pp.child(i - 1)))
     }
 
-    /// Best effort: moves the first items of `left`'s right sibling into
-    /// it until it holds about `at_most` bytes, leaving the sibling at
-    /// least one; the new separator if it moved any. The separator becomes the first
-    /// key left in the sibling: its low key, `left`'s high key and its
-    /// downlink in the parent, all three pages rebuilt aside and written
-    /// only when all three fit (else nothing changes). Readers stay right:
-    /// a descent that reaches the sibling for a moved key finds it below
-    /// the sibling's low key and restarts; cursors re-descend by key.
-    fn try_shift(&self, parent: u32, left: u32, epoch: u64, at_most: usize) -> Result<Option<Vec<u8>>> {
-        let mut gp = self.fetch(parent, LatchMode::Exclusive)?;
+    /// Level-1 page `parent`, its leaf `left` and that leaf's right
+    /// sibling under the same parent, latched exclusively in that order
+    /// (as every merge latches); None when the neighbourhood is not (or no
+    /// longer) that.
+    fn latch_siblings(&self, parent: u32, left: u32) -> Result<Option<Siblings<'_>>> {
+        let gp = self.fetch(parent, LatchMode::Exclusive)?;
         let pp = gp.page();
         if pp.is_deleted() || pp.level() != 1 {
             return Ok(None);
@@ -1529,14 +1535,34 @@ impl Tree {
             return Ok(None);
         }
         let right = pp.child(i + 1);
-        let mut gl = self.fetch(left, LatchMode::Exclusive)?;
+        let gl = self.fetch(left, LatchMode::Exclusive)?;
         let lp = gl.page();
         if lp.is_deleted() || lp.level() != 0 || lp.right() != right {
             return Ok(None);
         }
-        let mut gr = self.fetch(right, LatchMode::Exclusive)?;
+        let gr = self.fetch(right, LatchMode::Exclusive)?;
         let rp = gr.page();
-        if rp.is_deleted() || rp.level() != 0 || rp.nitems() < 2 {
+        if rp.is_deleted() || rp.level() != 0 {
+            return Ok(None);
+        }
+        Ok(Some(Siblings { gp, i, gl, gr }))
+    }
+
+    /// Best effort: moves the first items of `left`'s right sibling into
+    /// it until it holds about `at_most` bytes, leaving the sibling at
+    /// least one; the new separator if it moved any. The separator becomes the first
+    /// key left in the sibling: its low key, `left`'s high key and its
+    /// downlink in the parent, all three pages rebuilt aside and written
+    /// only when all three fit (else nothing changes). Readers stay right:
+    /// a descent that reaches the sibling for a moved key finds it below
+    /// the sibling's low key and restarts; cursors re-descend by key.
+    fn try_shift(&self, parent: u32, left: u32, epoch: u64, at_most: usize) -> Result<Option<Vec<u8>>> {
+        let Some(Siblings { mut gp, i, mut gl, mut gr }) = self.latch_siblings(parent, left)? else {
+            return Ok(None);
+        };
+        let (pp, lp, rp) = (gp.page(), gl.page(), gr.page());
+        let right = gr.page;
+        if rp.nitems() < 2 {
             return Ok(None);
         }
         // How many of the sibling's items fit, with the new high key.
@@ -1585,28 +1611,11 @@ impl Tree {
     /// Best effort: folds `left`'s right sibling into it; whether it did.
     /// Gives up quietly whenever the neighbourhood changed meanwhile.
     fn try_merge(&self, parent: u32, left: u32, epoch: u64, at_most: usize) -> Result<bool> {
-        let mut gp = self.fetch(parent, LatchMode::Exclusive)?;
-        let pp = gp.page();
-        if pp.is_deleted() || pp.level() != 1 {
-            return Ok(false);
-        }
-        let Some(i) = (0..pp.nitems()).find(|&i| pp.child(i) == left) else {
+        let Some(Siblings { mut gp, i, mut gl, mut gr }) = self.latch_siblings(parent, left)? else {
             return Ok(false);
         };
-        if i + 1 >= pp.nitems() {
-            return Ok(false);
-        }
-        let right = pp.child(i + 1);
-        let mut gl = self.fetch(left, LatchMode::Exclusive)?;
-        let lp = gl.page();
-        if lp.is_deleted() || lp.level() != 0 || lp.right() != right {
-            return Ok(false);
-        }
-        let mut gr = self.fetch(right, LatchMode::Exclusive)?;
-        let rp = gr.page();
-        if rp.is_deleted() || rp.level() != 0 {
-            return Ok(false);
-        }
+        let (lp, rp) = (gl.page(), gr.page());
+        let right = gr.page;
         let need = HEADER
             + lp.live_bytes()
             + rp.live_bytes()
