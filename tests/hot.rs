@@ -150,6 +150,11 @@ fn hot_updates_keep_indexes_small_and_right_in(keyed: bool, db: &str) {
              END LOOP; END $$;"
         ))
         .unwrap();
+        // After every batch: a batch whose updates went astray (a row
+        // lost by a background sweep) shows here, not only at the end.
+        let got = stat_i64(&mut c, "SELECT coalesce(sum(v), 0)::int8 FROM t");
+        let rows = stat_i64(&mut c, "SELECT count(*) FROM t");
+        assert_eq!((got, rows), ((batch as i64 + 1) * 500, ROWS as i64), "sum and rows after batch {batch}");
     }
     c.batch_execute("SELECT pg_stat_force_next_flush()").unwrap();
     let hot = stat_i64(&mut c, "SELECT n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 't'");

@@ -960,3 +960,55 @@ fn quiet_tables_get_their_space_back_without_vacuum() {
         c.batch_execute("RESET enable_seqscan; RESET enable_bitmapscan").unwrap();
     }
 }
+
+/// The background sweep runs in a process outside PostgreSQL's proc array,
+/// where `TransactionIdIsInProgress` skips one backend's slot: it took
+/// that backend's running transaction for aborted and removed the versions
+/// it had written, so its rows were gone once it committed (seen under
+/// load in `tests/hot.rs`). Several sessions update a few rows each (fewer
+/// than a tally flush, so the table still looks quiet) and stay open while
+/// a newer transaction commits and the sweep prunes the table; every row
+/// must be there with its new value after they commit.
+#[test]
+fn a_quiet_sweep_keeps_the_versions_of_running_transactions() {
+    let (env, _g) = require_server!();
+    let db = "itest_trees_quiet_running";
+    let mut c = fresh_db(&env, db);
+    // Connected first, so that one of them likely holds the proc array's
+    // first slots (the one a process outside it skips).
+    let mut open: Vec<_> = (0..6).map(|_| connect(&env, db)).collect();
+    let rows = 3000;
+    c.batch_execute(&format!(
+        "CREATE TABLE quiet_run (id int PRIMARY KEY, n int, pad text) USING orioledb
+             WITH (autovacuum_enabled = false);
+         INSERT INTO quiet_run SELECT g, 0, repeat('y', 60) FROM generate_series(1, {rows}) g;
+         UPDATE quiet_run SET n = n + 1;
+         UPDATE quiet_run SET n = n + 1;"
+    ))
+    .unwrap();
+    let (held_pages, _) = tree_size(&mut c, "quiet_run");
+    for (s, o) in open.iter_mut().enumerate() {
+        let lo = s * 500 + 1;
+        o.batch_execute(&format!(
+            "BEGIN; UPDATE quiet_run SET n = n + 10 WHERE id BETWEEN {lo} AND {lo} + 9"
+        ))
+        .unwrap();
+    }
+    // A transaction newer than theirs completes: the proc array is searched.
+    c.batch_execute("SELECT txid_current()").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while tree_size(&mut c, "quiet_run").0 * 2 > held_pages && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
+    let (pages, _) = tree_size(&mut c, "quiet_run");
+    assert!(pages * 2 <= held_pages, "not swept in 30 s: {pages} of {held_pages} pages");
+    for o in &mut open {
+        o.batch_execute("COMMIT").unwrap();
+    }
+    let sum = "SELECT count(*) || ' ' || sum(n) FROM quiet_run";
+    assert_eq!(
+        query_text(&mut c, sum),
+        format!("{rows} {}", 2 * rows + 6 * 10 * 10),
+        "rows updated by transactions running during the sweep"
+    );
+}

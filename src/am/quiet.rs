@@ -220,6 +220,35 @@ impl Drop for RelationLock {
     }
 }
 
+/// Transaction states as this process may know them. It is in no proc
+/// array slot, and `TransactionIdIsInProgress` skips the slot its PGPROC's
+/// stale `pgxactoff` names — some backend's, whose running transaction it
+/// then calls over (aborted: its versions were removed). So nothing here
+/// asks the proc array: an id not older than the round's horizon (the
+/// oldest xid or xmin of every slot, computed without that skip) may be
+/// running; an older one has ended, and clog says how. Multis, which ask
+/// the proc array too, count as running.
+struct BeforeHorizon(Xid);
+
+impl version::Xacts for BeforeHorizon {
+    fn is_current(&self, _xid: Xid) -> bool {
+        false
+    }
+    fn in_progress(&self, xid: Xid) -> bool {
+        !xid_precedes(xid, self.0)
+    }
+    fn did_commit(&self, xid: Xid) -> bool {
+        !self.in_progress(xid) && version::Xacts::did_commit(&PgXacts, xid)
+    }
+    fn multi_running(&self, _multi: Xid) -> bool {
+        true
+    }
+    fn multi_update_xid(&self, _multi: Xid) -> Xid {
+        // Never asked: multis are kept before the rules run (`prune`).
+        0
+    }
+}
+
 /// The pruner of a quiet sweep: removes what is dead to every snapshot of
 /// the cluster and needs nothing but the tree itself (see the module
 /// comment); keeps everything else as it is (no hints).
@@ -240,7 +269,8 @@ impl Pruner for QuietPruner {
             return Prune::Keep;
         }
         let removable = |x: Xid| xid_precedes(x, self.horizon);
-        if version::vacuum_state(&h, &PgXacts, &removable, &mut Hints::default()) != VacuumState::Dead {
+        let xacts = BeforeHorizon(self.horizon);
+        if version::vacuum_state(&h, &xacts, &removable, &mut Hints::default()) != VacuumState::Dead {
             return Prune::Keep;
         }
         let id = orioledb_engine::keys::version_suffix(key);
