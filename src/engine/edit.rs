@@ -226,6 +226,67 @@ impl HeaderEdit {
     }
 }
 
+impl HeaderEdit {
+    /// This edit without its `ctid` when that is `new_key`'s row id: the
+    /// old version of an UPDATE names its successor, whose key the record
+    /// holds anyway. None when the edit sets no such `ctid`.
+    pub fn without_ctid_of(&self, new_key: &[u8]) -> Option<HeaderEdit> {
+        use header_field::CTID;
+        let id = crate::keys::version_suffix(new_key)?;
+        (self.mask & CTID != 0 && self.to.ctid == id).then(|| HeaderEdit {
+            mask: self.mask & !CTID,
+            to: Header { ctid: 0, ..self.to },
+        })
+    }
+
+    /// The inverse of [`HeaderEdit::without_ctid_of`]: the `ctid` set to
+    /// `new_key`'s row id (None if that key has none, or the edit sets a
+    /// `ctid` already).
+    pub fn with_ctid_of(&self, new_key: &[u8]) -> Option<HeaderEdit> {
+        use header_field::CTID;
+        let id = crate::keys::version_suffix(new_key)?;
+        (self.mask & CTID == 0).then(|| HeaderEdit {
+            mask: self.mask | CTID,
+            to: Header { ctid: id, ..self.to },
+        })
+    }
+}
+
+/// The header an UPDATE's new version starts with, as the record's edit
+/// of the old version implies it: inserted by the transaction and command
+/// that became the old version's `xmax` and `cmax` (`cmin` 0 when the edit
+/// leaves `cmax`), with the old tuple's data bits and attribute count,
+/// heap-only with the root trailer's flag when the old version became
+/// HOT-updated, its own row id (`new_key`'s) as `ctid`. Built from the
+/// record alone — never from the value replay finds, which may be a later
+/// state of the old version. None when the edit does not name those
+/// fields or `xmax` is no plain updater; the encoder logs it instead of
+/// the literal header only when it is exactly that header.
+pub fn successor_header(edit: &HeaderEdit, new_key: &[u8]) -> Option<Vec<u8>> {
+    use crate::version::bits;
+    use header_field::*;
+    let (m, to) = (edit.mask, &edit.to);
+    if m & (INFOMASK | INFOMASK2 | XMAX) != INFOMASK | INFOMASK2 | XMAX
+        || to.infomask & (bits::XMAX_IS_MULTI | bits::XMAX_LOCK_ONLY | bits::XMAX_INVALID) != 0
+    {
+        return None;
+    }
+    let hot = to.infomask2 & bits::HOT_UPDATED != 0;
+    let mut h = Header::new(
+        to.xmax,
+        if m & CMAX != 0 { to.cmax } else { 0 },
+        crate::keys::version_suffix(new_key)?,
+    );
+    h.infomask |= to.infomask & bits::DATA_MASK;
+    h.infomask2 = (to.infomask2 & bits::NATTS_MASK) | if hot { bits::HEAP_ONLY } else { 0 };
+    if hot {
+        h.flags = version::HOT_ROOT;
+    }
+    h.hoff = version::natural_hoff(h.infomask, h.infomask2) as u8;
+    let (b, n) = h.encode();
+    Some(b[..n].to_vec())
+}
+
 /// The bits of [`header_field`], in order.
 fn field_bits() -> impl Iterator<Item = u16> {
     (0..10).map(|i| 1u16 << i)

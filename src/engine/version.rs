@@ -255,7 +255,7 @@ fn u16_at(b: &[u8], i: usize) -> u16 {
 
 /// The `t_hoff` heap gives a tuple with these infomask bits (HASNULL) and
 /// attribute count: the fixed part, the null bitmap if any, MAXALIGNed.
-fn natural_hoff(infomask: u16, infomask2: u16) -> usize {
+pub(crate) fn natural_hoff(infomask: u16, infomask2: u16) -> usize {
     let natts = (infomask2 & bits::NATTS_MASK) as usize;
     let bitmap = if infomask & bits::HASNULL != 0 {
         natts.div_ceil(8)

@@ -250,6 +250,12 @@ fn put_first_var(b: &mut Vec<u8>, first: Option<&(Vec<u8>, Vec<u8>)>, key: &[u8]
 
 const FIRST_DERIVED: u8 = 4;
 const FIRST_SPELLED: u8 = 8;
+/// Flag bits of an UPDATE record (kind 3) whose edit is a header edit: its
+/// `ctid` is the new key's row id and not spelled ([`HeaderEdit::without_ctid_of`]);
+/// the new version's header is [`crate::edit::successor_header`] and its
+/// delta's head is empty.
+const CTID_IMPLIED: u8 = 16;
+const HEAD_IMPLIED: u8 = 32;
 
 /// What a leaf's worth of items takes, to size the buffer once.
 const PAGE_SIZE_HINT: usize = 8192 + 1024;
@@ -391,7 +397,20 @@ impl Record {
                     Edit::Splice { .. } => 1,
                     Edit::Header(_) => 2,
                 };
-                b.push(edit_kind | first_flags(first.as_ref(), new_key));
+                // What the record implies need not be spelled: the old
+                // version's `ctid` (the new key's row id) and the new
+                // version's header (`edit::successor_header`).
+                let (implied, stripped) = match edit {
+                    Edit::Header(h) => {
+                        let head = crate::edit::successor_header(h, new_key)
+                            .is_some_and(|p| p == delta.head);
+                        let ctid = h.without_ctid_of(new_key);
+                        let flags = if head { HEAD_IMPLIED } else { 0 } | if ctid.is_some() { CTID_IMPLIED } else { 0 };
+                        (flags, ctid)
+                    }
+                    _ => (0, None),
+                };
+                b.push(edit_kind | first_flags(first.as_ref(), new_key) | implied);
                 match edit {
                     Edit::Ranges(ranges) => {
                         b.push(ranges.len() as u8);
@@ -410,13 +429,17 @@ impl Record {
                         put_var(&mut b, *suffix as u64);
                         put_var_bytes(&mut b, middle);
                     }
-                    Edit::Header(h) => h.encode(&mut b),
+                    Edit::Header(h) => stripped.as_ref().unwrap_or(h).encode(&mut b),
                 }
                 put_first_var(&mut b, first.as_ref(), new_key);
                 let shared = key.iter().zip(new_key).take_while(|(a, b)| a == b).count();
                 put_var(&mut b, shared as u64);
                 put_var_bytes(&mut b, &new_key[shared..]);
-                put_delta(&mut b, delta);
+                if implied & HEAD_IMPLIED != 0 {
+                    put_delta(&mut b, &Delta { head: Vec::new(), ..delta.clone() });
+                } else {
+                    put_delta(&mut b, delta);
+                }
             }
         }
         b
@@ -605,8 +628,11 @@ impl Record {
                 let key = var_bytes(&mut at)?;
                 let len = u16var(&mut at)?;
                 let flags = take(&mut at, 1)?[0];
-                if flags & !(3 | FIRST_DERIVED | FIRST_SPELLED) != 0 {
+                if flags & !(3 | FIRST_DERIVED | FIRST_SPELLED | CTID_IMPLIED | HEAD_IMPLIED) != 0 {
                     return Err(format!("update record has unknown flags {flags:#x}"));
+                }
+                if flags & (CTID_IMPLIED | HEAD_IMPLIED) != 0 && flags & 3 != 2 {
+                    return Err(format!("update record implies header fields of no header edit ({flags:#x})"));
                 }
                 let edit = match flags & 3 {
                     0 => {
@@ -644,6 +670,21 @@ impl Record {
                     .to_vec();
                 new_key.extend_from_slice(&var_bytes(&mut at)?);
                 let first = first.map(|f| derive_first(f, &new_key)).transpose()?;
+                let edit = match edit {
+                    Edit::Header(h) if flags & CTID_IMPLIED != 0 => Edit::Header(
+                        h.with_ctid_of(&new_key)
+                            .ok_or("update record implies a ctid its new key does not give")?,
+                    ),
+                    e => e,
+                };
+                let mut delta = delta(&mut at)?;
+                if let (Edit::Header(h), true) = (&edit, flags & HEAD_IMPLIED != 0) {
+                    if !delta.head.is_empty() {
+                        return Err("update record both implies and spells its new header".into());
+                    }
+                    delta.head = crate::edit::successor_header(h, &new_key)
+                        .ok_or("update record implies a new header its edit does not give")?;
+                }
                 Record::Update {
                     tree,
                     key,
@@ -651,7 +692,7 @@ impl Record {
                     edit,
                     first,
                     new_key,
-                    delta: delta(&mut at)?,
+                    delta,
                 }
             }
             k => return Err(format!("unknown log record kind {k}")),
@@ -904,6 +945,79 @@ mod tests {
                 assert!(Record::decode(&b[..cut]).is_err());
             }
         }
+    }
+
+    #[test]
+    fn an_updates_new_header_and_ctid_are_implied_when_they_follow_from_its_edit() {
+        use crate::version::{self, bits, Header};
+        let t = TreeId::new(5, 16384);
+        let mut key = vec![crate::keys::VERSION_TAG, 1, 0x80, 0, 0, 7];
+        let mut new_key = key.clone();
+        crate::keys::push_version_suffix(&mut key, 4242);
+        crate::keys::push_version_suffix(&mut new_key, 900_001);
+        let tuple: Vec<u8> = (0..97u8).collect();
+        let old = Header {
+            infomask: bits::XMAX_INVALID | bits::XMIN_COMMITTED | bits::HASVARWIDTH,
+            infomask2: 4,
+            hoff: 24,
+            ..Header::new(1000, 0, 4242)
+        }
+        .with_tail(&tuple);
+        let mut h = Header::decode(&old).unwrap();
+        h.set_deleter(2_000_000, 0, 900_001, false);
+        h.infomask2 |= bits::HOT_UPDATED;
+        let mut val = old.clone();
+        version::set_header(&mut val, &h);
+        let mut body = tuple.clone();
+        body[9] ^= 1;
+        let fresh = Header {
+            infomask: bits::XMAX_INVALID | bits::HASVARWIDTH,
+            infomask2: 4,
+            hoff: 24,
+            ..Header::new(2_000_000, 0, 900_001)
+        };
+        let mut new = fresh.with_tail(&body);
+        version::make_heap_only(&mut new, 4242);
+        let record = |new: &[u8]| Record::Update {
+            tree: t,
+            key: key.clone(),
+            len: old.len() as u16,
+            edit: Edit::between(&old, &val).unwrap(),
+            first: None,
+            new_key: new_key.clone(),
+            delta: Delta::between(new, version::header_len(new), &val, version::header_len(&val)).unwrap(),
+        };
+        let implied = record(&new);
+        let b = implied.encode();
+        assert_eq!(Record::decode(&b).unwrap(), implied);
+        // Another command id than the old version's cmax: spelled out.
+        let mut other = new.clone();
+        let mut oh = Header::decode(&other).unwrap();
+        oh.cmin = 3;
+        version::set_header(&mut other, &oh);
+        let spelled = record(&other);
+        let s = spelled.encode();
+        assert_eq!(Record::decode(&s).unwrap(), spelled);
+        // The header (16 bytes) is not in the record.
+        assert!(b.len() + 15 <= s.len(), "{} vs {} bytes", b.len(), s.len());
+        // Nor is the ctid (3 bytes) when it names the new key's row id.
+        let mut h2 = h;
+        h2.ctid = 900_002;
+        let mut val2 = old.clone();
+        version::set_header(&mut val2, &h2);
+        let mut far = record(&new);
+        if let Record::Update { edit, .. } = &mut far {
+            *edit = Edit::between(&old, &val2).unwrap();
+        }
+        let f = far.encode();
+        assert_eq!(Record::decode(&f).unwrap(), far);
+        assert!(b.len() + 3 <= f.len(), "{} vs {} bytes", b.len(), f.len());
+        // A record implying a header of no header edit is damage.
+        let mut bad = b.clone();
+        let flags_at = 1 + 8 + 1 + key.len() + 1;
+        assert_eq!(bad[flags_at] & 3, 2);
+        bad[flags_at] &= !3;
+        assert!(Record::decode(&bad).is_err());
     }
 
     #[test]

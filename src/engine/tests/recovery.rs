@@ -654,7 +654,9 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
             hoff: 24,
             ..Header::new(100 + r as u32, (r % 3) as u32, next_id)
         };
-        let k = key(next_id * 4);
+        // Six bytes more, as a version key's row-id suffix.
+        let mut k = key(next_id * 4);
+        k.extend([9u8; 6]);
         next_id += 1;
         let v = h.with_tail(&tuple(r));
         t.upsert(&k, &v).unwrap();
@@ -663,13 +665,30 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
     }
     e.checkpoint(0).unwrap();
     let from = wal.insert_position();
-    let (mut header_edits, mut trailer_deltas) = (0, 0);
+    let (mut header_edits, mut trailer_deltas, mut implied) = (0, 0, 0);
     for step in 0..3000u64 {
         let row = rng.below(rows.len() as u64) as usize;
         let k = rows[row].clone();
         let old = m[&k].clone();
+        // The successor sorts right before its old version, as a keyed
+        // table's newer versions do.
+        let mut sk = k.clone();
+        *sk.last_mut().unwrap() -= 1;
+        if m.contains_key(&sk) {
+            continue;
+        }
+        // Most successors are what an UPDATE makes (`edit::successor_header`:
+        // the updater's xid and command, its own row id, heap-only when
+        // the old version became HOT-updated); the rest differ somewhere.
+        let (xid, cid, hot) = (5000 + step as u32, rng.below(3) as u32, rng.below(3) > 0);
+        let own = crate::keys::version_suffix(&sk).unwrap();
+        let odd = rng.below(4) == 0;
         let mut h = Header::decode(&old).unwrap();
-        h.set_deleter(5000 + step as u32, rng.below(3) as u32, next_id, false);
+        h.set_deleter(xid, cid, if odd { next_id } else { own }, false);
+        h.infomask2 &= !version::bits::HOT_UPDATED;
+        if hot {
+            h.infomask2 |= version::bits::HOT_UPDATED;
+        }
         let mut edited = old.clone();
         version::set_header(&mut edited, &h);
         let mut body = old[version::header_len(&old)..].to_vec();
@@ -680,18 +699,11 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
         body[at] = body[at].wrapping_add(1);
         let fresh = Header {
             hoff: 24,
-            ..Header::new(5000 + step as u32, rng.below(2) as u32, next_id)
+            ..Header::new(xid, if odd { cid + 1 } else { cid }, own)
         };
         let mut new = fresh.with_tail(&body);
-        if rng.below(3) > 0 {
+        if hot {
             version::make_heap_only(&mut new, 1 + rng.below(1000));
-        }
-        // The successor sorts right before its old version, as a keyed
-        // table's newer versions do.
-        let mut sk = k.clone();
-        *sk.last_mut().unwrap() -= 1;
-        if m.contains_key(&sk) {
-            continue;
         }
         next_id += 1;
         let succ = crate::btree::Successor {
@@ -704,8 +716,11 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
         let before = wal.insert_position();
         t.update(&k, &succ, |_| put).unwrap();
         for rec in wal.since(before) {
-            if let Ok(crate::wal::Record::Update { edit, delta, .. }) = crate::wal::Record::decode(&rec) {
-                header_edits += matches!(edit, crate::wal::Edit::Header(_)) as u32;
+            if let Ok(crate::wal::Record::Update { edit, delta, new_key, .. }) = crate::wal::Record::decode(&rec) {
+                if let crate::wal::Edit::Header(h) = &edit {
+                    header_edits += 1;
+                    implied += (crate::edit::successor_header(h, &new_key) == Some(delta.head.clone())) as u32;
+                }
                 trailer_deltas += (!delta.tail.is_empty() || delta.skip > 0) as u32;
                 // Header fields and a few tuple bytes, never the tuple.
                 assert!(rec.len() < 80, "{} bytes: {edit:?} {delta:?}", rec.len());
@@ -715,7 +730,10 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
         m.insert(sk.clone(), new);
         rows[row] = sk;
     }
-    assert!(header_edits > 1000 && trailer_deltas > 500, "{header_edits} {trailer_deltas}");
+    assert!(
+        header_edits > 1000 && trailer_deltas > 500 && implied > 1000 && implied + 300 < header_edits,
+        "{header_edits} {trailer_deltas} {implied}"
+    );
     assert!(wal.since(from).len() >= 2000);
     let want = m.clone();
     drop(t);
