@@ -534,6 +534,50 @@ pub fn get_var(b: &[u8], at: &mut usize) -> Result<u64, String> {
 mod tests {
     use super::*;
 
+    /// `successor_header` is part of the log's format: WAL written by one
+    /// build is replayed by the next, with no checksum of the header it
+    /// implies. These bytes must never change.
+    #[test]
+    fn an_implied_successor_header_keeps_its_bytes() {
+        use crate::version::bits;
+        use header_field::*;
+        let mut new_key = vec![crate::keys::VERSION_TAG, 1, 0x80, 0, 0, 7];
+        crate::keys::push_version_suffix(&mut new_key, 0x0102_0304);
+        let edit = HeaderEdit {
+            mask: INFOMASK | INFOMASK2 | XMAX | CMAX,
+            to: Header {
+                xmax: 0x0A0B_0C0D,
+                cmax: 2,
+                infomask: bits::HASVARWIDTH | bits::XMIN_COMMITTED,
+                infomask2: bits::HOT_UPDATED | 4,
+                ..Header::default()
+            },
+        };
+        assert_eq!(
+            successor_header(&edit, &new_key).unwrap(),
+            [0xB0, 0x02, 0x08, 0x04, 0x80, 0x0D, 0x0C, 0x0B, 0x0A, 0x04, 0x03, 0x02, 0x01, 0, 0, 2]
+        );
+        let plain = HeaderEdit {
+            mask: INFOMASK | INFOMASK2 | XMAX,
+            to: Header {
+                infomask2: 4,
+                ..edit.to
+            },
+        };
+        assert_eq!(
+            successor_header(&plain, &new_key).unwrap(),
+            [0x80, 0x02, 0x08, 0x04, 0x00, 0x0D, 0x0C, 0x0B, 0x0A, 0x04, 0x03, 0x02, 0x01, 0, 0]
+        );
+        let locker = HeaderEdit {
+            to: Header {
+                infomask: bits::XMAX_LOCK_ONLY,
+                ..edit.to
+            },
+            ..edit
+        };
+        assert_eq!(successor_header(&locker, &new_key), None);
+    }
+
     #[test]
     fn variable_length_integers_roundtrip() {
         for x in [0u64, 1, 127, 128, 300, 16383, 16384, u32::MAX as u64, u64::MAX] {

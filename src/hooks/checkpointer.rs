@@ -43,11 +43,32 @@ fn metadata_short(last: Instant) -> bool {
     used * 4 >= total * 3 && last.elapsed() >= AT_MOST_EVERY
 }
 
+/// Points this process's proc-array index at a slot the dense arrays
+/// never use. The worker connects to no database, so it is in no slot,
+/// but PostgreSQL code it runs reads `MyProc->pgxactoff` all the same:
+/// `ReplicationSlotRelease` (every engine checkpoint releases the WAL
+/// slot) stores this process's status flags at that index, clearing
+/// another backend's (`PROC_IS_AUTOVACUUM`, `PROC_IN_VACUUM`, a standby
+/// feedback walsender's `PROC_AFFECTS_ALL_HORIZONS`), and
+/// `TransactionIdIsInProgress` skips that index as its own. The arrays
+/// hold `allProcCount` entries, the dense part at most `MaxBackends +
+/// max_prepared_xacts` of them, fewer by the auxiliary processes' five:
+/// the last entry is never a backend's.
+fn park_outside_proc_array() {
+    // SAFETY: MyProc and ProcGlobal are set before a background worker's
+    // main runs; this process owns its PGPROC, and no other process reads
+    // the `pgxactoff` of a PGPROC that is not in the proc array.
+    unsafe {
+        (*pg_sys::MyProc).pgxactoff = (*pg_sys::ProcGlobal).allProcCount as i32 - 1;
+    }
+}
+
 /// The worker's main loop.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
+    park_outside_proc_array();
     // Recovery is over when this worker starts: trees a crash orphaned
     // (their relation's file is gone) can go now.
     crate::am::storage::sweep_orphans();
