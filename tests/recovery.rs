@@ -1319,3 +1319,40 @@ fn a_clean_shutdown_checkpoints_the_engine() {
     );
     check_tree(&mut c, "t");
 }
+
+/// On a new cluster the WAL-keeping replication slot does not exist yet,
+/// and every engine checkpoint creates it if missing: a backend's
+/// CHECKPOINT beside another's (or the worker's first) once failed with
+/// `replication slot "orioledb_rs" already exists`. Sessions checkpoint
+/// at once right after the start; every one succeeds and one slot holds
+/// the WAL.
+#[test]
+fn first_checkpoints_of_a_new_cluster_at_once_all_succeed() {
+    let (env, _g) = require_server!();
+    for round in 0..3 {
+        let cluster = ScratchCluster::new(&env, &format!("firstckpt{round}"), OWN_CLUSTER);
+        let mut c = cluster.connect("postgres");
+        c.batch_execute("CREATE EXTENSION orioledb_rs").unwrap();
+        let start = std::sync::Arc::new(std::sync::Barrier::new(4));
+        let sessions: Vec<_> = (0..4)
+            .map(|_| {
+                let mut s = cluster.connect("postgres");
+                let start = start.clone();
+                std::thread::spawn(move || {
+                    start.wait();
+                    s.batch_execute("CHECKPOINT").map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        for s in sessions {
+            let r = s.join().unwrap();
+            assert!(r.is_ok(), "round {round}: {r:?}\n{}", cluster.log_tail());
+        }
+        let slots = query_text(
+            &mut c,
+            "SELECT count(*) || ' ' || bool_and(restart_lsn IS NOT NULL) FROM pg_replication_slots \
+              WHERE slot_name = 'orioledb_rs'",
+        );
+        assert_eq!(slots, "1 true", "round {round}");
+    }
+}

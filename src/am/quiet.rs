@@ -25,6 +25,7 @@
 //! backend's is.
 
 use crate::am::rows::{xid_precedes, PgXacts};
+use crate::pg::lock::SessionLock;
 use orioledb_engine::btree::{Prune, Pruner};
 use orioledb_engine::version::{self, Header, Hints, VacuumState, Xid};
 use orioledb_engine::{Superseded, TreeId};
@@ -90,7 +91,7 @@ pub fn sweep_quiet_trees(deadline: Instant) {
         if BACKED_OFF.with(|b| b.borrow().get(&t.id).is_some_and(|until| Instant::now() < *until)) {
             continue;
         }
-        let Some(lock) = RelationLock::try_take(t.id.db, t.rel) else {
+        let Some(lock) = SessionLock::try_relation(t.id.db, t.rel, pg_sys::ShareUpdateExclusiveLock) else {
             continue;
         };
         let swept = pgrx::PgTryBuilder::new(|| {
@@ -182,40 +183,6 @@ fn sweep_tree(t: &Superseded, horizon: Xid, deadline: Instant) {
                 return;
             }
             Some(k) => sweep.next = Some(k),
-        }
-    }
-}
-
-/// A relation's SHARE UPDATE EXCLUSIVE lock held as a session lock by a
-/// process with no database (the lock tag is built from the OIDs).
-/// Invariant: held while the value lives.
-struct RelationLock(pg_sys::LOCKTAG);
-
-impl RelationLock {
-    /// The lock if it is free at once.
-    fn try_take(db: u32, rel: u32) -> Option<RelationLock> {
-        let mut tag = pg_sys::LOCKTAG {
-            locktag_field1: db,
-            locktag_field2: rel,
-            locktag_field3: 0,
-            locktag_field4: 0,
-            locktag_type: pg_sys::LockTagType::LOCKTAG_RELATION as u8,
-            locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
-        };
-        // SAFETY: a session lock needs no transaction or resource owner;
-        // dontWait never sleeps on the lock.
-        let r = unsafe {
-            pg_sys::LockAcquire(&mut tag, pg_sys::ShareUpdateExclusiveLock as i32, true, true)
-        };
-        (r != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then_some(RelationLock(tag))
-    }
-}
-
-impl Drop for RelationLock {
-    fn drop(&mut self) {
-        // SAFETY: the lock this value holds, as a session lock.
-        unsafe {
-            pg_sys::LockRelease(&mut self.0, pg_sys::ShareUpdateExclusiveLock as i32, true);
         }
     }
 }

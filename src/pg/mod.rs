@@ -7,6 +7,7 @@
 pub mod engine;
 pub mod guc;
 pub mod injection;
+pub mod lock;
 pub mod preload;
 pub mod shmem;
 pub mod wal;

@@ -629,16 +629,27 @@ fn slot_possible() -> bool {
     }
 }
 
+/// The number of the extension's lock ([`crate::pg::lock::SessionLock::ours`])
+/// that creators of the slot hold.
+const SLOT_CREATION_LOCK: u32 = 1;
+
 /// Acquires the slot, creating it first if it does not exist.
 ///
 /// # Safety
 /// Called in a process with a PGPROC that holds no slot; the caller
 /// releases it (`ReplicationSlotRelease`).
 unsafe fn acquire_slot() {
-    // SAFETY: per the contract. Two processes creating it at once is an
-    // ERROR in the second ("already exists"); only the first checkpoint
-    // of a cluster creates it.
+    // SAFETY: per the contract.
     unsafe {
+        if !pg_sys::SearchNamedReplicationSlot(SLOT_NAME.as_ptr(), true).is_null() {
+            pg_sys::ReplicationSlotAcquire(SLOT_NAME.as_ptr(), false);
+            return;
+        }
+        // Two processes creating it at once made the second's statement
+        // fail ("already exists": a backend's CHECKPOINT beside the
+        // worker's first one, on a new cluster): creators take turns, and
+        // the later one acquires what the first made.
+        let _turn = crate::pg::lock::SessionLock::ours(SLOT_CREATION_LOCK);
         if pg_sys::SearchNamedReplicationSlot(SLOT_NAME.as_ptr(), true).is_null() {
             pg_sys::ReplicationSlotCreate(
                 SLOT_NAME.as_ptr(),

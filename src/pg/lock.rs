@@ -1,0 +1,60 @@
+//! Heavyweight locks held as session locks by processes that may have no
+//! database or transaction (the orioledb checkpointer): tags built from
+//! numbers, released by dropping the value.
+
+use pgrx::pg_sys;
+
+/// A lock held as a session lock. Invariant: held in `mode` while the
+/// value lives; dropping it releases it.
+pub struct SessionLock {
+    tag: pg_sys::LOCKTAG,
+    mode: pg_sys::LOCKMODE,
+}
+
+impl SessionLock {
+    /// Relation `rel` of database `db` in `mode`, only if free at once.
+    pub fn try_relation(db: u32, rel: u32, mode: u32) -> Option<SessionLock> {
+        let tag = pg_sys::LOCKTAG {
+            locktag_field1: db,
+            locktag_field2: rel,
+            locktag_field3: 0,
+            locktag_field4: 0,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_RELATION as u8,
+            locktag_lockmethodid: pg_sys::DEFAULT_LOCKMETHOD as u8,
+        };
+        Self::take(tag, mode as pg_sys::LOCKMODE, true)
+    }
+
+    /// The extension's own exclusive lock number `n`, waiting for it: an
+    /// advisory tag of no database, in a class (field 4) that
+    /// `pg_advisory_lock` never uses (it uses 1 and 2).
+    pub fn ours(n: u32) -> SessionLock {
+        let tag = pg_sys::LOCKTAG {
+            locktag_field1: 0,
+            locktag_field2: 0x4F52_4442, // "ORDB"
+            locktag_field3: n,
+            locktag_field4: 201,
+            locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+            locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
+        };
+        Self::take(tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false)
+            .expect("a lock waited for is held")
+    }
+
+    fn take(mut tag: pg_sys::LOCKTAG, mode: pg_sys::LOCKMODE, dont_wait: bool) -> Option<SessionLock> {
+        // SAFETY: a session lock needs no transaction or resource owner;
+        // with dont_wait it never sleeps, else it waits as any lock does
+        // (cancellable; an ERROR leaves nothing held).
+        let r = unsafe { pg_sys::LockAcquire(&mut tag, mode, true, dont_wait) };
+        (r != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then_some(SessionLock { tag, mode })
+    }
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        // SAFETY: the lock this value holds, as a session lock.
+        unsafe {
+            pg_sys::LockRelease(&mut self.tag, self.mode, true);
+        }
+    }
+}
