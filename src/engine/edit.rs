@@ -255,7 +255,8 @@ impl HeaderEdit {
 /// The header an UPDATE's new version starts with, as the record's edit
 /// of the old version implies it: inserted by the transaction and command
 /// that became the old version's `xmax` and `cmax` (`cmin` 0 when the edit
-/// leaves `cmax`), with the old tuple's data bits and attribute count,
+/// leaves `cmax`), marked as an update's (heap's `HEAP_UPDATED`), with the
+/// old tuple's data bits and attribute count,
 /// heap-only with the root trailer's flag when the old version became
 /// HOT-updated, its own row id (`new_key`'s) as `ctid`. Built from the
 /// record alone — never from the value replay finds, which may be a later
@@ -277,7 +278,7 @@ pub fn successor_header(edit: &HeaderEdit, new_key: &[u8]) -> Option<Vec<u8>> {
         if m & CMAX != 0 { to.cmax } else { 0 },
         crate::keys::version_suffix(new_key)?,
     );
-    h.infomask |= to.infomask & bits::DATA_MASK;
+    h.infomask |= bits::UPDATED | (to.infomask & bits::DATA_MASK);
     h.infomask2 = (to.infomask2 & bits::NATTS_MASK) | if hot { bits::HEAP_ONLY } else { 0 };
     if hot {
         h.flags = version::HOT_ROOT;
@@ -555,7 +556,7 @@ mod tests {
         };
         assert_eq!(
             successor_header(&edit, &new_key).unwrap(),
-            [0xB0, 0x02, 0x08, 0x04, 0x80, 0x0D, 0x0C, 0x0B, 0x0A, 0x04, 0x03, 0x02, 0x01, 0, 0, 2]
+            [0xB0, 0x02, 0x28, 0x04, 0x80, 0x0D, 0x0C, 0x0B, 0x0A, 0x04, 0x03, 0x02, 0x01, 0, 0, 2]
         );
         let plain = HeaderEdit {
             mask: INFOMASK | INFOMASK2 | XMAX,
@@ -566,7 +567,7 @@ mod tests {
         };
         assert_eq!(
             successor_header(&plain, &new_key).unwrap(),
-            [0x80, 0x02, 0x08, 0x04, 0x00, 0x0D, 0x0C, 0x0B, 0x0A, 0x04, 0x03, 0x02, 0x01, 0, 0]
+            [0x80, 0x02, 0x28, 0x04, 0x00, 0x0D, 0x0C, 0x0B, 0x0A, 0x04, 0x03, 0x02, 0x01, 0, 0]
         );
         let locker = HeaderEdit {
             to: Header {

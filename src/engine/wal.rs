@@ -971,7 +971,7 @@ mod tests {
         let mut body = tuple.clone();
         body[9] ^= 1;
         let fresh = Header {
-            infomask: bits::XMAX_INVALID | bits::HASVARWIDTH,
+            infomask: bits::XMAX_INVALID | bits::UPDATED | bits::HASVARWIDTH,
             infomask2: 4,
             hoff: 24,
             ..Header::new(2_000_000, 0, 900_001)

@@ -697,10 +697,11 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
         }
         let at = rng.below(60) as usize;
         body[at] = body[at].wrapping_add(1);
-        let fresh = Header {
+        let mut fresh = Header {
             hoff: 24,
             ..Header::new(xid, if odd { cid + 1 } else { cid }, own)
         };
+        fresh.infomask |= version::bits::UPDATED;
         let mut new = fresh.with_tail(&body);
         if hot {
             version::make_heap_only(&mut new, 1 + rng.below(1000));
