@@ -51,15 +51,23 @@ fn metadata_short(last: Instant) -> bool {
 /// another backend's (`PROC_IS_AUTOVACUUM`, `PROC_IN_VACUUM`, a standby
 /// feedback walsender's `PROC_AFFECTS_ALL_HORIZONS`), and
 /// `TransactionIdIsInProgress` skips that index as its own. The arrays
-/// hold `allProcCount` entries, the dense part at most `MaxBackends +
-/// max_prepared_xacts` of them, fewer by the auxiliary processes' five:
-/// the last entry is never a backend's.
+/// hold `allProcCount + max_prepared_transactions` entries (every PGPROC,
+/// prepared transactions' included), the dense part at most `MaxBackends +
+/// max_prepared_transactions` of them — fewer by the auxiliary processes'
+/// five: the last entry is never a backend's or a prepared transaction's.
 fn park_outside_proc_array() {
     // SAFETY: MyProc and ProcGlobal are set before a background worker's
     // main runs; this process owns its PGPROC, and no other process reads
-    // the `pgxactoff` of a PGPROC that is not in the proc array.
+    // the `pgxactoff` of a PGPROC that is not in the proc array. The
+    // setting is read as text (GetConfigOption), fixed at server start.
     unsafe {
-        (*pg_sys::MyProc).pgxactoff = (*pg_sys::ProcGlobal).allProcCount as i32 - 1;
+        let prepared = pg_sys::GetConfigOption(c"max_prepared_transactions".as_ptr(), false, false);
+        let prepared: i32 = if prepared.is_null() {
+            0
+        } else {
+            std::ffi::CStr::from_ptr(prepared).to_str().ok().and_then(|s| s.parse().ok()).unwrap_or(0)
+        };
+        (*pg_sys::MyProc).pgxactoff = (*pg_sys::ProcGlobal).allProcCount as i32 + prepared - 1;
     }
 }
 

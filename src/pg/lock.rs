@@ -25,9 +25,13 @@ impl SessionLock {
         Self::take(tag, mode as pg_sys::LOCKMODE, true)
     }
 
-    /// The extension's own exclusive lock number `n`, waiting for it: an
+    /// The extension's own exclusive lock number `n`, once it is free: an
     /// advisory tag of no database, in a class (field 4) that
-    /// `pg_advisory_lock` never uses (it uses 1 and 2).
+    /// `pg_advisory_lock` never uses (it uses 1 and 2). Polled, never
+    /// waited for in the lock manager: a process that did not run
+    /// `InitPostgres` (the orioledb checkpointer) has no deadlock-timeout
+    /// handler, and a wait longer than `deadlock_timeout` would call a
+    /// null one. Held only for short steps (creating the WAL slot).
     pub fn ours(n: u32) -> SessionLock {
         let tag = pg_sys::LOCKTAG {
             locktag_field1: 0,
@@ -37,14 +41,19 @@ impl SessionLock {
             locktag_type: pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
             locktag_lockmethodid: pg_sys::USER_LOCKMETHOD as u8,
         };
-        Self::take(tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, false)
-            .expect("a lock waited for is held")
+        loop {
+            if let Some(l) = Self::take(tag, pg_sys::ExclusiveLock as pg_sys::LOCKMODE, true) {
+                return l;
+            }
+            pgrx::check_for_interrupts!();
+            // SAFETY: a plain sleep.
+            unsafe { pg_sys::pg_usleep(5_000) };
+        }
     }
 
     fn take(mut tag: pg_sys::LOCKTAG, mode: pg_sys::LOCKMODE, dont_wait: bool) -> Option<SessionLock> {
         // SAFETY: a session lock needs no transaction or resource owner;
-        // with dont_wait it never sleeps, else it waits as any lock does
-        // (cancellable; an ERROR leaves nothing held).
+        // with dont_wait it never sleeps (every caller passes it).
         let r = unsafe { pg_sys::LockAcquire(&mut tag, mode, true, dont_wait) };
         (r != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then_some(SessionLock { tag, mode })
     }
