@@ -214,8 +214,10 @@ fn put_ranges(b: &mut Vec<u8>, ranges: &[(u16, Vec<u8>)]) {
 }
 
 /// A delta, its middle running to the end of the record.
-fn put_delta(b: &mut Vec<u8>, d: &Delta) {
-    put_var_bytes(b, &d.head);
+/// A delta; with `spell_head` false its head is left out (an empty one
+/// in its place: the record implies it).
+fn put_delta(b: &mut Vec<u8>, d: &Delta, spell_head: bool) {
+    put_var_bytes(b, if spell_head { &d.head } else { &[] });
     for x in [d.from, d.prefix, d.suffix, d.skip] {
         put_var(b, x as u64);
     }
@@ -378,69 +380,10 @@ impl Record {
                 put_first_var(&mut b, Some(first), key);
                 put_var_bytes(&mut b, key);
                 put_var_bytes(&mut b, base);
-                put_delta(&mut b, delta);
+                put_delta(&mut b, delta, true);
             }
             Record::PutRun { .. } => unreachable!("encoded above"),
-            Record::Update {
-                key,
-                len,
-                edit,
-                first,
-                new_key,
-                delta,
-                ..
-            } => {
-                put_var_bytes(&mut b, key);
-                put_var(&mut b, *len as u64);
-                let edit_kind = match edit {
-                    Edit::Ranges(_) => 0,
-                    Edit::Splice { .. } => 1,
-                    Edit::Header(_) => 2,
-                };
-                // What the record implies need not be spelled: the old
-                // version's `ctid` (the new key's row id) and the new
-                // version's header (`edit::successor_header`).
-                let (implied, stripped) = match edit {
-                    Edit::Header(h) => {
-                        let head = crate::edit::successor_header(h, new_key)
-                            .is_some_and(|p| p == delta.head);
-                        let ctid = h.without_ctid_of(new_key);
-                        let flags = if head { HEAD_IMPLIED } else { 0 } | if ctid.is_some() { CTID_IMPLIED } else { 0 };
-                        (flags, ctid)
-                    }
-                    _ => (0, None),
-                };
-                b.push(edit_kind | first_flags(first.as_ref(), new_key) | implied);
-                match edit {
-                    Edit::Ranges(ranges) => {
-                        b.push(ranges.len() as u8);
-                        for (off, bytes) in ranges {
-                            put_var(&mut b, *off as u64);
-                            b.push(bytes.len() as u8);
-                            b.extend_from_slice(bytes);
-                        }
-                    }
-                    Edit::Splice {
-                        prefix,
-                        suffix,
-                        middle,
-                    } => {
-                        put_var(&mut b, *prefix as u64);
-                        put_var(&mut b, *suffix as u64);
-                        put_var_bytes(&mut b, middle);
-                    }
-                    Edit::Header(h) => stripped.as_ref().unwrap_or(h).encode(&mut b),
-                }
-                put_first_var(&mut b, first.as_ref(), new_key);
-                let shared = key.iter().zip(new_key).take_while(|(a, b)| a == b).count();
-                put_var(&mut b, shared as u64);
-                put_var_bytes(&mut b, &new_key[shared..]);
-                if implied & HEAD_IMPLIED != 0 {
-                    put_delta(&mut b, &Delta { head: Vec::new(), ..delta.clone() });
-                } else {
-                    put_delta(&mut b, delta);
-                }
-            }
+            Record::Update { .. } => encode_update(&mut b, self),
         }
         b
     }
@@ -452,256 +395,354 @@ impl Record {
         }
         let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
         let tree = TreeId::new(u32at(1), u32at(5));
-        let mut at = 9;
-        let take = |at: &mut usize, n: usize| -> Result<&[u8], String> {
-            let s = b.get(*at..*at + n).ok_or("log record truncated")?;
-            *at += n;
-            Ok(s)
-        };
-        let u16of = |at: &mut usize| -> Result<usize, String> {
-            Ok(u16::from_le_bytes(take(at, 2)?.try_into().unwrap()) as usize)
-        };
-        let with_len = |at: &mut usize| -> Result<Vec<u8>, String> {
-            let n = u16of(at)?;
-            Ok(take(at, n)?.to_vec())
-        };
-        // A pair's first entry: None for the marker (derived from the key
-        // that follows).
-        let first_of = |at: &mut usize| -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
-            if b.get(*at..*at + 2) == Some(&DERIVED.to_le_bytes()[..]) {
-                *at += 2;
-                return Ok(None);
-            }
-            Ok(Some((with_len(at)?, with_len(at)?)))
-        };
-        let rest = |at: &mut usize| {
-            let r = b[*at..].to_vec();
-            *at = b.len();
-            r
-        };
-        let range = |at: &mut usize, len: usize| -> Result<(u16, Vec<u8>), String> {
-            let off = u16of(at)?;
-            let n = take(at, 1)?[0] as usize;
-            if n == 0 || off + n > len {
-                return Err(format!("patch range {off}+{n} outside a value of {len} bytes"));
-            }
-            Ok((off as u16, take(at, n)?.to_vec()))
-        };
-        let var = |at: &mut usize, max: u64| -> Result<u64, String> {
-            let x = get_var(b, at)?;
-            (x <= max)
-                .then_some(x)
-                .ok_or_else(|| format!("log record holds {x} where at most {max} fits"))
-        };
-        let var_bytes = |at: &mut usize| -> Result<Vec<u8>, String> {
-            let n = var(at, u16::MAX as u64)? as usize;
-            Ok(take(at, n)?.to_vec())
-        };
-        let u16var = |at: &mut usize| -> Result<u16, String> { Ok(var(at, u16::MAX as u64)? as u16) };
-        let delta = |at: &mut usize| -> Result<Delta, String> {
-            let head = var_bytes(at)?;
-            let (from, prefix, suffix, skip) = (u16var(at)?, u16var(at)?, u16var(at)?, u16var(at)?);
-            let tail = var_bytes(at)?;
-            Ok(Delta {
-                head,
-                from,
-                prefix,
-                middle: rest(at),
-                suffix,
-                skip,
-                tail,
-            })
-        };
-        // A compact record's first entry, by its flag bits; derived from
-        // `key` later.
-        let first_var = |at: &mut usize, flags: u8| -> Result<Option<Option<(Vec<u8>, Vec<u8>)>>, String> {
-            Ok(match flags & (FIRST_DERIVED | FIRST_SPELLED) {
-                0 => None,
-                FIRST_DERIVED => Some(None),
-                FIRST_SPELLED => Some(Some((var_bytes(at)?, var_bytes(at)?))),
-                _ => return Err("log record's first entry is both derived and spelled".into()),
-            })
-        };
+        let mut r = Reader { b, at: 9 };
         let rec = match b[0] {
             1 => Record::Create {
                 tree,
-                compress: i32::from_le_bytes(take(&mut at, 4)?.try_into().unwrap()),
+                compress: i32::from_le_bytes(r.take(4)?.try_into().unwrap()),
             },
             2 => Record::Drop { tree },
             6 => Record::Truncate { tree },
             5 => Record::IdLimit {
                 tree,
-                limit: u64::from_le_bytes(take(&mut at, 8)?.try_into().unwrap()),
+                limit: u64::from_le_bytes(r.take(8)?.try_into().unwrap()),
             },
             9 | 13 => {
                 return Err(
                     "log record of an earlier build of orioledb_rs (its format changed)".into(),
                 )
             }
-            14 => {
-                let key = with_len(&mut at)?;
-                let len = u16of(&mut at)?;
-                let prefix = u16of(&mut at)?;
-                let suffix = u16of(&mut at)?;
-                if prefix + suffix > len {
-                    return Err(format!("splice keeps {prefix}+{suffix} bytes of a value of {len}"));
-                }
-                Record::Patch {
-                    tree,
-                    key,
-                    len: len as u16,
-                    edit: Edit::Splice {
-                        prefix: prefix as u16,
-                        suffix: suffix as u16,
-                        middle: rest(&mut at),
-                    },
-                }
-            }
+            14 => decode_splice(&mut r, tree)?,
             10 => Record::Put {
                 tree,
-                key: with_len(&mut at)?,
-                value: rest(&mut at),
+                key: r.with_len()?,
+                value: r.rest(),
             },
-            11 => Record::Delete {
-                tree,
-                key: rest(&mut at),
-            },
-            7 => {
-                let key = with_len(&mut at)?;
-                let len = u16of(&mut at)?;
-                let mut ranges = Vec::new();
-                while at < b.len() {
-                    ranges.push(range(&mut at, len)?);
-                }
-                Record::Patch {
-                    tree,
-                    key,
-                    len: len as u16,
-                    edit: Edit::Ranges(ranges),
-                }
-            }
+            11 => Record::Delete { tree, key: r.rest() },
+            7 => decode_ranges(&mut r, tree)?,
             8 => {
-                let first = first_of(&mut at)?;
-                let key = with_len(&mut at)?;
+                let first = r.first_of()?;
+                let key = r.with_len()?;
                 Record::PutPair {
                     tree,
                     first: derive_first(first, &key)?,
                     key,
-                    value: rest(&mut at),
+                    value: r.rest(),
                 }
             }
-            4 => {
-                let flags = take(&mut at, 1)?[0];
-                if flags & !(FIRST_DERIVED | FIRST_SPELLED) != 0 {
-                    return Err(format!("pair record has unknown flags {flags:#x}"));
-                }
-                let first = first_var(&mut at, flags)?.ok_or("log record's pair has no first entry")?;
-                let key = var_bytes(&mut at)?;
-                let first = derive_first(first, &key)?;
-                let base = var_bytes(&mut at)?;
-                Record::PutPairDelta {
-                    tree,
-                    first,
-                    key,
-                    base,
-                    delta: delta(&mut at)?,
-                }
-            }
+            4 => decode_pair_delta(&mut r, tree)?,
             0 => {
-                let key = var_bytes(&mut at)?;
-                let len = u16var(&mut at)?;
+                let key = r.var_bytes()?;
+                let len = r.u16var()?;
                 Record::Patch {
                     tree,
                     key,
                     len,
-                    edit: Edit::Header(HeaderEdit::decode(b, &mut at)?),
+                    edit: Edit::Header(HeaderEdit::decode(b, &mut r.at)?),
                 }
             }
             12 => {
                 let mut items = Vec::new();
-                while at < b.len() {
-                    items.push((with_len(&mut at)?, with_len(&mut at)?));
+                while !r.done() {
+                    items.push((r.with_len()?, r.with_len()?));
                 }
                 Record::PutRun { tree, items }
             }
-            3 => {
-                let key = var_bytes(&mut at)?;
-                let len = u16var(&mut at)?;
-                let flags = take(&mut at, 1)?[0];
-                if flags & !(3 | FIRST_DERIVED | FIRST_SPELLED | CTID_IMPLIED | HEAD_IMPLIED) != 0 {
-                    return Err(format!("update record has unknown flags {flags:#x}"));
-                }
-                if flags & (CTID_IMPLIED | HEAD_IMPLIED) != 0 && flags & 3 != 2 {
-                    return Err(format!("update record implies header fields of no header edit ({flags:#x})"));
-                }
-                let edit = match flags & 3 {
-                    0 => {
-                        let n = take(&mut at, 1)?[0];
-                        let mut ranges = Vec::with_capacity(n as usize);
-                        for _ in 0..n {
-                            let off = u16var(&mut at)?;
-                            let n = take(&mut at, 1)?[0] as usize;
-                            if n == 0 || off as usize + n > len as usize {
-                                return Err(format!("patch range {off}+{n} outside a value of {len} bytes"));
-                            }
-                            ranges.push((off, take(&mut at, n)?.to_vec()));
-                        }
-                        Edit::Ranges(ranges)
-                    }
-                    1 => {
-                        let (prefix, suffix) = (u16var(&mut at)?, u16var(&mut at)?);
-                        if prefix as usize + suffix as usize > len as usize {
-                            return Err(format!("update keeps {prefix}+{suffix} bytes of a value of {len}"));
-                        }
-                        Edit::Splice {
-                            prefix,
-                            suffix,
-                            middle: var_bytes(&mut at)?,
-                        }
-                    }
-                    2 => Edit::Header(HeaderEdit::decode(b, &mut at)?),
-                    e => return Err(format!("unknown edit kind {e} in an update record")),
-                };
-                let first = first_var(&mut at, flags)?;
-                let shared = u16var(&mut at)? as usize;
-                let mut new_key = key
-                    .get(..shared)
-                    .ok_or("update record shares more key bytes than there are")?
-                    .to_vec();
-                new_key.extend_from_slice(&var_bytes(&mut at)?);
-                let first = first.map(|f| derive_first(f, &new_key)).transpose()?;
-                let edit = match edit {
-                    Edit::Header(h) if flags & CTID_IMPLIED != 0 => Edit::Header(
-                        h.with_ctid_of(&new_key)
-                            .ok_or("update record implies a ctid its new key does not give")?,
-                    ),
-                    e => e,
-                };
-                let mut delta = delta(&mut at)?;
-                if let (Edit::Header(h), true) = (&edit, flags & HEAD_IMPLIED != 0) {
-                    if !delta.head.is_empty() {
-                        return Err("update record both implies and spells its new header".into());
-                    }
-                    delta.head = crate::edit::successor_header(h, &new_key)
-                        .ok_or("update record implies a new header its edit does not give")?;
-                }
-                Record::Update {
-                    tree,
-                    key,
-                    len,
-                    edit,
-                    first,
-                    new_key,
-                    delta,
-                }
-            }
+            3 => decode_update(&mut r, tree)?,
             k => return Err(format!("unknown log record kind {k}")),
         };
-        if at != b.len() {
+        if !r.done() {
             return Err("log record has trailing bytes".into());
         }
         Ok(rec)
     }
+}
+
+/// The body of an UPDATE record (kind 3) after its kind and tree. What
+/// the record implies is left out: the old version's `ctid` when it is
+/// the new key's row id, the new version's header when it is
+/// [`crate::edit::successor_header`] (flags [`CTID_IMPLIED`],
+/// [`HEAD_IMPLIED`]).
+fn encode_update(b: &mut Vec<u8>, rec: &Record) {
+    let Record::Update {
+        key,
+        len,
+        edit,
+        first,
+        new_key,
+        delta,
+        ..
+    } = rec
+    else {
+        unreachable!("an UPDATE record")
+    };
+    put_var_bytes(b, key);
+    put_var(b, *len as u64);
+    let edit_kind = match edit {
+        Edit::Ranges(_) => 0,
+        Edit::Splice { .. } => 1,
+        Edit::Header(_) => 2,
+    };
+    let (implied, stripped) = match edit {
+        Edit::Header(h) => {
+            let head = crate::edit::successor_header(h, new_key).is_some_and(|p| p == delta.head);
+            let ctid = h.without_ctid_of(new_key);
+            let flags = if head { HEAD_IMPLIED } else { 0 } | if ctid.is_some() { CTID_IMPLIED } else { 0 };
+            (flags, ctid)
+        }
+        _ => (0, None),
+    };
+    b.push(edit_kind | first_flags(first.as_ref(), new_key) | implied);
+    match edit {
+        Edit::Ranges(ranges) => {
+            b.push(ranges.len() as u8);
+            for (off, bytes) in ranges {
+                put_var(b, *off as u64);
+                b.push(bytes.len() as u8);
+                b.extend_from_slice(bytes);
+            }
+        }
+        Edit::Splice {
+            prefix,
+            suffix,
+            middle,
+        } => {
+            put_var(b, *prefix as u64);
+            put_var(b, *suffix as u64);
+            put_var_bytes(b, middle);
+        }
+        Edit::Header(h) => stripped.as_ref().unwrap_or(h).encode(b),
+    }
+    put_first_var(b, first.as_ref(), new_key);
+    let shared = key.iter().zip(new_key).take_while(|(a, b)| a == b).count();
+    put_var(b, shared as u64);
+    put_var_bytes(b, &new_key[shared..]);
+    put_delta(b, delta, implied & HEAD_IMPLIED == 0);
+}
+
+/// A record's bytes being decoded from `at` on. Invariant: `at <=
+/// b.len()`; every read checks the length, so damage is an error, never a
+/// panic.
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn done(&self) -> bool {
+        self.at >= self.b.len()
+    }
+
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        let s = self.b.get(self.at..self.at + n).ok_or("log record truncated")?;
+        self.at += n;
+        Ok(s)
+    }
+
+    fn byte(&mut self) -> Result<u8, String> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u16(&mut self) -> Result<usize, String> {
+        Ok(u16::from_le_bytes(self.take(2)?.try_into().unwrap()) as usize)
+    }
+
+    fn with_len(&mut self) -> Result<Vec<u8>, String> {
+        let n = self.u16()?;
+        Ok(self.take(n)?.to_vec())
+    }
+
+    /// The bytes to the end.
+    fn rest(&mut self) -> Vec<u8> {
+        let r = self.b[self.at..].to_vec();
+        self.at = self.b.len();
+        r
+    }
+
+    fn var(&mut self, max: u64) -> Result<u64, String> {
+        let x = get_var(self.b, &mut self.at)?;
+        (x <= max)
+            .then_some(x)
+            .ok_or_else(|| format!("log record holds {x} where at most {max} fits"))
+    }
+
+    fn u16var(&mut self) -> Result<u16, String> {
+        Ok(self.var(u16::MAX as u64)? as u16)
+    }
+
+    fn var_bytes(&mut self) -> Result<Vec<u8>, String> {
+        let n = self.u16var()? as usize;
+        Ok(self.take(n)?.to_vec())
+    }
+
+    /// A pair's first entry: None for the marker (derived from the key
+    /// that follows).
+    fn first_of(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>, String> {
+        if self.b.get(self.at..self.at + 2) == Some(&DERIVED.to_le_bytes()[..]) {
+            self.at += 2;
+            return Ok(None);
+        }
+        Ok(Some((self.with_len()?, self.with_len()?)))
+    }
+
+    /// A compact record's first entry, by its flag bits; derived from the
+    /// key later.
+    fn first_var(&mut self, flags: u8) -> Result<Option<Option<(Vec<u8>, Vec<u8>)>>, String> {
+        Ok(match flags & (FIRST_DERIVED | FIRST_SPELLED) {
+            0 => None,
+            FIRST_DERIVED => Some(None),
+            FIRST_SPELLED => Some(Some((self.var_bytes()?, self.var_bytes()?))),
+            _ => return Err("log record's first entry is both derived and spelled".into()),
+        })
+    }
+
+    fn delta(&mut self) -> Result<Delta, String> {
+        let head = self.var_bytes()?;
+        let (from, prefix, suffix, skip) = (self.u16var()?, self.u16var()?, self.u16var()?, self.u16var()?);
+        let tail = self.var_bytes()?;
+        Ok(Delta {
+            head,
+            from,
+            prefix,
+            middle: self.rest(),
+            suffix,
+            skip,
+            tail,
+        })
+    }
+
+    /// One changed range of a value of `len` bytes, its offset as `u16`
+    /// (kind 7) or as a variable-length integer (kind 3).
+    fn range(&mut self, len: usize, varint: bool) -> Result<(u16, Vec<u8>), String> {
+        let off = if varint { self.u16var()? as usize } else { self.u16()? };
+        let n = self.byte()? as usize;
+        if n == 0 || off + n > len {
+            return Err(format!("patch range {off}+{n} outside a value of {len} bytes"));
+        }
+        Ok((off as u16, self.take(n)?.to_vec()))
+    }
+}
+
+/// Kind 14: a splice.
+fn decode_splice(r: &mut Reader, tree: TreeId) -> Result<Record, String> {
+    let key = r.with_len()?;
+    let len = r.u16()?;
+    let (prefix, suffix) = (r.u16()?, r.u16()?);
+    if prefix + suffix > len {
+        return Err(format!("splice keeps {prefix}+{suffix} bytes of a value of {len}"));
+    }
+    Ok(Record::Patch {
+        tree,
+        key,
+        len: len as u16,
+        edit: Edit::Splice {
+            prefix: prefix as u16,
+            suffix: suffix as u16,
+            middle: r.rest(),
+        },
+    })
+}
+
+/// Kind 7: changed ranges to the end.
+fn decode_ranges(r: &mut Reader, tree: TreeId) -> Result<Record, String> {
+    let key = r.with_len()?;
+    let len = r.u16()?;
+    let mut ranges = Vec::new();
+    while !r.done() {
+        ranges.push(r.range(len, false)?);
+    }
+    Ok(Record::Patch {
+        tree,
+        key,
+        len: len as u16,
+        edit: Edit::Ranges(ranges),
+    })
+}
+
+/// Kind 4: a pair whose second value is a delta.
+fn decode_pair_delta(r: &mut Reader, tree: TreeId) -> Result<Record, String> {
+    let flags = r.byte()?;
+    if flags & !(FIRST_DERIVED | FIRST_SPELLED) != 0 {
+        return Err(format!("pair record has unknown flags {flags:#x}"));
+    }
+    let first = r.first_var(flags)?.ok_or("log record's pair has no first entry")?;
+    let key = r.var_bytes()?;
+    let first = derive_first(first, &key)?;
+    let base = r.var_bytes()?;
+    Ok(Record::PutPairDelta {
+        tree,
+        first,
+        key,
+        base,
+        delta: r.delta()?,
+    })
+}
+
+/// Kind 3: an UPDATE, with what its flags say it implies restored.
+fn decode_update(r: &mut Reader, tree: TreeId) -> Result<Record, String> {
+    let key = r.var_bytes()?;
+    let len = r.u16var()?;
+    let flags = r.byte()?;
+    if flags & !(3 | FIRST_DERIVED | FIRST_SPELLED | CTID_IMPLIED | HEAD_IMPLIED) != 0 {
+        return Err(format!("update record has unknown flags {flags:#x}"));
+    }
+    if flags & (CTID_IMPLIED | HEAD_IMPLIED) != 0 && flags & 3 != 2 {
+        return Err(format!("update record implies header fields of no header edit ({flags:#x})"));
+    }
+    let edit = match flags & 3 {
+        0 => {
+            let n = r.byte()?;
+            let ranges = (0..n)
+                .map(|_| r.range(len as usize, true))
+                .collect::<Result<Vec<_>, _>>()?;
+            Edit::Ranges(ranges)
+        }
+        1 => {
+            let (prefix, suffix) = (r.u16var()?, r.u16var()?);
+            if prefix as usize + suffix as usize > len as usize {
+                return Err(format!("update keeps {prefix}+{suffix} bytes of a value of {len}"));
+            }
+            Edit::Splice {
+                prefix,
+                suffix,
+                middle: r.var_bytes()?,
+            }
+        }
+        2 => Edit::Header(HeaderEdit::decode(r.b, &mut r.at)?),
+        e => return Err(format!("unknown edit kind {e} in an update record")),
+    };
+    let first = r.first_var(flags)?;
+    let shared = r.u16var()? as usize;
+    let mut new_key = key
+        .get(..shared)
+        .ok_or("update record shares more key bytes than there are")?
+        .to_vec();
+    new_key.extend_from_slice(&r.var_bytes()?);
+    let first = first.map(|f| derive_first(f, &new_key)).transpose()?;
+    let edit = match edit {
+        Edit::Header(h) if flags & CTID_IMPLIED != 0 => Edit::Header(
+            h.with_ctid_of(&new_key)
+                .ok_or("update record implies a ctid its new key does not give")?,
+        ),
+        e => e,
+    };
+    let mut delta = r.delta()?;
+    if let (Edit::Header(h), true) = (&edit, flags & HEAD_IMPLIED != 0) {
+        if !delta.head.is_empty() {
+            return Err("update record both implies and spells its new header".into());
+        }
+        delta.head = crate::edit::successor_header(h, &new_key)
+            .ok_or("update record implies a new header its edit does not give")?;
+    }
+    Ok(Record::Update {
+        tree,
+        key,
+        len,
+        edit,
+        first,
+        new_key,
+        delta,
+    })
 }
 
 /// The length field that stands for a pair's first entry when that entry
