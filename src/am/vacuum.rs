@@ -36,6 +36,7 @@
 
 use crate::am::rows::{self, decode, from_item_pointer, table_of, Horizon};
 use crate::am::table::Table;
+use crate::am::vismap::BlockCounts;
 use orioledb_engine::btree::Change;
 use orioledb_engine::version::{self, Header, Hints, VacuumState, Xid};
 use pgrx::pg_sys;
@@ -132,19 +133,12 @@ struct Counts {
     /// The oldest MultiXactId left in an xmax.
     oldest_multi: Option<pg_sys::MultiXactId>,
     /// Versions per TID block when the counting pass saw them, before the
-    /// index cleanup: the visibility map may mark a block only if it has
-    /// lost none since (see am::vismap). [`REDIRECT`] for a block holding
-    /// the root of a row-id chain whose root is gone but whose later
-    /// members were there: its index entries stay, and once those members
-    /// go too the block would show no trace of them.
-    per_block: Vec<u16>,
+    /// index cleanup, and whether they were all visible to everyone (see
+    /// am::vismap).
+    per_block: BlockCounts,
     /// The row ids whose index entries stay without a lookup.
     alive: Alive,
 }
-
-/// A block count no block reaches (291 versions at most): never
-/// all-visible in this VACUUM.
-const REDIRECT: u16 = u16::MAX;
 
 /// VACUUM's transaction horizons (`vacuum_set_xid_limits`).
 #[derive(Clone, Copy)]
@@ -238,6 +232,8 @@ struct Counter<'a> {
     table: &'a Table,
     horizon: Horizon,
     freeze_limit: Xid,
+    /// The visibility map's horizon (`vismap::header_all_visible`).
+    oldest_xmin: pg_sys::TransactionId,
     counts: Counts,
     /// The row-id chain root whose versions the walk is in (key order:
     /// a root's own key comes before its members').
@@ -254,6 +250,7 @@ impl Counter<'_> {
             // SAFETY: per the contract.
             horizon: unsafe { Horizon::of(rel) },
             freeze_limit: cutoffs.freeze_limit.into_inner(),
+            oldest_xmin: cutoffs.oldest_xmin,
             counts: Counts {
                 alive: Alive::with_budget(work_mem_kb() * 1024),
                 ..Counts::default()
@@ -282,10 +279,9 @@ impl Counter<'_> {
         let counts = &mut self.counts;
         counts.fold(&f);
         let block = (id / version::tid::PER_BLOCK) as usize;
-        if counts.per_block.len() <= block {
-            counts.per_block.resize(block + 1, 0);
-        }
-        counts.per_block[block] = counts.per_block[block].saturating_add(1);
+        counts
+            .per_block
+            .version(block, crate::am::vismap::header_all_visible(&h, self.oldest_xmin));
         let horizon = &self.horizon;
         let removable = |x: Xid| horizon.removable(x);
         let state = version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
@@ -302,17 +298,13 @@ impl Counter<'_> {
         }
     }
 
-    /// Marks the block of a row-id chain's root [`REDIRECT`] when the
+    /// Marks the block of a row-id chain's root [`BlockCounts::REDIRECT`] when the
     /// chain's member `k` comes without its root (pruned).
     fn note_redirect(&mut self, k: &[u8], id: u64) {
         let root = crate::am::table::member_root(k);
         if let Some(r) = root.filter(|&r| Some(r) != self.root) {
             let block = (r / version::tid::PER_BLOCK) as usize;
-            let per_block = &mut self.counts.per_block;
-            if per_block.len() <= block {
-                per_block.resize(block + 1, 0);
-            }
-            per_block[block] = REDIRECT;
+            self.counts.per_block.redirect(block);
         }
         self.root = Some(root.unwrap_or(id));
     }
@@ -427,6 +419,9 @@ pub unsafe fn vacuum(
         let relname = name(rel);
         report(format!("orioledb: vacuuming table \"{relname}\""));
         let table = table_of(rel);
+        // Before the counting pass, so that its findings hold unless a
+        // writer announces a change (am::vismap).
+        let announced = crate::am::vismap::Announcement::of(rel);
         let mut counts = prune_and_count(rel, &table, cutoffs);
         // Every xid older than the freeze limit was frozen or removed, so
         // the oldest one left (or the horizon, when none is older) can be
@@ -515,13 +510,18 @@ pub unsafe fn vacuum(
         // gone now (bulk deletion), unless the cleanup was skipped: then no
         // block may be marked (an entry could outlive its version).
         let cleaned = nindexes == 0 || cleanup;
-        let all_visible = crate::am::vismap::update(
-            rel,
-            &table,
-            blocks,
-            cutoffs.oldest_xmin,
-            cleaned.then_some(&counts.per_block[..]),
-        );
+        let all_visible = match &announced {
+            Some(a) => crate::am::vismap::update(
+                rel,
+                a,
+                &table,
+                blocks,
+                cutoffs.oldest_xmin,
+                cleaned.then_some(&counts.per_block),
+            ),
+            None => 0,
+        };
+        drop(announced);
         pg_sys::vac_update_relstats(
             rel,
             blocks as pg_sys::BlockNumber,

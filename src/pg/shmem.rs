@@ -307,8 +307,13 @@ const STATE_BYTES: usize = 4 * (2 + VM_WORDS);
 
 /// Visibility-map words (see `am::vismap`): [0] VACUUMs setting bits that
 /// found no free slot, [1] a generation raised by every VACUUM that sets
-/// bits, [2..] slots holding the relfilenode each such VACUUM works on.
-pub const VM_WORDS: usize = 2 + 32;
+/// bits, [2..34] slots holding the relfilenode each such VACUUM works on,
+/// [34] changes made while [0] was non-zero, [35..67] changes made to the
+/// table of each slot while it was taken.
+pub const VM_WORDS: usize = 2 + 2 * VM_SLOTS + 1;
+
+/// Slots for VACUUMs announcing the table whose map they set.
+pub const VM_SLOTS: usize = 32;
 
 /// The shared visibility-map words, if shared memory was set up.
 pub fn vm_words() -> Option<&'static [std::sync::atomic::AtomicU32]> {
