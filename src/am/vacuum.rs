@@ -234,6 +234,9 @@ struct Counter<'a> {
     freeze_limit: Xid,
     /// The visibility map's horizon (`vismap::header_all_visible`).
     oldest_xmin: pg_sys::TransactionId,
+    /// The last version met that is its own chain's root (see
+    /// [`Counter::note_root`]).
+    last_root: Option<u64>,
     counts: Counts,
     /// The row-id chain root whose versions the walk is in (key order:
     /// a root's own key comes before its members').
@@ -251,6 +254,7 @@ impl Counter<'_> {
             horizon: unsafe { Horizon::of(rel) },
             freeze_limit: cutoffs.freeze_limit.into_inner(),
             oldest_xmin: cutoffs.oldest_xmin,
+            last_root: None,
             counts: Counts {
                 alive: Alive::with_budget(work_mem_kb() * 1024),
                 ..Counts::default()
@@ -276,6 +280,7 @@ impl Counter<'_> {
             }
             return;
         };
+        self.note_root(&h, v, id);
         let counts = &mut self.counts;
         counts.fold(&f);
         let block = (id / version::tid::PER_BLOCK) as usize;
@@ -307,6 +312,23 @@ impl Counter<'_> {
             self.counts.per_block.redirect(block);
         }
         self.root = Some(root.unwrap_or(id));
+    }
+
+    /// Marks the block of a chain's root [`BlockCounts::REDIRECT`] when
+    /// heap-only version `id` comes without the root's own version (pruned:
+    /// its row-id map entry stays as the chain's redirect, which this walk
+    /// of the versions does not see). A root comes before its members in
+    /// either layout: in a keyed table they share the key prefix and the
+    /// root has the lowest row id.
+    fn note_root(&mut self, h: &Header, v: &[u8], id: u64) {
+        let root = crate::am::hot::root_of(h, v, id);
+        if root == id {
+            self.last_root = Some(id);
+        } else if self.last_root != Some(root) {
+            self.counts
+                .per_block
+                .redirect((root / version::tid::PER_BLOCK) as usize);
+        }
     }
 
     /// Freezes version `k` (header `h` as read) if it is old enough: its

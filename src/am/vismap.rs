@@ -44,6 +44,7 @@
 use crate::am::table::Table;
 use orioledb_engine::version::{self, tid, Hints, VacuumState, Xid};
 use pgrx::pg_sys;
+use pgrx::pg_guard;
 use std::sync::atomic::{fence, AtomicU32, Ordering};
 
 /// 2 bits per block, `MAPSIZE` bytes of bits per map page
@@ -181,6 +182,8 @@ impl Announcement {
         if slot.is_none() {
             words[OVERFLOW].fetch_add(1, Ordering::SeqCst);
         }
+        HELD.with(|h| h.set(Some(slot)));
+        release_at_exit();
         words[GENERATION].fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let mut a = Announcement { words, slot, seen: 0 };
@@ -201,12 +204,41 @@ impl Announcement {
 impl Drop for Announcement {
     // Also on ERROR unwinding through Rust frames.
     fn drop(&mut self) {
-        match self.slot {
-            Some(i) => self.words[SLOTS + i].store(0, Ordering::SeqCst),
-            None => {
-                self.words[OVERFLOW].fetch_sub(1, Ordering::SeqCst);
-            }
+        release(self.words, self.slot);
+    }
+}
+
+thread_local! {
+    /// The announcement this process holds: its slot, or None for the
+    /// overflow count. Invariant: set exactly while an [`Announcement`]
+    /// lives (or its process exits without unwinding).
+    static HELD: std::cell::Cell<Option<Option<usize>>> = const { std::cell::Cell::new(None) };
+    static EXIT_CALLBACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn release(words: &[AtomicU32], slot: Option<usize>) {
+    match slot {
+        Some(i) => words[SLOTS + i].store(0, Ordering::SeqCst),
+        None => {
+            words[OVERFLOW].fetch_sub(1, Ordering::SeqCst);
         }
+    }
+    HELD.with(|h| h.set(None));
+}
+
+/// Makes sure a process that exits without unwinding (FATAL, a
+/// terminated autovacuum worker) gives its announcement back: a slot left
+/// taken would make writers of that table take the map lock for good.
+fn release_at_exit() {
+    #[pg_guard]
+    unsafe extern "C-unwind" fn at_exit(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+        if let (Some(slot), Some(words)) = (HELD.with(|h| h.get()), crate::pg::shmem::vm_words()) {
+            release(words, slot);
+        }
+    }
+    if !EXIT_CALLBACK.with(|c| c.replace(true)) {
+        // SAFETY: registering an exit callback with a plain function pointer.
+        unsafe { pg_sys::before_shmem_exit(Some(at_exit), pg_sys::Datum::from(0usize)) };
     }
 }
 
