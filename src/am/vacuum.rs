@@ -383,34 +383,33 @@ unsafe fn name(rel: pg_sys::Relation) -> String {
         .into_owned()
 }
 
-/// `relation_vacuum`: see the module documentation.
-pub unsafe fn vacuum(
-    rel: pg_sys::Relation,
-    params: *mut pg_sys::VacuumParams,
-    bstrategy: pg_sys::BufferAccessStrategy,
-) {
-    // SAFETY: VACUUM passes an open relation locked ShareUpdateExclusive,
-    // its parameters and strategy, with a transaction snapshot pushed;
-    // indexes are opened and closed here (their locks held to the end of
-    // the transaction, as vacuumlazy.c does).
-    unsafe {
-        let verbose = (*params).options & pg_sys::VACOPT_VERBOSE != 0;
-        let level = if verbose {
-            PgLogLevel::INFO
-        } else {
-            PgLogLevel::DEBUG2
-        };
-        let report = |msg: String| {
-            ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg, "orioledb_rs")
-                .report(level)
-        };
-        let mut cutoffs = Cutoffs {
-            oldest_xmin: pg_sys::InvalidTransactionId,
-            oldest_mxact: pg_sys::MultiXactId::from(0u32),
-            freeze_limit: pg_sys::InvalidTransactionId,
-        };
-        let mut multi_cutoff = pg_sys::MultiXactId::from(0u32);
-        let aggressive = pg_sys::vacuum_set_xid_limits(
+/// How VACUUM reports its progress: at INFO with VERBOSE, else DEBUG2.
+struct Reporter {
+    level: PgLogLevel,
+}
+
+impl Reporter {
+    fn report(&self, msg: String) {
+        ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg, "orioledb_rs")
+            .report(self.level)
+    }
+}
+
+/// VACUUM's cutoffs for `rel` (`vacuum_set_xid_limits`), and whether this
+/// VACUUM is aggressive.
+///
+/// # Safety
+/// `rel` is an open relation, `params` VACUUM's parameters.
+unsafe fn cutoffs_of(rel: pg_sys::Relation, params: *mut pg_sys::VacuumParams) -> (Cutoffs, bool) {
+    let mut cutoffs = Cutoffs {
+        oldest_xmin: pg_sys::InvalidTransactionId,
+        oldest_mxact: pg_sys::MultiXactId::from(0u32),
+        freeze_limit: pg_sys::InvalidTransactionId,
+    };
+    let mut multi_cutoff = pg_sys::MultiXactId::from(0u32);
+    // SAFETY: per the contract.
+    let aggressive = unsafe {
+        pg_sys::vacuum_set_xid_limits(
             rel,
             (*params).freeze_min_age,
             (*params).freeze_table_age,
@@ -420,61 +419,91 @@ pub unsafe fn vacuum(
             &mut cutoffs.oldest_mxact,
             &mut cutoffs.freeze_limit,
             &mut multi_cutoff,
-        );
-        if rows::is_toast(rel) {
-            // Chunks carry no transaction ids: nothing holds the toast
-            // relation's horizons back.
-            pg_sys::vac_update_relstats(
-                rel,
-                (*(*rel).rd_rel).relpages as pg_sys::BlockNumber,
-                (*(*rel).rd_rel).reltuples as f64,
-                (*(*rel).rd_rel).relallvisible as pg_sys::BlockNumber,
-                (*(*rel).rd_rel).relhasindex,
-                cutoffs.oldest_xmin,
-                cutoffs.oldest_mxact,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-                false,
-            );
-            return;
-        }
-        let relname = name(rel);
-        report(format!("orioledb: vacuuming table \"{relname}\""));
-        let table = table_of(rel);
-        // Before the counting pass, so that its findings hold unless a
-        // writer announces a change (am::vismap).
-        let announced = crate::am::vismap::Announcement::of(rel);
-        let mut counts = prune_and_count(rel, &table, cutoffs);
-        // Every xid older than the freeze limit was frozen or removed, so
-        // the oldest one left (or the horizon, when none is older) can be
-        // the table's new relfrozenxid — unless a MultiXactId in use is
-        // left, whose lockers were not looked at. Pruning is not logged:
-        // versions pruned since the last engine checkpoint come back if
-        // the server crashes, with xids this pass no longer saw. So the
-        // horizons move only in aggressive VACUUMs (VACUUM FREEZE, or
-        // relfrozenxid past vacuum_freeze_table_age), after an engine
-        // checkpoint has made the pruned tree durable.
-        let advance = aggressive && crate::pg::preload::is_preloaded();
-        if advance {
-            crate::pg::engine::checkpoint().unwrap_or_else(|e| crate::pg::engine::report(e));
-        }
-        let frozenxid = if counts.multi_left || !advance {
-            pg_sys::InvalidTransactionId
-        } else {
-            match counts.oldest_xid {
-                Some(x) if pg_sys::TransactionIdPrecedes(x, cutoffs.oldest_xmin) => x,
-                _ => cutoffs.oldest_xmin,
-            }
-        };
-        let minmulti = if !advance {
-            pg_sys::MultiXactId::from(0u32)
-        } else {
-            match counts.oldest_multi {
-                Some(m) if pg_sys::MultiXactIdPrecedes(m, cutoffs.oldest_mxact) => m,
-                _ => cutoffs.oldest_mxact,
-            }
-        };
+        )
+    };
+    (cutoffs, aggressive)
+}
 
+/// A toast relation's VACUUM: chunks carry no transaction ids, so nothing
+/// holds its horizons back; only they move.
+///
+/// # Safety
+/// `rel` is an open toast relation VACUUM holds.
+unsafe fn vacuum_toast(rel: pg_sys::Relation, cutoffs: Cutoffs) {
+    // SAFETY: per the contract.
+    unsafe {
+        pg_sys::vac_update_relstats(
+            rel,
+            (*(*rel).rd_rel).relpages as pg_sys::BlockNumber,
+            (*(*rel).rd_rel).reltuples as f64,
+            (*(*rel).rd_rel).relallvisible as pg_sys::BlockNumber,
+            (*(*rel).rd_rel).relhasindex,
+            cutoffs.oldest_xmin,
+            cutoffs.oldest_mxact,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            false,
+        );
+    }
+}
+
+/// The table's new `relfrozenxid` and `relminmxid` after the counting pass
+/// (invalid: unchanged).
+///
+/// Every xid older than the freeze limit was frozen or removed, so the
+/// oldest one left (or the horizon, when none is older) can be the new
+/// relfrozenxid — unless a MultiXactId in use is left, whose lockers were
+/// not looked at. Pruning is not logged: versions pruned since the last
+/// engine checkpoint come back if the server crashes, with xids this pass
+/// no longer saw. So the horizons move only in aggressive VACUUMs (VACUUM
+/// FREEZE, or relfrozenxid past vacuum_freeze_table_age), after an engine
+/// checkpoint has made the pruned tree durable.
+fn new_horizons(
+    counts: &Counts,
+    cutoffs: Cutoffs,
+    aggressive: bool,
+) -> (pg_sys::TransactionId, pg_sys::MultiXactId) {
+    let advance = aggressive && crate::pg::preload::is_preloaded();
+    if !advance {
+        return (pg_sys::InvalidTransactionId, pg_sys::MultiXactId::from(0u32));
+    }
+    crate::pg::engine::checkpoint().unwrap_or_else(|e| crate::pg::engine::report(e));
+    // SAFETY (both blocks): pure comparisons of transaction ids.
+    let frozenxid = if counts.multi_left {
+        pg_sys::InvalidTransactionId
+    } else {
+        match counts.oldest_xid {
+            Some(x) if unsafe { pg_sys::TransactionIdPrecedes(x, cutoffs.oldest_xmin) } => x,
+            _ => cutoffs.oldest_xmin,
+        }
+    };
+    let minmulti = match counts.oldest_multi {
+        Some(m) if unsafe { pg_sys::MultiXactIdPrecedes(m, cutoffs.oldest_mxact) } => m,
+        _ => cutoffs.oldest_mxact,
+    };
+    (frozenxid, minmulti)
+}
+
+/// Index cleanup: `index_bulk_delete` with [`entry_is_dead`], then
+/// `index_vacuum_cleanup`, on every index of `rel` (unless `INDEX_CLEANUP
+/// off`). Returns how many indexes the table has and whether their entries
+/// of versions removed before the counting pass are gone (no index, or
+/// cleaned).
+///
+/// # Safety
+/// `rel` is the open table VACUUM holds, `table` its tree; `params` and
+/// `bstrategy` VACUUM's.
+unsafe fn clean_indexes(
+    rel: pg_sys::Relation,
+    table: &Table,
+    counts: &mut Counts,
+    params: *mut pg_sys::VacuumParams,
+    bstrategy: pg_sys::BufferAccessStrategy,
+    out: &Reporter,
+) -> (std::ffi::c_int, bool) {
+    // SAFETY: per the contract; indexes are opened and closed here (their
+    // locks held to the end of the transaction, as vacuumlazy.c does).
+    unsafe {
         let mut nindexes: std::ffi::c_int = 0;
         let mut indexes: *mut pg_sys::Relation = std::ptr::null_mut();
         pg_sys::vac_open_indexes(
@@ -490,48 +519,96 @@ pub unsafe fn vacuum(
                 table: table.clone(),
                 alive: std::mem::take(&mut counts.alive),
             };
-            let old_tuples = ((*(*rel).rd_rel).reltuples as f64).max(0.0);
             for i in 0..nindexes as usize {
-                let index = *indexes.add(i);
-                let mut info = pg_sys::IndexVacuumInfo {
-                    index,
-                    analyze_only: false,
-                    report_progress: false,
-                    estimated_count: true,
-                    message_level: pg_sys::DEBUG2 as std::ffi::c_int,
-                    num_heap_tuples: old_tuples,
-                    strategy: bstrategy,
-                };
-                let mut stats = pg_sys::index_bulk_delete(
-                    &mut info,
-                    std::ptr::null_mut(),
-                    Some(entry_is_dead),
-                    (&raw mut check).cast(),
-                );
-                info.num_heap_tuples = counts.live + counts.recently_dead;
-                stats = pg_sys::index_vacuum_cleanup(&mut info, stats);
-                if !stats.is_null() {
-                    report(format!(
-                        "orioledb: index \"{}\" of table \"{relname}\": removed {:.0} entries of \
-                         dead row versions, {:.0} entries remain in {} pages",
-                        name(index),
-                        (*stats).tuples_removed,
-                        (*stats).num_index_tuples,
-                        (*stats).num_pages
-                    ));
-                    pg_sys::pfree(stats.cast());
-                }
+                clean_index(rel, *indexes.add(i), &mut check, counts, bstrategy, out);
             }
         }
         pg_sys::vac_close_indexes(nindexes, indexes, pg_sys::NoLock as pg_sys::LOCKMODE);
+        (nindexes, nindexes == 0 || cleanup)
+    }
+}
 
+/// [`clean_indexes`] of one index.
+///
+/// # Safety
+/// As for [`clean_indexes`]; `index` is an open index of `rel`.
+unsafe fn clean_index(
+    rel: pg_sys::Relation,
+    index: pg_sys::Relation,
+    check: &mut DeadCheck,
+    counts: &Counts,
+    bstrategy: pg_sys::BufferAccessStrategy,
+    out: &Reporter,
+) {
+    // SAFETY: per the contract; `check` outlives the bulk deletion.
+    unsafe {
+        let mut info = pg_sys::IndexVacuumInfo {
+            index,
+            analyze_only: false,
+            report_progress: false,
+            estimated_count: true,
+            message_level: pg_sys::DEBUG2 as std::ffi::c_int,
+            num_heap_tuples: ((*(*rel).rd_rel).reltuples as f64).max(0.0),
+            strategy: bstrategy,
+        };
+        let mut stats = pg_sys::index_bulk_delete(
+            &mut info,
+            std::ptr::null_mut(),
+            Some(entry_is_dead),
+            (check as *mut DeadCheck).cast(),
+        );
+        info.num_heap_tuples = counts.live + counts.recently_dead;
+        stats = pg_sys::index_vacuum_cleanup(&mut info, stats);
+        if !stats.is_null() {
+            out.report(format!(
+                "orioledb: index \"{}\" of table \"{}\": removed {:.0} entries of \
+                 dead row versions, {:.0} entries remain in {} pages",
+                name(index),
+                name(rel),
+                (*stats).tuples_removed,
+                (*stats).num_index_tuples,
+                (*stats).num_pages
+            ));
+            pg_sys::pfree(stats.cast());
+        }
+    }
+}
+
+/// `relation_vacuum`: see the module documentation.
+///
+/// # Safety
+/// VACUUM passes an open relation locked ShareUpdateExclusive, its
+/// parameters and strategy, with a transaction snapshot pushed.
+pub unsafe fn vacuum(
+    rel: pg_sys::Relation,
+    params: *mut pg_sys::VacuumParams,
+    bstrategy: pg_sys::BufferAccessStrategy,
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        let verbose = (*params).options & pg_sys::VACOPT_VERBOSE != 0;
+        let out = Reporter {
+            level: if verbose { PgLogLevel::INFO } else { PgLogLevel::DEBUG2 },
+        };
+        let (cutoffs, aggressive) = cutoffs_of(rel, params);
+        if rows::is_toast(rel) {
+            vacuum_toast(rel, cutoffs);
+            return;
+        }
+        let relname = name(rel);
+        out.report(format!("orioledb: vacuuming table \"{relname}\""));
+        let table = table_of(rel);
+        // Before the counting pass, so that its findings hold unless a
+        // writer announces a change (am::vismap).
+        let announced = crate::am::vismap::Announcement::of(rel);
+        let mut counts = prune_and_count(rel, &table, cutoffs);
+        let (frozenxid, minmulti) = new_horizons(&counts, cutoffs, aggressive);
+        let (nindexes, cleaned) = clean_indexes(rel, &table, &mut counts, params, bstrategy, &out);
         // relpages in TID blocks, as ANALYZE stores them (analyze.c asks
         // for the table's size before it starts sampling).
         let blocks = crate::am::scan::current_blocks(rel);
-        // Index entries of versions removed before the counting pass are
-        // gone now (bulk deletion), unless the cleanup was skipped: then no
-        // block may be marked (an entry could outlive its version).
-        let cleaned = nindexes == 0 || cleanup;
+        // Without the cleanup no block may be marked: an index entry could
+        // outlive its version.
         let all_visible = match &announced {
             Some(a) => crate::am::vismap::update(
                 rel,
@@ -564,7 +641,7 @@ pub unsafe fn vacuum(
             counts.live as i64,
             counts.recently_dead as i64,
         );
-        report(format!(
+        out.report(format!(
             "orioledb: table \"{relname}\": {:.0} live row versions, {:.0} dead row versions \
              not yet removable, {} frozen now",
             counts.live, counts.recently_dead, counts.frozen
