@@ -162,7 +162,10 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
         // maintenance_work_mem (computed again otherwise).
         let mut kept = KeptKeys::new(pg_sys::maintenance_work_mem as usize * 1024);
         let mut keyable = true;
-        old.for_each_version(|k, v| {
+        // From the end: the copy then reads from the start, which this
+        // walk read last and is still in the pool (a table larger than the
+        // pool was read from the file twice in full).
+        old.for_each_version_backward(|k, v| {
             pgrx::check_for_interrupts!();
             let id = old.id_of(k);
             match keys.of(id, v) {
@@ -174,6 +177,7 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
         if !keyable {
             return;
         }
+        kept.reverse();
         let horizons = ((*(*rel).rd_rel).relfrozenxid, (*(*rel).rd_rel).relminmxid);
         KEEP_HORIZONS.with(|k| k.set(Some(horizons)));
         struct Reset;
@@ -402,6 +406,23 @@ impl KeptKeys {
         self.bytes.extend_from_slice(prefix);
         self.ends.push(self.bytes.len() as u32);
         self.ids.push(id);
+    }
+
+    /// Puts the keys kept in the opposite order (a backward walk's into
+    /// the forward walk's).
+    fn reverse(&mut self) {
+        if !self.complete {
+            return;
+        }
+        let mut bytes = Vec::with_capacity(self.bytes.len());
+        let mut ends = Vec::with_capacity(self.ends.len());
+        for n in (0..self.ids.len()).rev() {
+            bytes.extend_from_slice(self.get(n).1);
+            ends.push(bytes.len() as u32);
+        }
+        self.ids.reverse();
+        self.bytes = bytes;
+        self.ends = ends;
     }
 
     /// The n-th version's row id and prefix (`n` below the count kept).

@@ -651,6 +651,20 @@ impl Table {
         }
     }
 
+    /// [`Table::for_each_version`] from the last version to the first.
+    pub fn for_each_version_backward(&self, mut f: impl FnMut(&[u8], &[u8]) -> bool) {
+        let mut c = self.versions(Bound::Unbounded, Bound::Unbounded, Direction::Backward);
+        while let Some(leaf) = c.next_leaf() {
+            let leaf = leaf.unwrap_or_else(|e| crate::pg::engine::report(e));
+            for n in (0..leaf.len()).rev() {
+                let (k, v) = leaf.item(n);
+                if !f(k, v) {
+                    return;
+                }
+            }
+        }
+    }
+
     /// Versions with row ids in `first..end`, in row-id order.
     pub fn id_range(&self, first: u64, end: u64) -> IdRange {
         self.ids(first, end, Direction::Forward)
