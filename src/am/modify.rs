@@ -360,13 +360,53 @@ fn decide(
         return (Change::Keep, Decision::Missing);
     };
     let mut hints = Hints::default();
-    let chk = version::check_update(&h, id, &PgXacts, cid, &mut hints);
+    let chk = check_change(&h, id, cid, newer, &mut hints);
+    let want = match action {
+        Action::Lock(mode) => mode,
+        Action::Update { keys: true, .. } | Action::Delete { .. } => LockMode::Exclusive,
+        Action::Update { keys: false, .. } => LockMode::NoKeyExclusive,
+    };
+    let held = match sharers(&h, v, id, xid, action, want, chk) {
+        Ok(held) => held,
+        Err(stop) => return stop,
+    };
+    h.infomask |= hints.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
+    if !crosscheck.is_null() {
+        let snap = rows::PgSnapshot(crosscheck);
+        if !version::visible_mvcc(&h, &PgXacts, &snap, &mut Hints::default()) {
+            return (Change::Keep, Decision::Fail(UpdateCheck::Updated, h));
+        }
+    }
+    set_changer(&mut h, id, cid, xid, action, &held);
+    let mut nv = v.to_vec();
+    version::set_header(&mut nv, &h);
+    let Held { keep, mut carried, .. } = held;
+    if matches!(action, Action::Update { .. }) {
+        carried.extend(keep.iter().map(|&(m, held, _)| (m, held)));
+    } else {
+        carried.clear();
+    }
+    // Only a delete or update drops the version's values.
+    let toasted = !matches!(action, Action::Lock(_))
+        && !version::tail_and_toast(&h, v).1.is_empty();
+    let applied = Applied {
+        carried,
+        toasted,
+        root: crate::am::hot::root_of(&h, v, id),
+        new: Vec::new(),
+    };
+    (Change::Put(nv), Decision::Done(applied))
+}
+
+/// `check_update` of version `id` (header `h`) for command `cid`. A newer
+/// version of a row being KEY SHARE-locked (`newer`) is locked even while
+/// its inserter still runs; its xmax (that inserter updating it again, or
+/// other lockers) must then be kept like any holder's, never overwritten
+/// (heap_lock_updated_tuple_rec).
+fn check_change(h: &Header, id: u64, cid: u32, newer: bool, hints: &mut Hints) -> UpdateCheck {
+    let chk = version::check_update(h, id, &PgXacts, cid, hints);
     let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
-    // A newer version of a row being KEY SHARE-locked is locked even
-    // while its inserter still runs; its xmax (that inserter updating
-    // it again, or other lockers) must then be kept like any holder's,
-    // never overwritten (heap_lock_updated_tuple_rec).
-    let chk = match chk {
+    match chk {
         UpdateCheck::Invisible
             if newer && version::Xacts::in_progress(&PgXacts, h.xmin) && !mine(h.xmin) =>
         {
@@ -377,19 +417,36 @@ fn decide(
             }
         }
         other => other,
-    };
-    let want = match action {
-        Action::Lock(mode) => mode,
-        Action::Update { keys: true, .. } | Action::Delete { .. } => LockMode::Exclusive,
-        Action::Update { keys: false, .. } => LockMode::NoKeyExclusive,
-    };
-    // Running holders other than us that keep the row with us.
-    let mut keep: Vec<(Xid, LockMode, bool)> = Vec::new();
-    // Our own row lock on the old version (carried over by an update).
-    let mut carried: Vec<(Xid, LockMode)> = Vec::new();
-    // Our own lock at this level was FOR UPDATE: an update keeps that
-    // strength (heap marks such an update as changing the key).
-    let mut own_exclusive = false;
+    }
+}
+
+/// Who keeps holding the row beside a change that may go ahead.
+#[derive(Default)]
+struct Held {
+    /// Running holders other than us that keep the row with us
+    /// (transaction, mode, whether it is the updater).
+    keep: Vec<(Xid, LockMode, bool)>,
+    /// Our own row lock on the old version (carried over by an update).
+    carried: Vec<(Xid, LockMode)>,
+    /// Our own lock at this level was FOR UPDATE: an update keeps that
+    /// strength (heap marks such an update as changing the key).
+    own_exclusive: bool,
+}
+
+/// The holders of version `id` (header `h`, value `v`) that a change by
+/// `xid` wanting `want` leaves in place, or the decision that stops it
+/// (a wait, a failure, or a lock already held).
+fn sharers(
+    h: &Header,
+    v: &[u8],
+    id: u64,
+    xid: Xid,
+    action: Action,
+    want: LockMode,
+    chk: UpdateCheck,
+) -> Result<Held, (Change, Decision)> {
+    let mine = |x: Xid| version::Xacts::is_current(&PgXacts, x);
+    let mut held = Held::default();
     match chk {
         UpdateCheck::Ok => {}
         UpdateCheck::BeingModified(_) => {
@@ -397,7 +454,7 @@ fn decide(
             // counts: the row is no longer ours to change (waiting returns
             // at once and the next look says Updated). One that aborted,
             // and lockers that finished, hold nothing.
-            let running: Vec<_> = holders(&h)
+            let running: Vec<_> = holders(h)
                 .into_iter()
                 .filter(|&(m, _, updater)| {
                     mine(m)
@@ -405,16 +462,16 @@ fn decide(
                         || (updater && version::Xacts::did_commit(&PgXacts, m))
                 })
                 .collect();
-            for &(m, held, updater) in &running {
+            for &(m, mode, updater) in &running {
                 if mine(m) {
-                    if let Action::Lock(mode) = action {
-                        if held >= mode && !updater {
+                    if let Action::Lock(asked) = action {
+                        if mode >= asked && !updater {
                             // Already held at least as strongly.
                             let applied = Applied {
-                                root: crate::am::hot::root_of(&h, v, id),
+                                root: crate::am::hot::root_of(h, v, id),
                                 ..Applied::default()
                             };
-                            return (Change::Keep, Decision::Done(applied));
+                            return Err((Change::Keep, Decision::Done(applied)));
                         }
                     }
                     if updater {
@@ -424,46 +481,47 @@ fn decide(
                         // Our lock at this level: this change replaces
                         // it (an update carries it to the new version).
                         if matches!(action, Action::Update { .. }) {
-                            carried.push((m, held));
-                            own_exclusive |= held == LockMode::Exclusive;
+                            held.carried.push((m, mode));
+                            held.own_exclusive |= mode == LockMode::Exclusive;
                         }
                     } else {
                         // A parent (sub)transaction's lock must survive
                         // a ROLLBACK TO SAVEPOINT of this one.
-                        keep.push((m, held, false));
+                        held.keep.push((m, mode, false));
                     }
                     continue;
                 }
                 if updater && want == LockMode::KeyShare && !h.keys_updated() {
                     // KEY SHARE never conflicts with a key-preserving update.
-                    keep.push((m, LockMode::NoKeyExclusive, true));
+                    held.keep.push((m, LockMode::NoKeyExclusive, true));
                     continue;
                 }
-                if updater || want.conflicts(held) {
-                    return (Change::Keep, Decision::Wait(m));
+                if updater || want.conflicts(mode) {
+                    return Err((Change::Keep, Decision::Wait(m)));
                 }
-                keep.push((m, held, false));
+                held.keep.push((m, mode, false));
             }
         }
         // A committed key-preserving update does not stop KEY SHARE: the
         // lock joins the updater in a MultiXactId (the caller has locked
         // the newer versions first, as heap_lock_tuple does).
         UpdateCheck::Updated if want == LockMode::KeyShare && !h.keys_updated() => {
-            for (m, held, updater) in holders(&h) {
+            for (m, mode, updater) in holders(h) {
                 if updater || (!mine(m) && version::Xacts::in_progress(&PgXacts, m)) {
-                    keep.push((m, held, updater));
+                    held.keep.push((m, mode, updater));
                 }
             }
         }
-        other => return (Change::Keep, Decision::Fail(other, h)),
+        other => return Err((Change::Keep, Decision::Fail(other, *h))),
     }
-    h.infomask |= hints.0 & (bits::XMIN_COMMITTED | bits::XMIN_INVALID);
-    if !crosscheck.is_null() {
-        let snap = rows::PgSnapshot(crosscheck);
-        if !version::visible_mvcc(&h, &PgXacts, &snap, &mut Hints::default()) {
-            return (Change::Keep, Decision::Fail(UpdateCheck::Updated, h));
-        }
-    }
+    Ok(held)
+}
+
+/// Writes the change by `xid` (command `cid`) into header `h` of version
+/// `id`: its xmax (a MultiXactId when others keep holding the row), the
+/// lock or update bits, and the command id of a delete or update.
+fn set_changer(h: &mut Header, id: u64, cid: u32, xid: Xid, action: Action, held: &Held) {
+    let keep = &held.keep;
     let our_status = match action {
         Action::Lock(mode) => rows::lock_status(mode),
         Action::Update { keys: false, .. } => {
@@ -472,11 +530,11 @@ fn decide(
         _ => pg_sys::MultiXactStatus::MultiXactStatusUpdate,
     };
     let multi = (!keep.is_empty()).then(|| {
-        let members = keep.iter().map(|&(m, held, updater)| {
+        let members = keep.iter().map(|&(m, mode, updater)| {
             let status = if updater {
                 pg_sys::MultiXactStatus::MultiXactStatusNoKeyUpdate
             } else {
-                rows::lock_status(held)
+                rows::lock_status(mode)
             };
             (m, status)
         });
@@ -502,13 +560,13 @@ fn decide(
                 successor, keys, ..
             },
             None,
-        ) => h.set_deleter(xid, cid, successor, keys || own_exclusive),
+        ) => h.set_deleter(xid, cid, successor, keys || held.own_exclusive),
         (Action::Update { successor, .. }, Some(m)) => h.set_update_multi(m, cid, successor),
         (Action::Lock(mode), None) => h.set_lock(xid, cid, mode),
         (Action::Lock(mode), Some(m)) => {
             let strongest = keep
                 .iter()
-                .map(|&(_, held, _)| held)
+                .map(|&(_, mode, _)| mode)
                 .fold(mode, LockMode::max);
             h.set_multi_lock(m, strongest);
         }
@@ -518,25 +576,8 @@ fn decide(
     }
     if !matches!(action, Action::Lock(_)) {
         // SAFETY: a write in a transaction, outside parallel mode.
-        unsafe { rows::set_raw_cid(&mut h) };
+        unsafe { rows::set_raw_cid(h) };
     }
-    let mut nv = v.to_vec();
-    version::set_header(&mut nv, &h);
-    if matches!(action, Action::Update { .. }) {
-        carried.extend(keep.iter().map(|&(m, held, _)| (m, held)));
-    } else {
-        carried.clear();
-    }
-    // Only a delete or update drops the version's values.
-    let toasted = !matches!(action, Action::Lock(_))
-        && !version::tail_and_toast(&h, v).1.is_empty();
-    let applied = Applied {
-        carried,
-        toasted,
-        root: crate::am::hot::root_of(&h, v, id),
-        new: Vec::new(),
-    };
-    (Change::Put(nv), Decision::Done(applied))
 }
 
 /// Fills `tmfd` for a failed change (heap's conventions). `traversed` is
