@@ -74,6 +74,16 @@ impl Fill {
     }
 }
 
+/// What [`Tree::merge_underfull`] did with an underfull leaf.
+enum Underfull {
+    /// Nothing: it stays as it is.
+    Kept,
+    /// Merged with a sibling.
+    Merged,
+    /// Took items from its right sibling; it now ends at this key.
+    Shifted(Vec<u8>),
+}
+
 /// Two neighbouring leaves and their parent, latched exclusively
 /// ([`Tree::latch_siblings`]). Invariant: `gl`'s right link is `gr`, and
 /// item `i` of `gp` is the downlink to `gl`, `i + 1` the one to `gr`.
@@ -689,24 +699,12 @@ impl Tree {
     ) -> Result<InLeaf> {
         let Ok(i) = pos else { return Ok(InLeaf::No) };
         let p = g.page();
-        let cmp = self.cmp();
         let old = p.value(i);
         if !matches!(self.covers(p, Target::Key(succ.key)), Cover::Yes) {
             return Ok(InLeaf::No);
         }
-        // The successor's slot, and a value it replaces.
-        let (j, replaced) = match p.search(&*cmp, succ.key) {
-            Err(j) => (j, None),
-            Ok(_) if !succ.reuse => {
-                return Err(self.damaged("update: the successor's key exists already"));
-            }
-            Ok(j) => {
-                let dead = p.value(j);
-                if !self.pruner.as_ref().is_some_and(|pr| pr.replaceable(succ.key, dead)) {
-                    return Ok(InLeaf::Taken);
-                }
-                (j, Some(dead.to_vec()))
-            }
+        let Some((j, replaced)) = self.successor_slot(p, succ)? else {
+            return Ok(InLeaf::Taken);
         };
         let freed = replaced
             .as_ref()
@@ -716,24 +714,10 @@ impl Tree {
         }
         let rec = match self.inner.wal {
             None => None,
-            Some(_) => {
-                let edit = Edit::between(old, val)
-                    .filter(|e| !matches!(e, Edit::Ranges(r) if r.len() > u8::MAX as usize));
-                let delta = Delta::between(new, (succ.stable)(new), val, (succ.stable)(val));
-                let (Some(edit), Some(delta)) = (edit, delta) else {
-                    return Ok(InLeaf::No);
-                };
-                let rec = Record::Update {
-                    tree: self.id,
-                    key: key.to_vec(),
-                    len: old.len() as u16,
-                    edit,
-                    first: succ.first.map(|(k, v)| (k.to_vec(), v.to_vec())),
-                    new_key: succ.key.to_vec(),
-                    delta,
-                };
-                Some(rec.encode())
-            }
+            Some(_) => match self.update_record(key, old, val, succ, new) {
+                Some(rec) => Some(rec),
+                None => return Ok(InLeaf::No),
+            },
         };
         self.inner.before_modify(g)?;
         let mut i = i;
@@ -765,6 +749,58 @@ impl Tree {
             pr.prune(succ.key, &dead);
         }
         Ok(InLeaf::Done)
+    }
+
+    /// Where the successor's key goes on leaf `p`, and the value there it
+    /// replaces (a reusing successor's key taken back from a dead version);
+    /// None when that value is not replaceable. The key present without
+    /// `succ.reuse` is damage.
+    fn successor_slot(
+        &self,
+        p: PageRef,
+        succ: &Successor<'_>,
+    ) -> Result<Option<(usize, Option<Vec<u8>>)>> {
+        match p.search(&*self.cmp(), succ.key) {
+            Err(j) => Ok(Some((j, None))),
+            Ok(_) if !succ.reuse => Err(self.damaged("update: the successor's key exists already")),
+            Ok(j) => {
+                let dead = p.value(j);
+                if !self.pruner.as_ref().is_some_and(|pr| pr.replaceable(succ.key, dead)) {
+                    return Ok(None);
+                }
+                Ok(Some((j, Some(dead.to_vec()))))
+            }
+        }
+    }
+
+    /// The encoded [`Record::Update`] of `key`'s value going from `old` to
+    /// `val` and the successor `new` going in under `succ.key`; None when
+    /// it would not be compact (an edit of more ranges than the record
+    /// counts, or no delta between the two versions).
+    fn update_record(
+        &self,
+        key: &[u8],
+        old: &[u8],
+        val: &[u8],
+        succ: &Successor<'_>,
+        new: &[u8],
+    ) -> Option<Vec<u8>> {
+        let edit = Edit::between(old, val)
+            .filter(|e| !matches!(e, Edit::Ranges(r) if r.len() > u8::MAX as usize));
+        let delta = Delta::between(new, (succ.stable)(new), val, (succ.stable)(val));
+        let (Some(edit), Some(delta)) = (edit, delta) else {
+            return None;
+        };
+        let rec = Record::Update {
+            tree: self.id,
+            key: key.to_vec(),
+            len: old.len() as u16,
+            edit,
+            first: succ.first.map(|(k, v)| (k.to_vec(), v.to_vec())),
+            new_key: succ.key.to_vec(),
+            delta,
+        };
+        Some(rec.encode())
     }
 
     /// Whether leaf `p` has no room for the successor (`succ_key`, `new`)
@@ -1135,40 +1171,9 @@ impl Tree {
         let Some(pruner) = self.pruner.clone() else {
             return Ok((high, false));
         };
-        let mut drop_at = Vec::new();
-        let mut replace = Vec::new();
         let only_leaf = g.page().low().is_none() && g.page().right() == NO_PAGE;
         if always || !only_leaf || g.page().total_free() < PAGE_SIZE / 4 {
-            // Before the pruner runs: it queues work (map entries and toast
-            // values of the versions it removes) that must not happen if
-            // the pre-image write fails and the leaf stays as it is.
-            self.inner.before_modify(&mut g)?;
-            for (i, (k, v)) in g.page().items().enumerate() {
-                match pruner.prune(k, v) {
-                    Prune::Keep => {}
-                    Prune::Remove => drop_at.push(i),
-                    Prune::Replace(nv) if nv.len() == v.len() => replace.push((i, nv)),
-                    Prune::Replace(_) => {}
-                }
-            }
-        }
-        if !drop_at.is_empty() || !replace.is_empty() {
-            // Same-length replacements are written in place and never
-            // refused (a refused one would have changed nothing).
-            let refused = replace
-                .into_iter()
-                .filter(|(i, nv)| !g.page_mut().replace_value(*i, nv))
-                .count();
-            for &i in drop_at.iter().rev() {
-                g.page_mut().remove_at(i);
-            }
-            g.mark_dirty(epoch);
-            if refused > 0 {
-                return Err(self.damaged(format!(
-                    "leaf {} refused {refused} same-length replacements",
-                    g.page
-                )));
-            }
+            self.prune_items(&mut g, &*pruner, epoch)?;
         }
         // Also when nothing was pruned now: an earlier merge attempt may
         // have failed because the right sibling was full at the time.
@@ -1182,35 +1187,92 @@ impl Tree {
         let has_right = g.page().right() != NO_PAGE;
         let leaf = g.page;
         drop(g);
-        let merged = match (merge.filter(|f| live < f.underfull()), path.last()) {
+        let underfull = merge.filter(|f| live < f.underfull());
+        let (Some(fill), Some(&parent)) = (underfull, path.last()) else {
+            return Ok((high, false));
+        };
+        match self.merge_underfull(parent, leaf, has_right, fill, epoch)? {
+            Underfull::Merged => Ok((high, true)),
+            Underfull::Kept => Ok((high, false)),
+            // The leaf now ends there: the next starts at it.
+            Underfull::Shifted(sep) => Ok((Some(sep), false)),
+        }
+    }
+
+    /// Runs `pruner` over every item of the latched leaf `g` and applies
+    /// its verdicts (removals, same-length replacements) as one unlogged
+    /// change in `epoch`. The caller holds the checkpoint barrier.
+    fn prune_items(&self, g: &mut PageGuard, pruner: &dyn Pruner, epoch: u64) -> Result<()> {
+        // Before the pruner runs: it queues work (map entries and toast
+        // values of the versions it removes) that must not happen if
+        // the pre-image write fails and the leaf stays as it is.
+        self.inner.before_modify(g)?;
+        let mut drop_at = Vec::new();
+        let mut replace = Vec::new();
+        for (i, (k, v)) in g.page().items().enumerate() {
+            match pruner.prune(k, v) {
+                Prune::Keep => {}
+                Prune::Remove => drop_at.push(i),
+                Prune::Replace(nv) if nv.len() == v.len() => replace.push((i, nv)),
+                Prune::Replace(_) => {}
+            }
+        }
+        if drop_at.is_empty() && replace.is_empty() {
+            return Ok(());
+        }
+        // Same-length replacements are written in place and never
+        // refused (a refused one would have changed nothing).
+        let refused = replace
+            .into_iter()
+            .filter(|(i, nv)| !g.page_mut().replace_value(*i, nv))
+            .count();
+        for &i in drop_at.iter().rev() {
+            g.page_mut().remove_at(i);
+        }
+        g.mark_dirty(epoch);
+        if refused > 0 {
+            return Err(self.damaged(format!(
+                "leaf {} refused {refused} same-length replacements",
+                g.page
+            )));
+        }
+        Ok(())
+    }
+
+    /// Merges the underfull `leaf` (unlatched now; `parent` its parent on
+    /// the descent) as `fill` asks, in `epoch`: into it its right sibling
+    /// (if `has_right`), else, packing, items shifted from that sibling,
+    /// else, not packing, the leaf into its left sibling.
+    fn merge_underfull(
+        &self,
+        parent: u32,
+        leaf: u32,
+        has_right: bool,
+        fill: Fill,
+        epoch: u64,
+    ) -> Result<Underfull> {
+        let at_most = fill.merged_at_most();
+        if has_right && self.try_merge(parent, leaf, epoch, at_most)? {
+            return Ok(Underfull::Merged);
+        }
+        if matches!(fill, Fill::Tight) {
             // Packing goes left to right over pruned leaves: what does not
             // merge whole fills this leaf from its right sibling instead
             // (two leaves half full merge into none), and the left one is
             // full already. A shift is no merge: the sweep goes on right.
-            (Some(Fill::Tight), Some(&parent)) => {
-                let at_most = Fill::Tight.merged_at_most();
-                if has_right && self.try_merge(parent, leaf, epoch, at_most)? {
-                    true
-                } else {
-                    if has_right {
-                        if let Some(sep) = self.try_shift(parent, leaf, epoch, at_most)? {
-                            // The leaf now ends there: the next starts at it.
-                            return Ok((Some(sep), false));
-                        }
-                    }
-                    false
+            if has_right {
+                if let Some(sep) = self.try_shift(parent, leaf, epoch, at_most)? {
+                    return Ok(Underfull::Shifted(sep));
                 }
             }
-            (Some(f), Some(&parent)) => {
-                (has_right && self.try_merge(parent, leaf, epoch, f.merged_at_most())?)
-                    || match self.left_sibling(parent, leaf)? {
-                        Some(left) => self.try_merge(parent, left, epoch, f.merged_at_most())?,
-                        None => false,
-                    }
+            return Ok(Underfull::Kept);
+        }
+        if let Some(left) = self.left_sibling(parent, leaf)? {
+            if self.try_merge(parent, left, epoch, at_most)? {
+                return Ok(Underfull::Merged);
             }
-            _ => false,
-        };
-        Ok((high, merged))
+        }
+        Ok(Underfull::Kept)
     }
 
     /// Before an update of `key`, lets the tree's pruner drop the items

@@ -22,7 +22,7 @@ use crate::store::image::{self, UNIT};
 use crate::store::map::TreeMap;
 use crate::store::space::Extent;
 use crate::wal::{Lsn, Record, WalSink};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -231,6 +231,23 @@ fn read_control(io: &dyn FileIo, path: &Path) -> Result<Option<Control>> {
     Control::decode(&b)
         .map(Some)
         .map_err(|d| EngineError::corrupt(path, 0, d))
+}
+
+/// The trees of the durable checkpoint `control` names: those it lists,
+/// and any with a map of it among `files` (all of them for a version 1
+/// control file, which has no list). A listed tree whose map is missing is
+/// damage, not a leftover: only the control file can tell the two apart.
+fn checkpoint_members(control: &Control, files: &[(u32, String)]) -> BTreeSet<TreeId> {
+    let durable = control.checkpoint;
+    let mut members: BTreeSet<TreeId> = control.trees.iter().flatten().copied().collect();
+    for (db, name) in files {
+        if let Some((rel, c)) = parse_map_name(name) {
+            if c == durable {
+                members.insert(TreeId::new(*db, rel));
+            }
+        }
+    }
+    members
 }
 
 /// Parses `<tree>-<checkpoint>.map`.
@@ -798,6 +815,34 @@ impl Engine {
         let control_path = dir.join("control");
         let control = read_control(&**io, &control_path)?.unwrap_or_else(Control::empty);
         let durable = control.checkpoint;
+        let files = self.list_files()?;
+        let members = checkpoint_members(&control, &files);
+        // A tree whose files fail validation is quarantined, not fatal:
+        // the other trees load, and only its own table reports the damage.
+        let mut maps = Vec::new();
+        let mut damaged = Vec::new();
+        for &id in &members {
+            match inner.check_tree_files(id, durable) {
+                Ok(map) => maps.push((id, map)),
+                Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, e)),
+                Err(e) => return Err(e),
+            }
+        }
+        self.install_trees(&maps, &damaged, durable)?;
+        self.remove_unheld_files(&files, &members, &damaged, durable)?;
+        meta.durable().store(durable, Ordering::Release);
+        meta.redo().store(control.redo, Ordering::Release);
+        meta.next_epoch().store(durable + 1, Ordering::Release);
+        meta.running().store(0, Ordering::Release);
+        *inner.load_damage.lock().unwrap() = damaged.into_iter().map(|(_, e)| e).collect();
+        Ok(())
+    }
+
+    /// Every file in a database directory, as (database, name); `.tmp`
+    /// files beside the database directories are removed on the way.
+    fn list_files(&self) -> Result<Vec<(u32, String)>> {
+        let inner = &*self.inner;
+        let (dir, io) = (&inner.dir, &inner.io);
         let mut files: Vec<(u32, String)> = Vec::new();
         for name in io.list(dir).map_err(|e| EngineError::io("list", dir, e))? {
             match name.parse::<u32>() {
@@ -815,30 +860,22 @@ impl Engine {
                 Err(_) => {}
             }
         }
-        // The checkpoint's trees: those the control file lists, and any
-        // with a map of it (all of them for a version 1 control file, which
-        // has no list). A listed tree whose map is missing is damage, not
-        // a leftover: only the control file can tell the two apart.
-        let mut members: std::collections::BTreeSet<TreeId> =
-            control.trees.iter().flatten().copied().collect();
-        for (db, name) in &files {
-            if let Some((rel, c)) = parse_map_name(name) {
-                if c == durable {
-                    members.insert(TreeId::new(*db, rel));
-                }
-            }
-        }
-        // A tree whose files fail validation is quarantined, not fatal:
-        // the other trees load, and only its own table reports the damage.
-        let mut maps = Vec::new();
-        let mut damaged = Vec::new();
-        for &id in &members {
-            match inner.check_tree_files(id, durable) {
-                Ok(map) => maps.push((id, map)),
-                Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, e)),
-                Err(e) => return Err(e),
-            }
-        }
+        Ok(files)
+    }
+
+    /// [`Engine::load`]'s slots: one LIVE slot per tree of `maps` (the
+    /// durable checkpoint's, its file trimmed to what the map holds), one
+    /// DAMAGED slot per tree of `damaged`. All under the directory latch:
+    /// on an error every slot claimed here is released before it is let
+    /// go, so a retry starts from an empty directory.
+    fn install_trees(
+        &self,
+        maps: &[(TreeId, TreeMap)],
+        damaged: &[(TreeId, EngineError)],
+        durable: u64,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let (io, meta) = (&inner.io, &inner.meta);
         let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         let mut claimed = Vec::new();
         let loaded: Result<()> = maps.iter().try_for_each(|(id, map)| {
@@ -879,9 +916,24 @@ impl Engine {
             }
             return Err(e);
         }
-        drop(dir);
+        Ok(())
+    }
+
+    /// Removes the files of `files` that checkpoint `durable` does not
+    /// hold: maps of other checkpoints, and data files of trees that are
+    /// not its `members`. A `damaged` tree's maps of other checkpoints are
+    /// renamed aside instead.
+    fn remove_unheld_files(
+        &self,
+        files: &[(u32, String)],
+        members: &BTreeSet<TreeId>,
+        damaged: &[(TreeId, EngineError)],
+        durable: u64,
+    ) -> Result<()> {
+        let inner = &*self.inner;
+        let io = &inner.io;
         let quarantined = |id: TreeId| damaged.iter().any(|(d, _)| *d == id);
-        for (db, name) in &files {
+        for (db, name) in files {
             let p = inner.db_dir(*db).join(name);
             match parse_map_name(name) {
                 Some((rel, c)) if c != durable => {
@@ -913,11 +965,6 @@ impl Engine {
                 }
             }
         }
-        meta.durable().store(durable, Ordering::Release);
-        meta.redo().store(control.redo, Ordering::Release);
-        meta.next_epoch().store(durable + 1, Ordering::Release);
-        meta.running().store(0, Ordering::Release);
-        *inner.load_damage.lock().unwrap() = damaged.into_iter().map(|(_, e)| e).collect();
         Ok(())
     }
 
@@ -1024,76 +1071,12 @@ impl Engine {
                     self.drop_tree_inner(id, false)?;
                 }
             }
-            Record::Put { key, value, .. } => {
-                let t = self.tree_with(id, cmp(id))?;
-                t.write_inner(&key, &value, None, false)?;
-            }
-            Record::PutPair {
-                first, key, value, ..
-            } => {
-                let t = self.tree_with(id, cmp(id))?;
-                t.write_inner(&first.0, &first.1, None, false)?;
-                t.write_inner(&key, &value, None, false)?;
-            }
-            Record::PutRun { items, .. } => {
-                let t = self.tree_with(id, cmp(id))?;
-                for (k, v) in &items {
-                    t.write_inner(k, v, None, false)?;
-                }
-            }
-            Record::PutPairDelta {
-                first,
-                key,
-                base,
-                delta,
-                ..
-            } => {
-                let t = self.tree_with(id, cmp(id))?;
-                let value = t
-                    .get(&base)?
-                    .and_then(|b| delta.apply(&b))
-                    .ok_or_else(|| EngineError::Damaged {
-                        tree: id,
-                        detail: format!(
-                            "a logged delta of key {key:02x?} finds no base value under key {base:02x?}"
-                        ),
-                    })?;
-                t.write_inner(&first.0, &first.1, None, false)?;
-                t.write_inner(&key, &value, None, false)?;
-            }
-            Record::Patch { key, len, edit, .. } => {
-                let t = self.tree_with(id, cmp(id))?;
-                replay_edit(&t, &key, len, &edit)?;
-            }
-            Record::Update {
-                key,
-                len,
-                edit,
-                first,
-                new_key,
-                delta,
-                ..
-            } => {
-                let t = self.tree_with(id, cmp(id))?;
-                let base = replay_edit(&t, &key, len, &edit)?;
-                let value = delta.apply(&base).ok_or_else(|| EngineError::Damaged {
-                    tree: id,
-                    detail: format!("a logged update of key {key:02x?} has a delta longer than its base"),
-                })?;
-                if let Some((fk, fv)) = first {
-                    t.write_inner(&fk, &fv, None, false)?;
-                }
-                t.write_inner(&new_key, &value, None, false)?;
-            }
-            Record::Delete { key, .. } => {
-                let t = self.tree_with(id, cmp(id))?;
-                t.delete_inner(&key, false)?;
-            }
             Record::IdLimit { limit, .. } => {
                 let slot = self.inner.slot_of(id)?;
                 self.inner.meta.file(slot).raise_id_limit(limit);
             }
             Record::Truncate { .. } => self.truncate_tree_inner(id, false)?,
+            rec => replay_write(&self.tree_with(id, cmp(id))?, rec)?,
         }
         Ok(Replayed::Applied)
     }
@@ -1465,65 +1448,82 @@ impl Engine {
             .and_then(|()| self.commit_checkpoint(n, redo, &trees, &damaged));
         meta.running().store(0, Ordering::Release);
         match result {
-            Ok(()) => {
-                // The rename is durable once the directory is synced. If
-                // that fails the engine is poisoned (no more writes) before
-                // the bookkeeping below releases the previous checkpoint's
-                // extents, and nothing is truncated or removed: on disk the
-                // previous control file may still be the one that counts.
-                let synced = inner
-                    .io
-                    .sync_dir(&inner.dir)
-                    .map_err(inner.sync_failed(&inner.dir));
-                // The control file's rename was the commit point: from here on
-                // checkpoint N is the durable one whatever fails, so every tree
-                // takes it over before any error is reported.
-                meta.durable().store(n, Ordering::Release);
-                meta.redo().store(redo, Ordering::Release);
-                let superseded: Vec<Vec<Extent>> = trees
-                    .iter()
-                    .map(|&(slot, _, _)| meta.file(slot).checkpoint_done())
-                    .collect();
-                if let Err(e) = synced {
-                    // Poisoned: nothing is written any more, so the extents
-                    // can be free in memory, but on disk the superseded
-                    // checkpoint may still be the one that counts.
-                    for (&(slot, _, _), exts) in trees.iter().zip(&superseded) {
-                        let f = meta.file(slot);
-                        exts.iter().for_each(|&x| f.space_release(x));
-                    }
-                    return Err(e);
-                }
-                let mut first_err = None;
-                for (&(slot, _, id), exts) in trees.iter().zip(superseded) {
-                    if let Err(e) = inner.punch(id, &exts) {
-                        first_err.get_or_insert(e);
-                    }
-                    // Truncate under the file latch, so no write lands beyond
-                    // the new end meanwhile.
-                    let f = meta.file(slot);
-                    exts.into_iter().for_each(|x| f.space_release(x));
-                    if let Some(end) = f.space_trim() {
-                        let path = inner.data_path(id);
-                        if let Err(e) = inner.io.set_len(&path, end as u64 * UNIT as u64) {
-                            first_err.get_or_insert(EngineError::io("truncate", &path, e));
-                        }
-                    }
-                }
-                if let Err(e) = self.remove_old_files(n, &dropped) {
-                    first_err.get_or_insert(e);
-                }
-                match first_err {
-                    None => Ok(n),
-                    Some(e) => Err(e),
-                }
-            }
+            Ok(()) => self.finish_checkpoint(n, redo, &trees, &dropped),
             Err(e) => {
                 for &(slot, _, _) in &trees {
                     meta.file(slot).checkpoint_failed();
                 }
                 Err(e)
             }
+        }
+    }
+
+    /// [`Engine::checkpoint_hooked`] once checkpoint `n`'s control file is
+    /// renamed into place (the commit point), the checkpoint latch still
+    /// held: syncs the directory, makes `n` the durable checkpoint in
+    /// every tree of `trees` whatever fails, then gives back the extents
+    /// it superseded (punched, files trimmed) and removes what `n` made
+    /// garbage (older maps, the files of the trees `dropped`). Returns `n`,
+    /// or the first error.
+    fn finish_checkpoint(
+        &self,
+        n: u64,
+        redo: u64,
+        trees: &[(usize, u32, TreeId)],
+        dropped: &[(usize, u32, TreeId)],
+    ) -> Result<u64> {
+        let inner = &*self.inner;
+        let meta = &inner.meta;
+        // The rename is durable once the directory is synced. If
+        // that fails the engine is poisoned (no more writes) before
+        // the bookkeeping below releases the previous checkpoint's
+        // extents, and nothing is truncated or removed: on disk the
+        // previous control file may still be the one that counts.
+        let synced = inner
+            .io
+            .sync_dir(&inner.dir)
+            .map_err(inner.sync_failed(&inner.dir));
+        // The control file's rename was the commit point: from here on
+        // checkpoint N is the durable one whatever fails, so every tree
+        // takes it over before any error is reported.
+        meta.durable().store(n, Ordering::Release);
+        meta.redo().store(redo, Ordering::Release);
+        let superseded: Vec<Vec<Extent>> = trees
+            .iter()
+            .map(|&(slot, _, _)| meta.file(slot).checkpoint_done())
+            .collect();
+        if let Err(e) = synced {
+            // Poisoned: nothing is written any more, so the extents
+            // can be free in memory, but on disk the superseded
+            // checkpoint may still be the one that counts.
+            for (&(slot, _, _), exts) in trees.iter().zip(&superseded) {
+                let f = meta.file(slot);
+                exts.iter().for_each(|&x| f.space_release(x));
+            }
+            return Err(e);
+        }
+        let mut first_err = None;
+        for (&(slot, _, id), exts) in trees.iter().zip(superseded) {
+            if let Err(e) = inner.punch(id, &exts) {
+                first_err.get_or_insert(e);
+            }
+            // Truncate under the file latch, so no write lands beyond
+            // the new end meanwhile.
+            let f = meta.file(slot);
+            exts.into_iter().for_each(|x| f.space_release(x));
+            if let Some(end) = f.space_trim() {
+                let path = inner.data_path(id);
+                if let Err(e) = inner.io.set_len(&path, end as u64 * UNIT as u64) {
+                    first_err.get_or_insert(EngineError::io("truncate", &path, e));
+                }
+            }
+        }
+        if let Err(e) = self.remove_old_files(n, dropped) {
+            first_err.get_or_insert(e);
+        }
+        match first_err {
+            None => Ok(n),
+            Some(e) => Err(e),
         }
     }
 
@@ -1878,6 +1878,79 @@ pub struct TreeStats {
 
 #[allow(dead_code)]
 const _: () = assert!(PAGE_SIZE.is_multiple_of(UNIT));
+
+/// Replays a record that writes into tree `t` (puts, patches, updates, a
+/// delete), unlogged; the records of the tree itself (create, drop, id
+/// limit, truncate) are [`Engine::replay_record`]'s.
+fn replay_write(t: &Tree, rec: Record) -> Result<()> {
+    let id = rec.tree();
+    match rec {
+        Record::Put { key, value, .. } => {
+            t.write_inner(&key, &value, None, false)?;
+        }
+        Record::PutPair {
+            first, key, value, ..
+        } => {
+            t.write_inner(&first.0, &first.1, None, false)?;
+            t.write_inner(&key, &value, None, false)?;
+        }
+        Record::PutRun { items, .. } => {
+            for (k, v) in &items {
+                t.write_inner(k, v, None, false)?;
+            }
+        }
+        Record::PutPairDelta {
+            first,
+            key,
+            base,
+            delta,
+            ..
+        } => {
+            let value = t.get(&base)?.and_then(|b| delta.apply(&b)).ok_or_else(|| {
+                EngineError::Damaged {
+                    tree: id,
+                    detail: format!(
+                        "a logged delta of key {key:02x?} finds no base value under key {base:02x?}"
+                    ),
+                }
+            })?;
+            t.write_inner(&first.0, &first.1, None, false)?;
+            t.write_inner(&key, &value, None, false)?;
+        }
+        Record::Patch { key, len, edit, .. } => {
+            replay_edit(t, &key, len, &edit)?;
+        }
+        Record::Update {
+            key,
+            len,
+            edit,
+            first,
+            new_key,
+            delta,
+            ..
+        } => {
+            let base = replay_edit(t, &key, len, &edit)?;
+            let value = delta.apply(&base).ok_or_else(|| EngineError::Damaged {
+                tree: id,
+                detail: format!(
+                    "a logged update of key {key:02x?} has a delta longer than its base"
+                ),
+            })?;
+            if let Some((fk, fv)) = first {
+                t.write_inner(&fk, &fv, None, false)?;
+            }
+            t.write_inner(&new_key, &value, None, false)?;
+        }
+        Record::Delete { key, .. } => {
+            t.delete_inner(&key, false)?;
+        }
+        Record::Create { .. }
+        | Record::Drop { .. }
+        | Record::IdLimit { .. }
+        | Record::Truncate { .. } => unreachable!("replayed by Engine::replay_record"),
+    }
+    Ok(())
+}
 
 /// Applies a logged edit to `key`'s value, which must be `len` bytes long
 /// (the value it was made from) or already the edit's result; the edited

@@ -225,6 +225,24 @@ fn put_delta(b: &mut Vec<u8>, d: &Delta, spell_head: bool) {
     b.extend_from_slice(&d.middle);
 }
 
+/// Bytes with their length in front, 16 bits (what [`Reader::with_len`]
+/// reads).
+fn put_with_len(b: &mut Vec<u8>, x: &[u8]) {
+    b.extend_from_slice(&(x.len() as u16).to_le_bytes());
+    b.extend_from_slice(x);
+}
+
+/// A pair's first entry (kind 8): a first entry that is the map entry of
+/// the version key that follows it costs the marker alone.
+fn put_first(b: &mut Vec<u8>, first: &(Vec<u8>, Vec<u8>), key: &[u8]) {
+    if is_map_entry_of(first, key) {
+        b.extend_from_slice(&DERIVED.to_le_bytes());
+    } else {
+        put_with_len(b, &first.0);
+        put_with_len(b, &first.1);
+    }
+}
+
 /// Bytes with their length in front, as a variable-length integer.
 fn put_var_bytes(b: &mut Vec<u8>, x: &[u8]) {
     put_var(b, x.len() as u64);
@@ -286,87 +304,25 @@ impl Record {
         // Most records are an UPDATE's (about 120 bytes): one allocation
         // instead of growing from a small one three times.
         let mut b = Vec::with_capacity(160);
-        let (kind, tree) = match self {
-            Record::Create { tree, .. } => (1u8, tree),
-            Record::Drop { tree } => (2, tree),
-            Record::Put { tree, .. } => (10, tree),
-            Record::Delete { tree, .. } => (11, tree),
-            Record::IdLimit { tree, .. } => (5, tree),
-            Record::Truncate { tree } => (6, tree),
-            Record::Patch {
-                tree,
-                edit: Edit::Ranges(_),
-                ..
-            } => (7, tree),
-            Record::Patch {
-                tree,
-                edit: Edit::Splice { .. },
-                ..
-            } => (14, tree),
-            Record::Patch { tree, .. } => (0, tree),
-            Record::PutPair { tree, .. } => (8, tree),
-            Record::PutPairDelta { tree, .. } => (4, tree),
-            Record::PutRun { tree, .. } => (12, tree),
-            Record::Update { tree, .. } => (3, tree),
-        };
-        b.push(kind);
+        let tree = self.tree();
+        b.push(self.kind());
         b.extend_from_slice(&tree.db.to_le_bytes());
         b.extend_from_slice(&tree.rel.to_le_bytes());
-        let with_len = |b: &mut Vec<u8>, x: &[u8]| {
-            b.extend_from_slice(&(x.len() as u16).to_le_bytes());
-            b.extend_from_slice(x);
-        };
-        // A first entry that is the map entry of the version key that
-        // follows it costs the marker alone.
-        let put_first = |b: &mut Vec<u8>, first: &(Vec<u8>, Vec<u8>), key: &[u8]| {
-            if is_map_entry_of(first, key) {
-                b.extend_from_slice(&DERIVED.to_le_bytes());
-            } else {
-                with_len(b, &first.0);
-                with_len(b, &first.1);
-            }
-        };
         match self {
             Record::Create { compress, .. } => b.extend_from_slice(&compress.to_le_bytes()),
             Record::Drop { .. } | Record::Truncate { .. } => {}
             Record::IdLimit { limit, .. } => b.extend_from_slice(&limit.to_le_bytes()),
             Record::Put { key, value, .. } => {
-                with_len(&mut b, key);
+                put_with_len(&mut b, key);
                 b.extend_from_slice(value);
             }
             Record::Delete { key, .. } => b.extend_from_slice(key),
-            Record::Patch {
-                key,
-                len,
-                edit: Edit::Header(h),
-                ..
-            } => {
-                put_var_bytes(&mut b, key);
-                put_var(&mut b, *len as u64);
-                h.encode(&mut b);
-            }
-            Record::Patch { key, len, edit, .. } => {
-                with_len(&mut b, key);
-                b.extend_from_slice(&len.to_le_bytes());
-                match edit {
-                    Edit::Ranges(ranges) => put_ranges(&mut b, ranges),
-                    Edit::Splice {
-                        prefix,
-                        suffix,
-                        middle,
-                    } => {
-                        b.extend_from_slice(&prefix.to_le_bytes());
-                        b.extend_from_slice(&suffix.to_le_bytes());
-                        b.extend_from_slice(middle);
-                    }
-                    Edit::Header(_) => unreachable!("encoded above"),
-                }
-            }
+            Record::Patch { key, len, edit, .. } => encode_patch(&mut b, key, *len, edit),
             Record::PutPair {
                 first, key, value, ..
             } => {
                 put_first(&mut b, first, key);
-                with_len(&mut b, key);
+                put_with_len(&mut b, key);
                 b.extend_from_slice(value);
             }
             Record::PutPairDelta {
@@ -386,6 +342,31 @@ impl Record {
             Record::Update { .. } => encode_update(&mut b, self),
         }
         b
+    }
+
+    /// The record's kind, its first byte: a patch's depends on its edit.
+    fn kind(&self) -> u8 {
+        match self {
+            Record::Create { .. } => 1,
+            Record::Drop { .. } => 2,
+            Record::Put { .. } => 10,
+            Record::Delete { .. } => 11,
+            Record::IdLimit { .. } => 5,
+            Record::Truncate { .. } => 6,
+            Record::Patch {
+                edit: Edit::Ranges(_),
+                ..
+            } => 7,
+            Record::Patch {
+                edit: Edit::Splice { .. },
+                ..
+            } => 14,
+            Record::Patch { .. } => 0,
+            Record::PutPair { .. } => 8,
+            Record::PutPairDelta { .. } => 4,
+            Record::PutRun { .. } => 12,
+            Record::Update { .. } => 3,
+        }
     }
 
     /// Decodes and checks a record; the error describes the damage.
@@ -455,6 +436,33 @@ impl Record {
             return Err("log record has trailing bytes".into());
         }
         Ok(rec)
+    }
+}
+
+/// The body of a PATCH record after its kind and tree: kind 0 (a header
+/// edit, lengths as variable-length integers) or kinds 7 and 14 (ranges, a
+/// splice: 16-bit lengths, the last field running to the end).
+fn encode_patch(b: &mut Vec<u8>, key: &[u8], len: u16, edit: &Edit) {
+    if let Edit::Header(h) = edit {
+        put_var_bytes(b, key);
+        put_var(b, len as u64);
+        h.encode(b);
+        return;
+    }
+    put_with_len(b, key);
+    b.extend_from_slice(&len.to_le_bytes());
+    match edit {
+        Edit::Ranges(ranges) => put_ranges(b, ranges),
+        Edit::Splice {
+            prefix,
+            suffix,
+            middle,
+        } => {
+            b.extend_from_slice(&prefix.to_le_bytes());
+            b.extend_from_slice(&suffix.to_le_bytes());
+            b.extend_from_slice(middle);
+        }
+        Edit::Header(_) => unreachable!("encoded above"),
     }
 }
 
