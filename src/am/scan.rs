@@ -1047,6 +1047,136 @@ fn ordinary_entry(
     }
 }
 
+/// A version to index: (the row id its entries use, its own row id, the
+/// version). A heap-only version is indexed under its chain's root
+/// (`am::hot`).
+type BuildItem = (u64, u64, Vec<u8>);
+
+/// Which versions an index build gives entries to: a handed-in scan's
+/// snapshot decides (amcheck passes an MVCC one exactly when it sets
+/// ii_Concurrent); otherwise ii_Concurrent does, and the build takes its
+/// own snapshot as heap does. The snapshot registered here, if any, is
+/// returned for the caller to unregister.
+///
+/// # Safety
+/// As for [`index_build_range_scan`].
+unsafe fn build_rule(
+    table_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+    scan: pg_sys::TableScanDesc,
+) -> (BuildRule, pg_sys::Snapshot) {
+    // SAFETY: per the contract.
+    unsafe {
+        let given = (!scan.is_null()).then(|| (*scan).rs_snapshot);
+        match given {
+            Some(s) if (*s).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC => {
+                (BuildRule::Snapshot(s), std::ptr::null_mut())
+            }
+            None if (*index_info).ii_Concurrent => {
+                let registered = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+                (BuildRule::Snapshot(registered), registered)
+            }
+            _ => (
+                BuildRule::Horizon(pg_sys::GetOldestNonRemovableTransactionId(table_rel)),
+                std::ptr::null_mut(),
+            ),
+        }
+    }
+}
+
+/// The versions an index build reads. Whole-table builds read in key
+/// order, except BRIN's: it summarizes ranges of blocks and expects rows
+/// in TID order (as a heap scan delivers them), which a keyed table's key
+/// order is not. Block ranges (BRIN summaries) read the row ids those
+/// blocks cover. In row-id order the chains come with their roots, so the
+/// entries' TIDs ascend as BRIN needs.
+///
+/// `parallel` is NULL or the parallel scan of `tree`'s table.
+fn build_versions(
+    tree: &Table,
+    brin: bool,
+    blocks: Option<(pg_sys::BlockNumber, pg_sys::BlockNumber)>,
+    parallel: pg_sys::ParallelTableScanDesc,
+) -> Box<dyn Iterator<Item = BuildItem>> {
+    let chains = |t: &Table, first: u64, end: u64| -> Box<dyn Iterator<Item = BuildItem>> {
+        Box::new(
+            hot::roots_in(t.clone(), first, end).flat_map(|(root, members)| {
+                members.into_iter().map(move |(id, v)| (root, id, v))
+            }),
+        )
+    };
+    let with_root = |id: u64, v: Vec<u8>| {
+        let root = Header::decode(&v).map_or(id, |h| hot::root_of(&h, &v, id));
+        (root, id, v)
+    };
+    if !parallel.is_null() {
+        // A parallel build (row-id order): this process indexes the
+        // chunks it takes, a member under its root wherever that is.
+        return Box::new(ParallelIds::new(parallel, tree.clone()).map(move |(id, v)| with_root(id, v)));
+    }
+    match blocks {
+        None if brin => chains(tree, 0, u64::MAX),
+        None => {
+            let t = tree.clone();
+            Box::new(
+                tree.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
+                    .map(move |item| {
+                        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+                        with_root(t.id_of(&k), v)
+                    }),
+            )
+        }
+        Some((start, n)) => {
+            let first = start as u64 * tid::PER_BLOCK;
+            let end = (start as u64 + n as u64) * tid::PER_BLOCK;
+            chains(tree, first, end)
+        }
+    }
+}
+
+/// The entry (if any) an index build gives version header `h` under
+/// `rule`.
+///
+/// # Safety
+/// `index_info` is the build's.
+unsafe fn build_entry(
+    rule: BuildRule,
+    h: &Header,
+    anyvisible: bool,
+    table_rel: pg_sys::Relation,
+    index_info: *mut pg_sys::IndexInfo,
+) -> Option<Entry> {
+    let oldest = match rule {
+        // SAFETY: a registered or handed-in MVCC snapshot.
+        BuildRule::Snapshot(s) => {
+            return unsafe { satisfies(h, s, table_rel) }.then_some(Entry {
+                alive: true,
+                counted: true,
+            })
+        }
+        BuildRule::Horizon(oldest) => oldest,
+    };
+    // SAFETY: a pure comparison of transaction ids.
+    let removable = |x: Xid| unsafe { pg_sys::TransactionIdPrecedes(x.into(), oldest) };
+    let state = version::vacuum_state(h, &rows::PgXacts, &removable, &mut Hints::default());
+    if hot::hot_updated(h) && matches!(state, VacuumState::RecentlyDead | VacuumState::DeleteInProgress) {
+        // Its chain's entry is made from the newest member; old snapshots,
+        // which may see this one with other values in the new index's
+        // columns, must not use the index (heap's broken HOT chain:
+        // indcheckxmin).
+        // SAFETY: per the contract.
+        unsafe { (*index_info).ii_BrokenHotChain = true };
+        return None;
+    }
+    let mine = |x: Xid| version::Xacts::is_current(&rows::PgXacts, x);
+    ordinary_entry(
+        state,
+        anyvisible,
+        || mine(h.xmin),
+        || mine(version::update_xid(h, &rows::PgXacts)),
+    )
+}
+
 /// Scans every version for an index build (`heapam_index_build_range_scan`
 /// without HOT): an ordinary build gives an entry to each version some
 /// snapshot may still see, a concurrent one to each version its MVCC
@@ -1080,25 +1210,7 @@ pub unsafe fn index_build_range_scan(
         }
         let tree = table_of(table_rel);
         let mut rows = IndexRows::new(table_rel, index_info);
-        // A handed-in scan's snapshot decides (amcheck passes an MVCC one
-        // exactly when it sets ii_Concurrent); otherwise ii_Concurrent does,
-        // and the build takes its own snapshot as heap does.
-        let mut registered: pg_sys::Snapshot = std::ptr::null_mut();
-        let given = (!scan.is_null()).then(|| (*scan).rs_snapshot);
-        let rule = match given {
-            Some(s) if (*s).snapshot_type == pg_sys::SnapshotType::SNAPSHOT_MVCC => {
-                BuildRule::Snapshot(s)
-            }
-            None if (*index_info).ii_Concurrent => {
-                registered = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
-                BuildRule::Snapshot(registered)
-            }
-            _ => BuildRule::Horizon(pg_sys::GetOldestNonRemovableTransactionId(table_rel)),
-        };
-        // Whole-table builds read in key order, except BRIN's: it
-        // summarizes ranges of blocks and expects rows in TID order (as a
-        // heap scan delivers them), which a keyed table's key order is not.
-        // Block ranges (BRIN summaries) read the row ids those blocks cover.
+        let (rule, registered) = build_rule(table_rel, index_info, scan);
         let brin = (*(*index_rel).rd_rel).relam == pg_sys::BRIN_AM_OID;
         let whole = numblocks == pg_sys::InvalidBlockNumber;
         let parallel = if scan.is_null() {
@@ -1106,43 +1218,8 @@ pub unsafe fn index_build_range_scan(
         } else {
             (*scan).rs_parallel
         };
-        // (row id index entries use, version's row id, version): a
-        // heap-only version is indexed under its chain's root (`am::hot`).
-        // In row-id order the chains come with their roots, so the entries'
-        // TIDs ascend as BRIN needs.
-        type Item = (u64, u64, Vec<u8>);
-        let chains = |t: &Table, first: u64, end: u64| -> Box<dyn Iterator<Item = Item>> {
-            Box::new(
-                hot::roots_in(t.clone(), first, end).flat_map(|(root, members)| {
-                    members.into_iter().map(move |(id, v)| (root, id, v))
-                }),
-            )
-        };
-        let versions: Box<dyn Iterator<Item = Item>> = if !parallel.is_null() {
-            // A parallel build (row-id order): this process indexes the
-            // chunks it takes, a member under its root wherever that is.
-            Box::new(ParallelIds::new(parallel, tree.clone()).map(|(id, v)| {
-                let root = Header::decode(&v).map_or(id, |h| hot::root_of(&h, &v, id));
-                (root, id, v)
-            }))
-        } else if whole && brin {
-            chains(&tree, 0, u64::MAX)
-        } else if whole {
-            let t = tree.clone();
-            Box::new(
-                tree.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward)
-                    .map(move |item| {
-                        let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-                        let id = t.id_of(&k);
-                        let root = Header::decode(&v).map_or(id, |h| hot::root_of(&h, &v, id));
-                        (root, id, v)
-                    }),
-            )
-        } else {
-            let first = start_blockno as u64 * tid::PER_BLOCK;
-            let end = (start_blockno as u64 + numblocks as u64) * tid::PER_BLOCK;
-            chains(&tree, first, end)
-        };
+        let blocks = (!whole).then_some((start_blockno, numblocks));
+        let versions = build_versions(&tree, brin, blocks, parallel);
         // Blocks done are only meaningful when rows come in TID order; a
         // keyed table's key order reports its blocks at the end.
         let in_tid_order = !whole || brin || tree.desc().is_none();
@@ -1157,39 +1234,7 @@ pub unsafe fn index_build_range_scan(
                 }
             }
             let h: Header = decode(table_rel, id, &v);
-            let entry = match rule {
-                BuildRule::Snapshot(s) => satisfies(&h, s, table_rel).then_some(Entry {
-                    alive: true,
-                    counted: true,
-                }),
-                BuildRule::Horizon(oldest) => {
-                    let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest);
-                    let state = version::vacuum_state(
-                        &h,
-                        &rows::PgXacts,
-                        &removable,
-                        &mut Hints::default(),
-                    );
-                    if hot::hot_updated(&h)
-                        && matches!(state, VacuumState::RecentlyDead | VacuumState::DeleteInProgress)
-                    {
-                        // Its chain's entry is made from the newest member;
-                        // old snapshots, which may see this one with other
-                        // values in the new index's columns, must not use
-                        // the index (heap's broken HOT chain: indcheckxmin).
-                        (*index_info).ii_BrokenHotChain = true;
-                        continue;
-                    }
-                    let mine = |x: Xid| version::Xacts::is_current(&rows::PgXacts, x);
-                    ordinary_entry(
-                        state,
-                        anyvisible,
-                        || mine(h.xmin),
-                        || mine(version::update_xid(&h, &rows::PgXacts)),
-                    )
-                }
-            };
-            let Some(entry) = entry else {
+            let Some(entry) = build_entry(rule, &h, anyvisible, table_rel, index_info) else {
                 continue;
             };
             if entry.counted {
