@@ -160,7 +160,7 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
         // without an encoding does, instead of failing the statement.
         // They are kept for the copy while they fit in
         // maintenance_work_mem (computed again otherwise).
-        let mut kept = KeptKeys::new(pg_sys::maintenance_work_mem as usize * 1024);
+        let mut kept = KeptKeys::new(pg_sys::maintenance_work_mem as usize * 1024, true);
         let mut keyable = true;
         // From the end: the copy then reads from the start, which this
         // walk read last and is still in the pool (a table larger than the
@@ -177,7 +177,6 @@ unsafe fn rekey(rel: pg_sys::Relation, desc: Option<KeyDesc>) {
         if !keyable {
             return;
         }
-        kept.reverse();
         let horizons = ((*(*rel).rd_rel).relfrozenxid, (*(*rel).rd_rel).relminmxid);
         KEEP_HORIZONS.with(|k| k.set(Some(horizons)));
         struct Reset;
@@ -368,21 +367,24 @@ struct Source<'a> {
 }
 
 /// The key prefixes of a table's versions in the order a walk of the tree
-/// meets them, packed, kept up to a memory budget. Invariant: `ends[n]` is
-/// where the n-th prefix ends in `bytes`, `ids[n]` its version's row id;
-/// `complete` until a push went over the budget (then nothing more is kept
-/// and the keys are computed again).
+/// meets them (from its end when `backward`), packed, kept up to a memory
+/// budget. Invariant: `ends[n]` is where the n-th prefix kept ends in
+/// `bytes`, `ids[n]` its version's row id; `complete` until a push went
+/// over the budget (then nothing more is kept and the keys are computed
+/// again).
 struct KeptKeys {
     ids: Vec<u64>,
     ends: Vec<u32>,
     bytes: Vec<u8>,
     budget: usize,
     complete: bool,
+    backward: bool,
 }
 
 impl KeptKeys {
-    fn new(budget: usize) -> KeptKeys {
+    fn new(budget: usize, backward: bool) -> KeptKeys {
         KeptKeys {
+            backward,
             ids: Vec::new(),
             ends: Vec::new(),
             bytes: Vec::new(),
@@ -399,7 +401,7 @@ impl KeptKeys {
         if used > self.budget || self.bytes.len() + prefix.len() > u32::MAX as usize {
             *self = KeptKeys {
                 complete: false,
-                ..KeptKeys::new(0)
+                ..KeptKeys::new(0, false)
             };
             return;
         }
@@ -408,25 +410,10 @@ impl KeptKeys {
         self.ids.push(id);
     }
 
-    /// Puts the keys kept in the opposite order (a backward walk's into
-    /// the forward walk's).
-    fn reverse(&mut self) {
-        if !self.complete {
-            return;
-        }
-        let mut bytes = Vec::with_capacity(self.bytes.len());
-        let mut ends = Vec::with_capacity(self.ends.len());
-        for n in (0..self.ids.len()).rev() {
-            bytes.extend_from_slice(self.get(n).1);
-            ends.push(bytes.len() as u32);
-        }
-        self.ids.reverse();
-        self.bytes = bytes;
-        self.ends = ends;
-    }
-
-    /// The n-th version's row id and prefix (`n` below the count kept).
+    /// The n-th version's row id and prefix in a forward walk (`n` below
+    /// the count kept), whichever way the keys were kept.
     fn get(&self, n: usize) -> (u64, &[u8]) {
+        let n = if self.backward { self.ids.len() - 1 - n } else { n };
         let start = if n == 0 { 0 } else { self.ends[n - 1] as usize };
         (self.ids[n], &self.bytes[start..self.ends[n] as usize])
     }

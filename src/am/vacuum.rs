@@ -284,9 +284,10 @@ impl Counter<'_> {
         let counts = &mut self.counts;
         counts.fold(&f);
         let block = (id / version::tid::PER_BLOCK) as usize;
+        let oldest_xmin = self.oldest_xmin;
         counts
             .per_block
-            .version(block, crate::am::vismap::header_all_visible(&h, self.oldest_xmin));
+            .version(block, || crate::am::vismap::header_all_visible(&h, oldest_xmin));
         let horizon = &self.horizon;
         let removable = |x: Xid| horizon.removable(x);
         let state = version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
@@ -383,9 +384,11 @@ unsafe fn name(rel: pg_sys::Relation) -> String {
         .into_owned()
 }
 
-/// How VACUUM reports its progress: at INFO with VERBOSE, else DEBUG2.
+/// How VACUUM of table `relname` reports its progress: at INFO with
+/// VERBOSE, else DEBUG2.
 struct Reporter {
     level: PgLogLevel,
+    relname: String,
 }
 
 impl Reporter {
@@ -519,8 +522,9 @@ unsafe fn clean_indexes(
                 table: table.clone(),
                 alive: std::mem::take(&mut counts.alive),
             };
+            let old_tuples = ((*(*rel).rd_rel).reltuples as f64).max(0.0);
             for i in 0..nindexes as usize {
-                clean_index(rel, *indexes.add(i), &mut check, counts, bstrategy, out);
+                clean_index(*indexes.add(i), old_tuples, &mut check, counts, bstrategy, out);
             }
         }
         pg_sys::vac_close_indexes(nindexes, indexes, pg_sys::NoLock as pg_sys::LOCKMODE);
@@ -531,10 +535,11 @@ unsafe fn clean_indexes(
 /// [`clean_indexes`] of one index.
 ///
 /// # Safety
-/// As for [`clean_indexes`]; `index` is an open index of `rel`.
+/// As for [`clean_indexes`]; `index` is an open index of the table,
+/// `old_tuples` its `reltuples` before this VACUUM.
 unsafe fn clean_index(
-    rel: pg_sys::Relation,
     index: pg_sys::Relation,
+    old_tuples: f64,
     check: &mut DeadCheck,
     counts: &Counts,
     bstrategy: pg_sys::BufferAccessStrategy,
@@ -548,7 +553,7 @@ unsafe fn clean_index(
             report_progress: false,
             estimated_count: true,
             message_level: pg_sys::DEBUG2 as std::ffi::c_int,
-            num_heap_tuples: ((*(*rel).rd_rel).reltuples as f64).max(0.0),
+            num_heap_tuples: old_tuples,
             strategy: bstrategy,
         };
         let mut stats = pg_sys::index_bulk_delete(
@@ -564,7 +569,7 @@ unsafe fn clean_index(
                 "orioledb: index \"{}\" of table \"{}\": removed {:.0} entries of \
                  dead row versions, {:.0} entries remain in {} pages",
                 name(index),
-                name(rel),
+                out.relname,
                 (*stats).tuples_removed,
                 (*stats).num_index_tuples,
                 (*stats).num_pages
@@ -586,16 +591,17 @@ pub unsafe fn vacuum(
 ) {
     // SAFETY: per the contract.
     unsafe {
-        let verbose = (*params).options & pg_sys::VACOPT_VERBOSE != 0;
-        let out = Reporter {
-            level: if verbose { PgLogLevel::INFO } else { PgLogLevel::DEBUG2 },
-        };
         let (cutoffs, aggressive) = cutoffs_of(rel, params);
         if rows::is_toast(rel) {
             vacuum_toast(rel, cutoffs);
             return;
         }
-        let relname = name(rel);
+        let verbose = (*params).options & pg_sys::VACOPT_VERBOSE != 0;
+        let out = Reporter {
+            level: if verbose { PgLogLevel::INFO } else { PgLogLevel::DEBUG2 },
+            relname: name(rel),
+        };
+        let relname = &out.relname;
         out.report(format!("orioledb: vacuuming table \"{relname}\""));
         let table = table_of(rel);
         // Before the counting pass, so that its findings hold unless a

@@ -172,6 +172,9 @@ impl Announcement {
     /// `rel` is an open relation.
     pub unsafe fn of(rel: pg_sys::Relation) -> Option<Announcement> {
         let words = crate::pg::shmem::vm_words()?;
+        // Before a slot is taken: registering can fail, and nothing would
+        // give the slot back then.
+        release_at_exit();
         // SAFETY: an open relation.
         let relnode = unsafe { (*rel).rd_node.relNode.to_u32() };
         let slot = (0..VM_SLOTS).find(|&i| {
@@ -183,10 +186,9 @@ impl Announcement {
             words[OVERFLOW].fetch_add(1, Ordering::SeqCst);
         }
         HELD.with(|h| h.set(Some(slot)));
-        release_at_exit();
+        let mut a = Announcement { words, slot, seen: 0 };
         words[GENERATION].fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        let mut a = Announcement { words, slot, seen: 0 };
         a.seen = a.changes().load(Ordering::SeqCst);
         Some(a)
     }
@@ -268,11 +270,12 @@ impl BlockCounts {
         (&mut self.versions[block], &mut self.all_visible[block])
     }
 
-    /// Counts a version of `block`, all-visible or not.
-    pub fn version(&mut self, block: usize, all_visible: bool) {
+    /// Counts a version of `block`; `all_visible` judges it, asked only
+    /// while the block's versions so far all qualified.
+    pub fn version(&mut self, block: usize, all_visible: impl FnOnce() -> bool) {
         let (n, all) = self.at(block);
         *n = n.saturating_add(1);
-        *all &= all_visible;
+        *all = *all && all_visible();
     }
 
     /// Marks `block` as holding a chain's redirect.
