@@ -121,10 +121,19 @@ pub unsafe fn insert_many(
             h.infomask |= bits::XMIN_COMMITTED | bits::XMIN_INVALID;
         }
         crate::am::toast::begin_version();
+        let formed: Vec<(Vec<u8>, Vec<u8>)> = slots
+            .iter()
+            .map(|&slot| rows::form_version(rel, &tree, slot, h))
+            .collect();
+        let fills: Vec<_> = formed.iter().map(|(v, _)| fill_of(rel, v)).collect();
+        let ids = tree
+            .tree
+            .alloc_packed_ids(&fills)
+            .unwrap_or_else(|e| crate::pg::engine::report(e));
         let mut rows = Vec::with_capacity(slots.len());
-        for &slot in slots {
-            let (mut v, prefix) = rows::form_version(rel, &tree, slot, h);
-            let id = place(rel, &tree, &mut v, None);
+        for ((mut v, prefix), id) in formed.into_iter().zip(ids) {
+            check_id_limit(rel, id);
+            version::set_ctid(&mut v, id);
             rows.push((id, prefix, v));
         }
         if let Some(id) = tree.insert_many(&rows) {
@@ -157,10 +166,8 @@ pub unsafe fn insert_many(
 /// # Safety
 /// `rel` is the open relation of `tree`; `v` was formed by `form_version`.
 unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8], near: Option<u64>) -> u64 {
-    let h = Header::decode(v).expect("a version formed just now");
-    let t_len = version::HEAP_FIXED + version::tail_and_toast(&h, v).0.len();
     // SAFETY: per the contract.
-    let fill = crate::am::fill::heap_fill(t_len, unsafe { crate::am::fill::fillfactor(rel) });
+    let fill = unsafe { fill_of(rel, v) };
     let id = match near {
         Some(old) => tree.tree.alloc_near_id(old, fill.take, fill),
         None => tree.tree.alloc_packed_id(fill),
@@ -170,6 +177,18 @@ unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8], near: Option<
     unsafe { check_id_limit(rel, id) };
     version::set_ctid(v, id);
     id
+}
+
+/// How new version `v` fills a block of row ids: as a heap tuple of its
+/// size fills a page under the table's fillfactor.
+///
+/// # Safety
+/// `rel` is an open relation; `v` was formed by `form_version`.
+unsafe fn fill_of(rel: pg_sys::Relation, v: &[u8]) -> orioledb_engine::meta::BlockFill {
+    let h = Header::decode(v).expect("a version formed just now");
+    let t_len = version::HEAP_FIXED + version::tail_and_toast(&h, v).0.len();
+    // SAFETY: per the contract.
+    crate::am::fill::heap_fill(t_len, unsafe { crate::am::fill::fillfactor(rel) })
 }
 
 /// Raises the "ran out of row ids" error for an id past the TID space.

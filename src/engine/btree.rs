@@ -464,6 +464,24 @@ impl Tree {
         self.alloc_with(|f| f.alloc_packed(fill, ID_BATCH))
     }
 
+    /// Hands out one row id for each of `fills`, in order, as
+    /// [`Self::alloc_packed_id`] would one by one, under one latch and
+    /// with at most one logged limit (a load's batch: a latch and the
+    /// barrier per row were a twentieth of a COPY).
+    pub fn alloc_packed_ids(&self, fills: &[crate::meta::BlockFill]) -> Result<Vec<u64>> {
+        let mut ids = Vec::with_capacity(fills.len());
+        self.alloc_with(|f| {
+            let mut limit = None;
+            for &fill in fills {
+                let (id, l) = f.alloc_packed(fill, ID_BATCH);
+                ids.push(id);
+                limit = l.or(limit);
+            }
+            (0, limit)
+        })?;
+        Ok(ids)
+    }
+
     /// Hands out one row id for a new version of the row whose version has
     /// row id `near`: in `near`'s block when it has room for `take` units
     /// (see `FileGuard::alloc_near`), else as [`Self::alloc_packed_id`].
@@ -669,7 +687,7 @@ impl Tree {
             // below changes the old value before it looks at the key.
             return Ok(None);
         }
-        self.put_latched(g, path, key, pos, val.clone(), Log::Yes, epoch)?;
+        self.put_latched(g, path, key, pos, val.clone(), Log::Yes, epoch, true)?;
         // The successor's record covers the first key once logged; should
         // it fail before that, the entry stays unlogged and names nothing
         // (read as gone), never deleted behind a record that has it.
@@ -847,15 +865,13 @@ impl Tree {
         let mut i = 0;
         while i < items.len() {
             let epoch = self.inner.epoch();
-            let mut g = self.descend(
-                Target::Key(items[i].0),
-                0,
-                LatchMode::Exclusive,
-                &mut Vec::new(),
-            )?;
+            let mut path = Vec::new();
+            let mut g =
+                self.descend(Target::Key(items[i].0), 0, LatchMode::Exclusive, &mut path)?;
             let high = g.page().high().map(<[u8]>::to_vec);
             let mut j = i;
             let mut exists = false;
+            let mut full_at = None;
             while let Some(&(k, v)) = items.get(j) {
                 if high
                     .as_deref()
@@ -871,6 +887,7 @@ impl Tree {
                     self.inner.before_modify(&mut g)?;
                 }
                 if !g.page_mut().insert_at(at, k, v) {
+                    full_at = Some(at);
                     break;
                 }
                 j += 1;
@@ -881,6 +898,16 @@ impl Tree {
                     let items = items[i..j].iter().copied();
                     self.inner
                         .log_changed_encoded(&crate::wal::encode_put_run(self.id, items));
+                }
+                if let Some(at) = full_at {
+                    // This run filled the leaf: split it at once, under the
+                    // latch held. No pruning first: what the run just wrote
+                    // is nobody's to prune (a load's own rows), and pruning
+                    // every leaf a load fills was a tenth of a re-key.
+                    let (k, v) = items[j];
+                    self.put_latched(g, path, k, Err(at), v.to_vec(), Log::Yes, epoch, false)?;
+                    i = j + 1;
+                    continue;
                 }
             }
             drop(g);
@@ -939,7 +966,7 @@ impl Tree {
             }
             Change::Put(v) => v,
         };
-        self.put_latched(g, path, key, pos, val, log, epoch)?;
+        self.put_latched(g, path, key, pos, val, log, epoch, true)?;
         Ok(out)
     }
 
@@ -955,6 +982,7 @@ impl Tree {
         val: Vec<u8>,
         log: Log<'_>,
         epoch: u64,
+        prune: bool,
     ) -> Result<()> {
         check_sizes(key, &val)?;
         // As PostgreSQL does: the leaf is changed first (everything that can
@@ -967,7 +995,7 @@ impl Tree {
             Log::Yes => Some(std::borrow::Cow::Owned(self.put_record(g.page(), pos, key, &val))),
         });
         self.inner.before_modify(&mut g)?;
-        let split = self.put_leaf(&mut g, key, val, pos, epoch)?;
+        let split = self.put_leaf(&mut g, key, val, pos, epoch, prune)?;
         if let Some(rec) = rec {
             self.inner.log_changed(&rec);
         }
@@ -1009,7 +1037,7 @@ impl Tree {
     }
 
     /// The leaf change of a put (logged, or replayed): in place, after
-    /// pruning the leaf, or by splitting it (then the separator and the new
+    /// pruning the leaf (unless `prune` is false), or by splitting it (then the separator and the new
     /// right page, whose downlink the caller posts). `pos` is where `key`
     /// was found (or belongs) when the leaf was latched. On error the leaf
     /// holds no trace of the put.
@@ -1026,6 +1054,7 @@ impl Tree {
         val: Vec<u8>,
         pos: std::result::Result<usize, usize>,
         epoch: u64,
+        prune: bool,
     ) -> Result<Option<(Vec<u8>, u32)>> {
         let present = pos.is_ok();
         let put = |g: &mut PageGuard, pos: std::result::Result<usize, usize>| match pos {
@@ -1033,7 +1062,7 @@ impl Tree {
             Err(i) => g.page_mut().insert_at(i, key, &val),
         };
         let mut fits = put(g, pos);
-        if !fits && self.prune_leaf(g, key)? {
+        if !fits && prune && self.prune_leaf(g, key)? {
             let pos = self.position(g, key, present)?;
             fits = put(g, pos);
         }

@@ -22,6 +22,7 @@ pub mod page;
 pub mod store;
 pub mod version;
 pub mod wal;
+pub mod zstd_ctx;
 
 pub use check::CheckReport;
 pub use cursor::{Cursor, Direction, Leaf, LeafWalk};

@@ -19,6 +19,7 @@
 //! number and the page but its checksum field.
 
 use crate::page::{PAGE_MAGIC, PAGE_SIZE};
+use crate::zstd_ctx::{compress, decompress_into as decompress};
 
 pub const UNIT: usize = 512;
 pub const IMAGE_HEADER: usize = 32;
@@ -32,35 +33,6 @@ pub const MAX_UNITS: usize = (IMAGE_HEADER + PAGE_SIZE).div_ceil(UNIT);
 /// header's reserved bytes (`page.rs`).
 const RAW_CRC: usize = 24;
 const RAW_END: usize = 32;
-
-type CompressorSlot = std::cell::RefCell<Option<(i32, zstd::bulk::Compressor<'static>)>>;
-
-thread_local! {
-    // zstd contexts are expensive to create (hundreds of KB each); one per
-    // thread per direction is reused for every page.
-    static COMPRESSOR: CompressorSlot = const { std::cell::RefCell::new(None) };
-    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { std::cell::RefCell::new(None) };
-}
-
-fn compress(page: &[u8], level: i32) -> Option<Vec<u8>> {
-    COMPRESSOR.with(|c| {
-        let mut c = c.borrow_mut();
-        if c.as_ref().is_none_or(|(l, _)| *l != level) {
-            *c = Some((level, zstd::bulk::Compressor::new(level).ok()?));
-        }
-        c.as_mut().unwrap().1.compress(page).ok()
-    })
-}
-
-fn decompress(payload: &[u8], page: &mut [u8]) -> std::io::Result<usize> {
-    DECOMPRESSOR.with(|d| {
-        let mut d = d.borrow_mut();
-        if d.is_none() {
-            *d = Some(zstd::bulk::Decompressor::new()?);
-        }
-        d.as_mut().unwrap().decompress_to_buffer(payload, page)
-    })
-}
 
 fn crc(header: &[u8], page: &[u8]) -> u32 {
     crc32c::crc32c_append(crc32c::crc32c(&header[..28]), page)
