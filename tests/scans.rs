@@ -399,6 +399,75 @@ fn index_only_scans_follow_the_visibility_map() {
     assert!(checked > 10, "only {checked} comparisons");
 }
 
+/// Connects with the server's notices (VACUUM VERBOSE's INFO lines)
+/// collected.
+fn connect_noting(env: &TestEnv, db: &str) -> (Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    let notes = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let n = notes.clone();
+    let mut cfg = config_for(&env.host, env.port, db);
+    cfg.notice_callback(move |d| n.lock().unwrap().push(d.message().to_string()));
+    (cfg.connect(postgres::NoTls).unwrap(), notes)
+}
+
+/// `(skipped, blocks)` from the last VACUUM VERBOSE line in `notes`.
+fn skipped_blocks(notes: &std::sync::Mutex<Vec<String>>) -> (u64, u64) {
+    let notes = notes.lock().unwrap();
+    let line = notes
+        .iter()
+        .rev()
+        .find(|l| l.contains("blocks skipped"))
+        .unwrap_or_else(|| panic!("no VACUUM VERBOSE line in {notes:?}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "blocks").unwrap();
+    (words[at - 3].parse().unwrap(), words[at - 1].parse().unwrap())
+}
+
+/// COPY FREEZE marks the blocks it fills all-visible, so the VACUUM after
+/// the load (pgbench's) skips them all; a block changed afterwards is read
+/// again, its dead rows pruned, and index-only scans never return them;
+/// DISABLE_PAGE_SKIPPING reads everything.
+#[test]
+fn vacuum_skips_the_blocks_copy_freeze_filled() {
+    let (env, _g) = require_server!();
+    let db = "itest_scan_vacuum_skip";
+    fresh_db(&env, db);
+    let (mut c, notes) = connect_noting(&env, db);
+    c.batch_execute("CREATE TABLE f (id int, b int, pad text) USING orioledb; BEGIN; TRUNCATE f")
+        .unwrap();
+    let data: String = (1..=40_000).map(|i| format!("{i}\t7\t{}\n", "pad".repeat(13))).collect();
+    let mut w = c.copy_in("COPY f FROM STDIN WITH (FREEZE)").unwrap();
+    std::io::Write::write_all(&mut w, data.as_bytes()).unwrap();
+    w.finish().unwrap();
+    c.batch_execute("COMMIT; CREATE INDEX f_id_b ON f (id, b)").unwrap();
+    c.batch_execute("VACUUM (VERBOSE) f").unwrap();
+    let (skipped, blocks) = skipped_blocks(&notes);
+    assert!(blocks > 200 && skipped == blocks, "{skipped} of {blocks} blocks skipped after COPY FREEZE");
+    let reltuples = query_text(&mut c, "SELECT reltuples::int8::text FROM pg_class WHERE relname = 'f'");
+    let n: i64 = reltuples.parse().unwrap();
+    assert!((36_000..=44_000).contains(&n), "reltuples {n} after a skipping VACUUM");
+    // Changes clear their blocks' bits: the next VACUUM reads those
+    // blocks (and skips the rest), and the deleted rows are gone for
+    // index-only scans once it set the bits again.
+    c.batch_execute("DELETE FROM f WHERE id BETWEEN 20000 AND 20500; UPDATE f SET b = 8 WHERE id = 30000")
+        .unwrap();
+    c.batch_execute("VACUUM (VERBOSE) f").unwrap();
+    let (skipped, blocks) = skipped_blocks(&notes);
+    assert!(skipped < blocks && skipped + 40 > blocks, "{skipped} of {blocks} blocks skipped after a delete");
+    let ios = "SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_indexscan = off";
+    c.batch_execute(ios).unwrap();
+    let q = "SELECT count(*), sum(b) FROM f WHERE id BETWEEN 1 AND 40000";
+    let p = analyzed_plan(&mut c, q);
+    assert!(p.contains("Index Only Scan") && p.contains("Heap Fetches: 0"), "{p}");
+    assert_eq!(rows(&mut c, q), vec!["39499|276494".to_string()]);
+    c.batch_execute(&format!("RESET ALL; {PLAIN}")).unwrap();
+    assert_eq!(rows(&mut c, q), vec!["39499|276494".to_string()]);
+    c.batch_execute("RESET ALL").unwrap();
+    c.batch_execute("VACUUM (VERBOSE, DISABLE_PAGE_SKIPPING) f").unwrap();
+    assert_eq!(skipped_blocks(&notes).0, 0, "DISABLE_PAGE_SKIPPING");
+    c.batch_execute("VACUUM (VERBOSE, FREEZE) f").unwrap();
+    assert_eq!(skipped_blocks(&notes).0, 0, "an aggressive VACUUM");
+}
+
 /// A keyed table's HOT-like chain whose first version VACUUM pruned keeps
 /// that version's row id (the chain's redirect) in its block. Once the
 /// chain's member is deleted but still seen by an open snapshot, the

@@ -144,7 +144,14 @@ pub unsafe fn insert_many(
         for (&slot, (id, _, _)) in slots.iter().zip(&rows) {
             let block = id / tid::PER_BLOCK;
             if cleared != Some(block) {
-                crate::am::vismap::clear(rel, *id);
+                if !frozen {
+                    crate::am::vismap::clear(rel, *id);
+                } else if id % tid::PER_BLOCK == 0 {
+                    // A block COPY FREEZE fills from empty is all-visible
+                    // (what it continues, an earlier batch began, or a
+                    // change in this transaction, which cleared it).
+                    crate::am::vismap::set_loaded_frozen(rel, block);
+                }
                 cleared = Some(block);
             }
             set_slot_header(rel, slot, *id, &Header { ctid: *id, ..h });

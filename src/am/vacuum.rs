@@ -28,6 +28,13 @@
 //!    horizon), `relminmxid` the oldest MultiXactId left. A MultiXactId
 //!    still in use keeps `relfrozenxid` where it was.
 //!
+//! In a table in row-id order, a VACUUM that is not aggressive skips runs
+//! of at least 32 TID blocks that the visibility map has all-visible
+//! (`am::vismap`; as heap skips all-visible pages): nothing there is
+//! removable, their index entries stay, and `reltuples` is extrapolated
+//! from the blocks read. COPY FREEZE sets the bits of the blocks it
+//! fills, so the VACUUM after such a load (pgbench's) reads nothing.
+//!
 //! Nothing is truncated. Toast relations hold chunks without transaction
 //! ids: their VACUUM only advances their horizons; their index stays empty.
 // The `pub unsafe fn` here implements a `TableAmRoutine` callback: its
@@ -38,7 +45,7 @@ use crate::am::rows::{self, decode, from_item_pointer, table_of, Horizon};
 use crate::am::table::Table;
 use crate::am::vismap::BlockCounts;
 use orioledb_engine::btree::Change;
-use orioledb_engine::version::{self, Header, Hints, VacuumState, Xid};
+use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use pgrx::pg_sys;
 use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
@@ -86,6 +93,28 @@ impl Alive {
             self.words.resize(w + 1, 0);
         }
         self.words[w] |= 1 << (id % 64);
+    }
+
+    /// Sets the bits of ids `first..end` (a skipped run of blocks).
+    fn set_range(&mut self, first: u64, end: u64) {
+        let end = end.min(self.limit);
+        let mut id = first;
+        while id < end && id % 64 != 0 {
+            self.set(id);
+            id += 1;
+        }
+        while id + 64 <= end {
+            let w = (id / 64) as usize;
+            if self.words.len() <= w {
+                self.words.resize(w + 1, 0);
+            }
+            self.words[w] = u64::MAX;
+            id += 64;
+        }
+        while id < end {
+            self.set(id);
+            id += 1;
+        }
     }
 
     fn get(&self, id: u64) -> bool {
@@ -138,6 +167,8 @@ struct Counts {
     per_block: BlockCounts,
     /// The row ids whose index entries stay without a lookup.
     alive: Alive,
+    /// TID blocks the pass skipped (all-visible in the map when it began).
+    skipped_blocks: u64,
 }
 
 /// VACUUM's transaction horizons (`vacuum_set_xid_limits`).
@@ -181,9 +212,19 @@ impl Counts {
 ///
 /// # Safety
 /// `rel` must be a valid open orioledb relation (not a toast relation).
-unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs) -> Counts {
+///
+/// `skip` are runs of TID blocks `[first, end)` (ascending) to pass over:
+/// in the row-id layout a run is one key range, from its first row id's
+/// key to its end's (a chain member's key starts with its root's id).
+unsafe fn prune_and_count(
+    rel: pg_sys::Relation,
+    table: &Table,
+    cutoffs: Cutoffs,
+    skip: &[(u64, u64)],
+) -> Counts {
     // SAFETY: per the contract.
     let mut count = unsafe { Counter::new(rel, table, cutoffs) };
+    let mut runs = skip.iter().copied().peekable();
     let mut at: Option<Vec<u8>> = None;
     loop {
         pgrx::check_for_interrupts!();
@@ -192,16 +233,29 @@ unsafe fn prune_and_count(rel: pg_sys::Relation, table: &Table, cutoffs: Cutoffs
             .prune_leaf_at(at.as_deref())
             .unwrap_or_else(|e| crate::pg::engine::report(e));
         rows::after_change();
+        // Counting stops where the next run to skip begins.
+        let run = runs.peek().copied();
+        let run_key = run.map(|(first, _)| tid::key(first * tid::PER_BLOCK).to_vec());
+        let stop = match (&next, &run_key) {
+            (Some(n), Some(r)) if r < n => Some(r.clone()),
+            (None, Some(r)) => Some(r.clone()),
+            _ => next.clone(),
+        };
         let lo = at.map_or(Bound::Unbounded, Bound::Included);
-        let hi = next.clone().map_or(Bound::Unbounded, Bound::Excluded);
+        let hi = stop.clone().map_or(Bound::Unbounded, Bound::Excluded);
         table.for_each_version_in(lo, hi, |k, v| {
             // SAFETY: per the contract.
             unsafe { count.version(k, v) };
             true
         });
-        match next {
-            Some(k) => at = Some(k),
-            None => break,
+        match (run, stop) {
+            (Some((first, end)), Some(k)) if Some(&k) == run_key.as_ref() => {
+                runs.next();
+                count.skip(first, end);
+                at = Some(tid::key(end * tid::PER_BLOCK).to_vec());
+            }
+            (_, Some(k)) => at = Some(k),
+            (_, None) => break,
         }
     }
     count.counts
@@ -302,6 +356,19 @@ impl Counter<'_> {
             // Index entries name a chain's root: a live member keeps it.
             counts.alive.set(crate::am::hot::root_of(&h, v, id));
         }
+    }
+
+    /// Passes over TID blocks `first..end`, which the visibility map had
+    /// all-visible when VACUUM began: nothing there is removable by this
+    /// VACUUM (a change since then is newer than its horizon), their index
+    /// entries stay, and the map keeps their bits as writers leave them.
+    fn skip(&mut self, first: u64, end: u64) {
+        let c = &mut self.counts;
+        c.alive.set_range(first * tid::PER_BLOCK, end * tid::PER_BLOCK);
+        c.per_block.skip(first as usize, end as usize);
+        c.skipped_blocks += end - first;
+        self.root = None;
+        self.last_root = None;
     }
 
     /// Marks the block of a row-id chain's root [`BlockCounts::REDIRECT`] when the
@@ -579,6 +646,55 @@ unsafe fn clean_index(
     }
 }
 
+/// The runs of TID blocks this VACUUM may pass over: those the visibility
+/// map has all-visible, in a table in row-id order (in key order a block's
+/// versions are spread over the tree), unless the VACUUM is aggressive
+/// (it freezes everything), DISABLE_PAGE_SKIPPING was asked for, or the
+/// map is not kept (no announcement: without shared memory writers never
+/// clear it).
+///
+/// # Safety
+/// `rel` is the open table VACUUM holds, `table` its tree, `params`
+/// VACUUM's.
+unsafe fn skippable_runs(
+    rel: pg_sys::Relation,
+    table: &Table,
+    params: *mut pg_sys::VacuumParams,
+    aggressive: bool,
+    announced: bool,
+) -> Vec<(u64, u64)> {
+    // SAFETY: per the contract.
+    unsafe {
+        let asked_not = (*params).options & pg_sys::VACOPT_DISABLE_PAGE_SKIPPING != 0;
+        if aggressive || asked_not || !announced || table.desc().is_some() {
+            return Vec::new();
+        }
+        crate::am::vismap::all_visible_runs(rel, crate::am::scan::current_blocks(rel))
+    }
+}
+
+/// The table's live row versions: counted, or, when the pass skipped
+/// blocks, extrapolated from the blocks it read (`vac_estimate_reltuples`,
+/// as heap's VACUUM does for the pages it skips).
+///
+/// # Safety
+/// `rel` is the open table VACUUM holds.
+unsafe fn live_estimate(rel: pg_sys::Relation, blocks: u64, counts: &Counts) -> f64 {
+    if counts.skipped_blocks == 0 {
+        return counts.live;
+    }
+    let scanned = blocks.saturating_sub(counts.skipped_blocks);
+    // SAFETY: per the contract.
+    unsafe {
+        pg_sys::vac_estimate_reltuples(
+            rel,
+            blocks as pg_sys::BlockNumber,
+            scanned as pg_sys::BlockNumber,
+            counts.live,
+        )
+    }
+}
+
 /// `relation_vacuum`: see the module documentation.
 ///
 /// # Safety
@@ -607,7 +723,8 @@ pub unsafe fn vacuum(
         // Before the counting pass, so that its findings hold unless a
         // writer announces a change (am::vismap).
         let announced = crate::am::vismap::Announcement::of(rel);
-        let mut counts = prune_and_count(rel, &table, cutoffs);
+        let skip = skippable_runs(rel, &table, params, aggressive, announced.is_some());
+        let mut counts = prune_and_count(rel, &table, cutoffs, &skip);
         let (frozenxid, minmulti) = new_horizons(&counts, cutoffs, aggressive);
         let (nindexes, cleaned) = clean_indexes(rel, &table, &mut counts, params, bstrategy, &out);
         // relpages in TID blocks, as ANALYZE stores them (analyze.c asks
@@ -627,10 +744,11 @@ pub unsafe fn vacuum(
             None => 0,
         };
         drop(announced);
+        let live = live_estimate(rel, blocks, &counts);
         pg_sys::vac_update_relstats(
             rel,
             blocks as pg_sys::BlockNumber,
-            counts.live,
+            live,
             all_visible,
             nindexes > 0,
             frozenxid,
@@ -644,13 +762,13 @@ pub unsafe fn vacuum(
         pg_sys::pgstat_report_vacuum(
             (*rel).rd_id,
             (*(*rel).rd_rel).relisshared,
-            counts.live as i64,
+            live as i64,
             counts.recently_dead as i64,
         );
         out.report(format!(
             "orioledb: table \"{relname}\": {:.0} live row versions, {:.0} dead row versions \
-             not yet removable, {} frozen now",
-            counts.live, counts.recently_dead, counts.frozen
+             not yet removable, {} frozen now, {} of {blocks} blocks skipped (all-visible)",
+            counts.live, counts.recently_dead, counts.frozen, counts.skipped_blocks
         ));
     }
 }

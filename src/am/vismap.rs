@@ -6,9 +6,13 @@
 //! block is 291 row ids; its ALL_VISIBLE bit means every version with one
 //! of those row ids is visible to every snapshot (its inserter committed
 //! before every running transaction began, and no deleter or updater is
-//! set). Nothing else reads the map.
+//! set). VACUUM also reads it, to skip runs of all-visible blocks of a
+//! table in row-id order (`all_visible_runs`).
 //!
-//! Protocol (bits are set only by VACUUM, cleared by every change):
+//! Protocol (bits are set by VACUUM, and by COPY FREEZE for the blocks it
+//! fills from empty in a table file new in its subtransaction, which no
+//! other transaction can see: `set_loaded_frozen`; cleared by every
+//! change):
 //! - VACUUM announces itself in shared memory (a slot holding the table's
 //!   relfilenode, or a shared count when all 32 slots are taken) and raises
 //!   a shared generation before its counting pass, which notes for each
@@ -261,6 +265,9 @@ impl BlockCounts {
     /// go too the block would show no trace of them. Never all-visible in
     /// this VACUUM.
     pub const REDIRECT: u16 = u16::MAX;
+    /// A block count no block reaches either: the pass skipped the block
+    /// (all-visible when VACUUM began); its bit stays as writers leave it.
+    pub const SKIPPED: u16 = u16::MAX - 1;
 
     fn at(&mut self, block: usize) -> (&mut u16, &mut bool) {
         if self.versions.len() <= block {
@@ -283,6 +290,18 @@ impl BlockCounts {
         *self.at(block).0 = Self::REDIRECT;
     }
 
+    /// Marks blocks `first..end` as skipped by the counting pass.
+    pub fn skip(&mut self, first: usize, end: usize) {
+        if first < end {
+            self.at(end - 1);
+            self.versions[first..end].fill(Self::SKIPPED);
+        }
+    }
+
+    fn skipped(&self, block: usize) -> bool {
+        self.versions(block) == Self::SKIPPED
+    }
+
     fn versions(&self, block: usize) -> u16 {
         self.versions.get(block).copied().unwrap_or(0)
     }
@@ -290,7 +309,7 @@ impl BlockCounts {
     /// Whether the pass found the block all-visible (and not empty).
     fn marked(&self, block: usize) -> bool {
         let n = self.versions(block);
-        n > 0 && n != Self::REDIRECT && self.all_visible[block]
+        n > 0 && n < Self::SKIPPED && self.all_visible[block]
     }
 }
 
@@ -333,15 +352,15 @@ pub unsafe fn update(
             pg_sys::visibilitymap_pin(rel, b, &mut buf);
             pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
             quiet = quiet && announced.quiet();
+            let (byte, mask) = visible_bit(pg_sys::BufferGetPage(buf) as *mut u8, b);
+            let was = *byte & mask != 0;
             let set = match counted {
+                // Not read by the pass: left as writers left it.
+                Some(c) if c.skipped(block as usize) => was,
                 None => false,
                 Some(c) if quiet => c.marked(block as usize),
                 Some(c) => block_all_visible(table, block, oldest_xmin, c.versions(block as usize)),
             };
-            let page = pg_sys::BufferGetPage(buf) as *mut u8;
-            let byte = page.add(24 + ((b % BLOCKS_PER_PAGE) / BLOCKS_PER_BYTE) as usize);
-            let mask = (pg_sys::VISIBILITYMAP_ALL_VISIBLE as u8) << ((b % BLOCKS_PER_BYTE) * 2);
-            let was = *byte & mask != 0;
             if set != was {
                 if set {
                     *byte |= mask;
@@ -360,6 +379,90 @@ pub unsafe fn update(
         }
     }
     count
+}
+
+/// Where block `b`'s ALL_VISIBLE bit is on its map page `page`: the byte
+/// and the mask (`visibilitymap.c`'s layout: two bits per block after the
+/// page header).
+///
+/// # Safety
+/// `page` is a pinned map page covering `b`.
+unsafe fn visible_bit(page: *mut u8, b: pg_sys::BlockNumber) -> (*mut u8, u8) {
+    // SAFETY: per the contract: the offset stays inside the page.
+    let byte = unsafe { page.add(24 + ((b % BLOCKS_PER_PAGE) / BLOCKS_PER_BYTE) as usize) };
+    let mask = (pg_sys::VISIBILITYMAP_ALL_VISIBLE as u8) << ((b % BLOCKS_PER_BYTE) * 2);
+    (byte, mask)
+}
+
+/// Runs of TID blocks below `blocks` that VACUUM may skip: at least
+/// [`SKIP_RUN`] consecutive blocks whose ALL_VISIBLE bit is set, as
+/// `[first, end)`, ascending. Read without the map's locks, as heap's
+/// VACUUM reads it to skip pages: a bit cleared after the read belongs to
+/// a change newer than the reader's horizon, which this VACUUM could not
+/// remove anyway.
+///
+/// # Safety
+/// `rel` is an open orioledb table.
+pub unsafe fn all_visible_runs(rel: pg_sys::Relation, blocks: u64) -> Vec<(u64, u64)> {
+    let mut runs = Vec::new();
+    let mut buf: pg_sys::Buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
+    let mut start = None;
+    // SAFETY: per the contract; the map page pinned last is released here.
+    unsafe {
+        for block in 0..=blocks.min(0xFFFF_FFFE) {
+            let set = block < blocks
+                && pg_sys::visibilitymap_get_status(rel, block as pg_sys::BlockNumber, &mut buf)
+                    as u32
+                    & pg_sys::VISIBILITYMAP_ALL_VISIBLE
+                    != 0;
+            match (set, start) {
+                (true, None) => start = Some(block),
+                (false, Some(first)) => {
+                    if block - first >= SKIP_RUN {
+                        runs.push((first, block));
+                    }
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if buf != pg_sys::InvalidBuffer as pg_sys::Buffer {
+            pg_sys::ReleaseBuffer(buf);
+        }
+    }
+    runs
+}
+
+/// Fewer all-visible blocks in a row are read anyway (heap's
+/// `SKIP_PAGES_THRESHOLD`): a skip is a descent, and short runs save little.
+pub const SKIP_RUN: u64 = 32;
+
+/// Sets the ALL_VISIBLE bit of TID block `block`, into which COPY FREEZE
+/// has just begun to write (heap's `heap_multi_insert` sets a page it
+/// fills from empty so): every version there is frozen, and the table's
+/// file is new in this subtransaction, so no other transaction can have
+/// seen it and a rollback takes it away. A later change clears the bit as
+/// any change does.
+///
+/// # Safety
+/// `rel` is an open orioledb table whose relation file is new in this
+/// subtransaction; `block` holds only versions inserted frozen.
+pub unsafe fn set_loaded_frozen(rel: pg_sys::Relation, block: u64) {
+    let mut buf: pg_sys::Buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
+    // SAFETY: per the contract; pinned (extending the map if needed),
+    // locked, changed and released here.
+    unsafe {
+        let b = block as pg_sys::BlockNumber;
+        pg_sys::visibilitymap_pin(rel, b, &mut buf);
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
+        let (byte, mask) = visible_bit(pg_sys::BufferGetPage(buf) as *mut u8, b);
+        if *byte & mask == 0 {
+            *byte |= mask;
+            pg_sys::MarkBufferDirty(buf);
+        }
+        pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
+        pg_sys::ReleaseBuffer(buf);
+    }
 }
 
 /// Whether every version of TID block `block` qualifies now and it still
