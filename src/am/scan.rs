@@ -32,6 +32,8 @@ struct ScanState {
     analyze: Option<AnalyzeBlock>,
     /// ANALYZE of a keyed table: how its leaves are divided into blocks.
     analyze_split: Option<LeafSplit>,
+    /// ANALYZE of a table in row-id order: the walk over its blocks.
+    analyze_walk: Option<AnalyzeWalk>,
     dir: Direction,
     /// Where a sequential walk resumes when it turns round: set from the
     /// spent walk's position when it is replaced.
@@ -298,6 +300,7 @@ pub unsafe fn scan_begin(
             cursor: None,
             analyze: None,
             analyze_split: None,
+            analyze_walk: None,
             dir: Direction::Forward,
             last: None,
             at_end: false,
@@ -328,6 +331,7 @@ pub unsafe fn scan_end(scan: pg_sys::TableScanDesc) {
         st.cursor = None;
         st.analyze = None;
         st.analyze_split = None;
+        st.analyze_walk = None;
         st.bitmap = VecDeque::new();
         st.tids = None;
         st.sample = Sample::default();
@@ -1817,10 +1821,45 @@ pub unsafe fn analyze_next_block(
             return true;
         }
         let first = blockno as u64 * per;
-        for (id, v) in st.tree.id_range(first, first + per) {
+        let walk = match st.analyze_walk.take() {
+            Some(w) if w.at <= first && first - w.at <= WALK_GAP * per => w,
+            _ => AnalyzeWalk {
+                ids: st.tree.id_range(first, tid::LIMIT).peekable(),
+                at: first,
+            },
+        };
+        st.analyze_walk = Some(walk.take_block(block, first, first + per));
+        true
+    }
+}
+
+/// How many blocks ANALYZE's walk reads through to reach the next block
+/// it samples, rather than starting a new walk there.
+const WALK_GAP: u64 = 16;
+
+/// ANALYZE's walk over a table in row-id order: one range from the first
+/// sampled block on, read a window of blocks at a time, that the sampled
+/// blocks (ascending, as ANALYZE's block sampler gives them) take their
+/// versions from in turn. A range per block cost a descent for its first
+/// leaf, another for the leaf it ended in, and one into the row-id map:
+/// a third of ANALYZE's time on a freshly loaded `pgbench_accounts`,
+/// whose every block ANALYZE samples. Invariant: `ids` holds no version
+/// with a row id below `at`.
+struct AnalyzeWalk {
+    ids: std::iter::Peekable<IdRange>,
+    at: u64,
+}
+
+impl AnalyzeWalk {
+    /// Puts the versions with row ids in `first..end` into `block`,
+    /// passing over those before `first` (`first >= self.at`).
+    fn take_block(mut self, block: &mut AnalyzeBlock, first: u64, end: u64) -> AnalyzeWalk {
+        while self.ids.next_if(|(id, _)| *id < first).is_some() {}
+        while let Some((id, v)) = self.ids.next_if(|(id, _)| *id < end) {
             block.push(id, &v);
         }
-        true
+        self.at = end;
+        self
     }
 }
 

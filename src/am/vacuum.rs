@@ -99,7 +99,7 @@ impl Alive {
     fn set_range(&mut self, first: u64, end: u64) {
         let end = end.min(self.limit);
         let mut id = first;
-        while id < end && id % 64 != 0 {
+        while id < end && !id.is_multiple_of(64) {
             self.set(id);
             id += 1;
         }
