@@ -16,10 +16,11 @@
 //! table: PostgreSQL 15 gives a custom scan a virtual scan slot, which
 //! carries only `ctid` and `tableoid` of the system columns.
 
-use crate::am::pkey::KeyDesc;
+use crate::am::pkey::{KeyCol, KeyDesc};
 use crate::am::rows::{self, decode, satisfies, store_version, table_of};
 use crate::am::ssi;
 use crate::am::table::Table;
+use orioledb_engine::version::Header;
 use orioledb_engine::{Cursor, Direction};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -262,19 +263,18 @@ unsafe fn needs_tuple_header(rel: *mut pg_sys::RelOptInfo) -> bool {
     }
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn rel_pathlist(
-    root: *mut pg_sys::PlannerInfo,
+/// The table and primary key of a plain table of ours whose tree is keyed
+/// by its current primary key: the only relations the scan serves.
+///
+/// # Safety
+/// Valid planner nodes of a relation the planner has locked.
+unsafe fn served_relation(
     rel: *mut pg_sys::RelOptInfo,
-    rti: pg_sys::Index,
     rte: *mut pg_sys::RangeTblEntry,
-) {
-    // SAFETY: the planner passes valid nodes of a relation it has locked;
-    // the relcache entry is opened and closed here without a new lock.
+) -> Option<(Table, pg_sys::Oid)> {
+    // SAFETY: per the contract; the relcache entry is opened and closed
+    // here without a new lock.
     unsafe {
-        if let Some(prev) = PREV_PATHLIST {
-            prev(root, rel, rti, rte);
-        }
         if (*rte).rtekind != pg_sys::RTEKind::RTE_RELATION
             || (*rte).relkind as u8 != pg_sys::RELKIND_RELATION
             || (*rte).inh
@@ -285,11 +285,11 @@ unsafe extern "C-unwind" fn rel_pathlist(
             )
             || !crate::pg::preload::is_preloaded()
         {
-            return;
+            return None;
         }
         let r = pg_sys::RelationIdGetRelation((*rte).relid);
         if r.is_null() {
-            return;
+            return None;
         }
         let ours = std::ptr::eq((*r).rd_tableam, &raw const crate::am::ROUTINE);
         // The tree's own key, if it is the table's current primary key.
@@ -299,47 +299,69 @@ unsafe extern "C-unwind" fn rel_pathlist(
             None
         };
         pg_sys::RelationClose(r);
-        let Some((table, pk)) = served else { return };
-        let desc = table.desc().expect("a served key is the tree's");
-        if needs_tuple_header(rel) {
-            return;
+        served
+    }
+}
+
+/// Adds the point lookup path (equality on every key column) of a rel
+/// without join clauses (so no parameterized paths to offer), if it has
+/// one: no other path on the key can read less, so the table's index paths
+/// need not be planned a second time (that doubled this part of heap's
+/// planning cost). Whether it was the rel's point lookup.
+///
+/// # Safety
+/// Valid planner nodes of a base relation of ours with primary key `pk`.
+unsafe fn add_point_path(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    pk: pg_sys::Oid,
+    table: &Table,
+    desc: &KeyDesc,
+) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        // Its index path survived add_path: mirror it.
+        let point = ptrs::<pg_sys::Path>((*rel).pathlist).into_iter().find(|&p| {
+            (*p).type_ == pg_sys::NodeTag::T_IndexPath
+                && (*p).param_info.is_null()
+                && (*(*(p as *mut pg_sys::IndexPath)).indexinfo).indexoid == pk
+                && is_point_lookup(rel, p as *mut pg_sys::IndexPath, desc)
+        });
+        if let Some(ip) = point {
+            if let Some(cp) = make_path(rel, ip as *mut pg_sys::IndexPath, desc) {
+                pg_sys::add_path(rel, cp.cast());
+            }
+            return true;
         }
-        // The planner's own index paths on the key tell which clauses match
-        // it and which orderings it can give; those add_path already
-        // dropped (beaten by the sequential scan, since a btree scan pays
-        // a second lookup per row) are built again aside, and the rel's
-        // paths are left as they were.
-        // A point lookup (equality on every key column) whose index path
-        // survived add_path, on a rel without join clauses (so no
-        // parameterized paths to offer): no other path on the key can read
-        // less, so mirror it without planning the table's index paths a
-        // second time (that doubled this part of heap's planning cost).
-        if (*rel).joininfo.is_null() {
-            let point = ptrs::<pg_sys::Path>((*rel).pathlist).into_iter().find(|&p| {
-                (*p).type_ == pg_sys::NodeTag::T_IndexPath
-                    && (*p).param_info.is_null()
-                    && (*(*(p as *mut pg_sys::IndexPath)).indexinfo).indexoid == pk
-                    && is_point_lookup(rel, p as *mut pg_sys::IndexPath, desc)
-            });
-            if let Some(ip) = point {
-                if let Some(cp) = make_path(rel, ip as *mut pg_sys::IndexPath, desc) {
+        // The same when the sequential scan beat the btree's point
+        // lookup (a small table): its index path built from the
+        // equalities directly, not by planning every index path again.
+        if let Some(ip) = point_index_path(root, rel, pk) {
+            if is_point_lookup(rel, ip, desc) {
+                if let Some(cp) = make_path(rel, ip, desc) {
+                    price_row_id_order_walk(rel, table);
                     pg_sys::add_path(rel, cp.cast());
-                }
-                return;
-            }
-            // The same when the sequential scan beat the btree's point
-            // lookup (a small table): its index path built from the
-            // equalities directly, not by planning every index path again.
-            if let Some(ip) = point_index_path(root, rel, pk) {
-                if is_point_lookup(rel, ip, desc) {
-                    if let Some(cp) = make_path(rel, ip, desc) {
-                        price_row_id_order_walk(rel, &table);
-                        pg_sys::add_path(rel, cp.cast());
-                        return;
-                    }
+                    return true;
                 }
             }
         }
+        false
+    }
+}
+
+/// The planner's index paths of `rel`, built again aside: those add_path
+/// already dropped (beaten by the sequential scan, since a btree scan pays
+/// a second lookup per row) are among them, and the rel's paths are left
+/// as they were.
+///
+/// # Safety
+/// Valid planner nodes of a base relation.
+unsafe fn index_paths_aside(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+) -> *mut pg_sys::List {
+    // SAFETY: per the contract.
+    unsafe {
         let saved = (*rel).pathlist;
         let saved_partial = (*rel).partial_pathlist;
         (*rel).pathlist = std::ptr::null_mut();
@@ -362,6 +384,35 @@ unsafe extern "C-unwind" fn rel_pathlist(
         let index_paths = (*rel).pathlist;
         (*rel).pathlist = saved;
         (*rel).partial_pathlist = saved_partial;
+        index_paths
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn rel_pathlist(
+    root: *mut pg_sys::PlannerInfo,
+    rel: *mut pg_sys::RelOptInfo,
+    rti: pg_sys::Index,
+    rte: *mut pg_sys::RangeTblEntry,
+) {
+    // SAFETY: the planner passes valid nodes of a relation it has locked.
+    unsafe {
+        if let Some(prev) = PREV_PATHLIST {
+            prev(root, rel, rti, rte);
+        }
+        let Some((table, pk)) = served_relation(rel, rte) else {
+            return;
+        };
+        let desc = table.desc().expect("a served key is the tree's");
+        if needs_tuple_header(rel) {
+            return;
+        }
+        if (*rel).joininfo.is_null() && add_point_path(root, rel, pk, &table, desc) {
+            return;
+        }
+        // The planner's own index paths on the key tell which clauses match
+        // it and which orderings it can give.
+        let index_paths = index_paths_aside(root, rel);
         let mut new_paths = Vec::new();
         for p in ptrs::<pg_sys::Path>(index_paths) {
             if (*p).type_ != pg_sys::NodeTag::T_IndexPath {
@@ -566,72 +617,59 @@ fn all_narrowing(conds: &[Cond]) -> bool {
     }
 }
 
-/// A custom path mirroring index path `ip` on the primary key, or None when
-/// the scan could not narrow to what the btree reads (a clause the key
-/// conditions cannot express: it would read more than the path's costs
-/// say).
+/// Whether a column stored in byte order but compared by a libc collation
+/// keeps the scan from serving the path: such a column narrows by equality
+/// only, and the scan's output is not in the index's order (= ANY values
+/// come in byte order).
+fn collation_rules_out(desc: &KeyDesc, plain: &[Cond], backward: bool) -> bool {
+    let equality_bound = |col: usize| {
+        plain.iter().any(|c| c.col == col && c.strategy == 3)
+            && plain.iter().all(|c| c.col != col || c.strategy == 3)
+    };
+    backward || (0..desc.cols.len()).any(|i| !desc.cols[i].kind.ordered() && !equality_bound(i))
+}
+
+/// The plan's integer list (direction, then each condition's fields) and
+/// expression list (each condition's value): how the conditions reach the
+/// executor through `custom_private`.
 ///
 /// # Safety
-/// Valid planner nodes; `ip` is an index path of `rel` on its primary key.
-unsafe fn make_path(
-    rel: *mut pg_sys::RelOptInfo,
-    ip: *mut pg_sys::IndexPath,
-    desc: &KeyDesc,
-) -> Option<*mut pg_sys::CustomPath> {
-    // SAFETY: per the contract; nodes are palloc'd in the planner's context.
+/// Called in the planner's memory context; the expressions are planner
+/// nodes.
+unsafe fn encode_conds(
+    conds: &[(Cond, *mut pg_sys::Expr)],
+    backward: bool,
+) -> (*mut pg_sys::List, *mut pg_sys::List) {
+    // SAFETY: per the contract; the lists are palloc'd there.
     unsafe {
-        let conds = key_conds(rel, ip, desc);
-        let clauses: usize = ptrs::<pg_sys::IndexClause>((*ip).indexclauses)
-            .iter()
-            .map(|&ic| ptrs::<pg_sys::RestrictInfo>((*ic).indexquals).len())
-            .sum();
-        let plain: Vec<Cond> = conds.iter().map(|(c, _)| *c).collect();
-        if conds.len() != clauses || !all_narrowing(&plain) {
-            return None;
-        }
-        let backward = (*ip).indexscandir == pg_sys::ScanDirection::BackwardScanDirection;
-        // A column stored in byte order but compared by a libc collation
-        // narrows by equality only, and the scan's output is not in the
-        // index's order (= ANY values come in byte order).
-        let ordered = desc.cols.iter().all(|c| c.kind.ordered());
-        let equality_bound = |col: usize| {
-            plain.iter().any(|c| c.col == col && c.strategy == 3)
-                && plain.iter().all(|c| c.col != col || c.strategy == 3)
-        };
-        if !ordered
-            && (backward
-                || (0..desc.cols.len())
-                    .any(|i| !desc.cols[i].kind.ordered() && !equality_bound(i)))
-        {
-            return None;
-        }
         let mut ilist: *mut pg_sys::List = std::ptr::null_mut();
         ilist = pg_sys::lappend_int(ilist, backward as c_int);
         let mut elist: *mut pg_sys::List = std::ptr::null_mut();
-        for (c, e) in &conds {
+        for (c, e) in conds {
             ilist = pg_sys::lappend_int(ilist, c.col as c_int);
             ilist = pg_sys::lappend_int(ilist, c.strategy);
             ilist = pg_sys::lappend_int(ilist, c.array as c_int);
             ilist = pg_sys::lappend_int(ilist, c.typid.to_u32() as c_int);
             elist = pg_sys::lappend(elist, (*e).cast());
         }
-        let cp = pg_sys::palloc0(size_of::<pg_sys::CustomPath>()) as *mut pg_sys::CustomPath;
+        (ilist, elist)
+    }
+}
+
+/// The start-up and total cost of the scan mirroring index path `ip`,
+/// priced against the sequential scan's way of pricing pages and rows.
+///
+/// # Safety
+/// Valid planner nodes; `ip` is an index path of `rel` on its primary key,
+/// `conds` its key conditions.
+unsafe fn path_costs(
+    rel: *mut pg_sys::RelOptInfo,
+    ip: *mut pg_sys::IndexPath,
+    conds: &[(Cond, *mut pg_sys::Expr)],
+) -> (pg_sys::Cost, pg_sys::Cost) {
+    // SAFETY: per the contract.
+    unsafe {
         let src = &(*ip).path;
-        let path = &mut (*cp).path;
-        path.type_ = pg_sys::NodeTag::T_CustomPath;
-        path.pathtype = pg_sys::NodeTag::T_CustomScan;
-        path.parent = rel;
-        path.pathtarget = (*rel).reltarget;
-        path.param_info = src.param_info;
-        path.parallel_aware = false;
-        path.parallel_safe = false;
-        path.parallel_workers = 0;
-        path.rows = src.rows;
-        path.pathkeys = if ordered {
-            src.pathkeys
-        } else {
-            std::ptr::null_mut()
-        };
         // One descent per key range (its CPU is the btree's start-up cost;
         // inner pages stay in the page pool, like a btree's) to a leaf,
         // then the rows read in key order from consecutive leaves: no
@@ -661,11 +699,64 @@ unsafe fn make_path(
         // cost_seqscan adds the target list's cost (its start-up part is in
         // the index path's start-up cost already).
         let target = (*(*rel).reltarget).cost;
-        path.startup_cost = src.startup_cost + quals.startup;
-        path.total_cost = path.startup_cost
+        let startup_cost = src.startup_cost + quals.startup;
+        let total_cost = startup_cost
             + (ranges + (read / density).ceil() - 1.0).max(ranges) * pg_sys::seq_page_cost
             + read * (pg_sys::cpu_tuple_cost + quals.per_tuple)
-            + path.rows * target.per_tuple;
+            + src.rows * target.per_tuple;
+        (startup_cost, total_cost)
+    }
+}
+
+/// A custom path mirroring index path `ip` on the primary key, or None when
+/// the scan could not narrow to what the btree reads (a clause the key
+/// conditions cannot express: it would read more than the path's costs
+/// say).
+///
+/// # Safety
+/// Valid planner nodes; `ip` is an index path of `rel` on its primary key.
+unsafe fn make_path(
+    rel: *mut pg_sys::RelOptInfo,
+    ip: *mut pg_sys::IndexPath,
+    desc: &KeyDesc,
+) -> Option<*mut pg_sys::CustomPath> {
+    // SAFETY: per the contract; nodes are palloc'd in the planner's context.
+    unsafe {
+        let conds = key_conds(rel, ip, desc);
+        let clauses: usize = ptrs::<pg_sys::IndexClause>((*ip).indexclauses)
+            .iter()
+            .map(|&ic| ptrs::<pg_sys::RestrictInfo>((*ic).indexquals).len())
+            .sum();
+        let plain: Vec<Cond> = conds.iter().map(|(c, _)| *c).collect();
+        if conds.len() != clauses || !all_narrowing(&plain) {
+            return None;
+        }
+        let backward = (*ip).indexscandir == pg_sys::ScanDirection::BackwardScanDirection;
+        // Byte-order columns compared by a libc collation lose the index's
+        // order (see collation_rules_out).
+        let ordered = desc.cols.iter().all(|c| c.kind.ordered());
+        if !ordered && collation_rules_out(desc, &plain, backward) {
+            return None;
+        }
+        let (ilist, elist) = encode_conds(&conds, backward);
+        let cp = pg_sys::palloc0(size_of::<pg_sys::CustomPath>()) as *mut pg_sys::CustomPath;
+        let src = &(*ip).path;
+        let path = &mut (*cp).path;
+        path.type_ = pg_sys::NodeTag::T_CustomPath;
+        path.pathtype = pg_sys::NodeTag::T_CustomScan;
+        path.parent = rel;
+        path.pathtarget = (*rel).reltarget;
+        path.param_info = src.param_info;
+        path.parallel_aware = false;
+        path.parallel_safe = false;
+        path.parallel_workers = 0;
+        path.rows = src.rows;
+        path.pathkeys = if ordered {
+            src.pathkeys
+        } else {
+            std::ptr::null_mut()
+        };
+        (path.startup_cost, path.total_cost) = path_costs(rel, ip, &conds);
         // It projects (ExecScan with the projection ExecInitCustomScan sets
         // up): without this, UPDATE's target list put a Result node on top
         // of every primary scan, one more node to build and run per row.
@@ -980,6 +1071,20 @@ unsafe fn point_range(
     Some((VecDeque::from([(Bound::Included(base), Bound::Excluded(hi))]), true))
 }
 
+/// What the conditions make of the key, column by column: the general
+/// case of [`key_ranges`], before the ranges are put together.
+struct Bounds {
+    /// Prefixes of equal leading columns (several with = ANY).
+    prefixes: Vec<Vec<u8>>,
+    /// Inclusive, behind each prefix.
+    lower: Option<Vec<u8>>,
+    /// Exclusive, behind each prefix.
+    upper: Option<Vec<u8>>,
+    /// Every range is one whole key: equalities on every column, not
+    /// capped.
+    exact: bool,
+}
+
 /// The key ranges the conditions allow, in scan order (None: the whole
 /// table).
 ///
@@ -1003,132 +1108,196 @@ unsafe fn key_ranges(
         let base = Table::prefix_bound(prefix);
         keys_cmp(&[base.as_slice(), a].concat(), &[base.as_slice(), b].concat())
     };
+    // SAFETY: per the contract.
+    let bounds = unsafe { column_bounds(node, run, &desc, &column_cmp) };
+    let mut out = VecDeque::new();
+    let Some(bounds) = bounds else {
+        return (out, false);
+    };
+    for p in bounds.prefixes {
+        let base = Table::prefix_bound(&p);
+        let lo = match &bounds.lower {
+            Some(l) => {
+                let mut k = base.clone();
+                k.extend_from_slice(l);
+                k
+            }
+            None => base.clone(),
+        };
+        let hi = match &bounds.upper {
+            Some(u) => {
+                let mut k = base.clone();
+                k.extend_from_slice(u);
+                k
+            }
+            None => after(&base),
+        };
+        if keys_cmp(&lo, &hi).is_lt() {
+            out.push_back((Bound::Included(lo), Bound::Excluded(hi)));
+        }
+    }
+    if run.dir == Direction::Backward {
+        out = out.into_iter().rev().collect();
+    }
+    (out, bounds.exact)
+}
+
+/// The [`Bounds`] of the conditions: equalities on the leading columns,
+/// then ranges on the first column without one (nothing after it
+/// narrows); None when no row can qualify.
+///
+/// # Safety
+/// As for [`key_ranges`].
+unsafe fn column_bounds(
+    node: *mut pg_sys::CustomScanState,
+    run: &Run,
+    desc: &KeyDesc,
+    column_cmp: &impl Fn(&[u8], &[u8], &[u8]) -> std::cmp::Ordering,
+) -> Option<Bounds> {
+    let mut bounds = Bounds {
+        prefixes: vec![Vec::new()],
+        lower: None,
+        upper: None,
+        exact: true,
+    };
+    for (ci, col) in desc.cols.iter().enumerate() {
+        let here: Vec<(usize, &Cond)> = run
+            .conds
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.col == ci)
+            .collect();
+        if let Some(&(i, c)) = here.iter().find(|(_, c)| c.strategy == 3) {
+            let prefix = &bounds.prefixes[0];
+            // SAFETY: per the contract.
+            let encoded = unsafe { equal_values(node, run.values[i], c, col, prefix, column_cmp) };
+            if encoded.is_empty() {
+                return None;
+            }
+            if bounds.prefixes.len() * encoded.len() > 100_000 {
+                bounds.exact = false;
+                break;
+            }
+            bounds.prefixes = bounds
+                .prefixes
+                .iter()
+                .flat_map(|p| {
+                    encoded.iter().map(move |e| {
+                        let mut k = p.clone();
+                        k.extend_from_slice(e);
+                        k
+                    })
+                })
+                .collect();
+            continue;
+        }
+        // Range conditions on the first column without an equality.
+        let prefix = &bounds.prefixes[0];
+        // SAFETY: per the contract.
+        let (lower, upper) = unsafe { range_bounds(node, run, col, &here, prefix, column_cmp) }?;
+        bounds.lower = lower;
+        bounds.upper = upper;
+        bounds.exact = false;
+        break;
+    }
+    Some(bounds)
+}
+
+/// The encodings of an equality's value (or `= ANY`'s values) on key
+/// column `col`, sorted in the tree's order behind `prefix` and without
+/// duplicates, so that the ranges built from them come in scan order;
+/// empty when no row can match (NULL, or every value beyond the column's
+/// type).
+///
+/// # Safety
+/// `value` was initialised for our scan node `node`.
+unsafe fn equal_values(
+    node: *mut pg_sys::CustomScanState,
+    value: *mut pg_sys::ExprState,
+    c: &Cond,
+    col: &KeyCol,
+    prefix: &[u8],
+    column_cmp: &impl Fn(&[u8], &[u8], &[u8]) -> std::cmp::Ordering,
+) -> Vec<Vec<u8>> {
+    let coltype = pg_sys::Oid::from(col.typid);
     // SAFETY: per the contract; array datums are deconstructed in the
     // per-query memory context.
     unsafe {
-        // Prefixes of equal leading columns (several with = ANY).
-        let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
-        let mut lower: Option<Vec<u8>> = None; // inclusive, per prefix suffix
-        let mut upper: Option<Vec<u8>> = None; // exclusive
-        let mut empty = false;
-        let mut capped = false;
-        let mut range_col = None;
-        for (ci, col) in desc.cols.iter().enumerate() {
-            let coltype = pg_sys::Oid::from(col.typid);
-            let here: Vec<(usize, &Cond)> = run
-                .conds
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| c.col == ci)
-                .collect();
-            if let Some(&(i, c)) = here.iter().find(|(_, c)| c.strategy == 3) {
-                let Some(d) = eval(node, run.values[i]) else {
-                    empty = true;
-                    break;
-                };
-                let mut encoded: Vec<Vec<u8>> = Vec::new();
-                let vals: Vec<pg_sys::Datum> = if c.array {
-                    array_elements(d, c.typid)
-                } else {
-                    vec![d]
-                };
-                for v in vals {
-                    if let Ok(v) = to_column(v, c.typid, coltype) {
-                        let mut e = Vec::new();
-                        KeyDesc::push_datum(col, Some(v), &mut e);
-                        encoded.push(e);
-                    }
-                }
-                encoded.sort_by(|a, b| column_cmp(&prefixes[0], a, b));
-                encoded.dedup();
-                if encoded.is_empty() {
-                    empty = true;
-                    break;
-                }
-                if prefixes.len() * encoded.len() > 100_000 {
-                    capped = true;
-                    break;
-                }
-                prefixes = prefixes
-                    .iter()
-                    .flat_map(|p| {
-                        encoded.iter().map(move |e| {
-                            let mut k = p.clone();
-                            k.extend_from_slice(e);
-                            k
-                        })
-                    })
-                    .collect();
-                continue;
-            }
-            // Range conditions on the first column without an equality.
-            for &(i, c) in &here {
-                let Some(d) = eval(node, run.values[i]) else {
-                    empty = true;
-                    break;
-                };
-                let v = match to_column(d, c.typid, coltype) {
-                    Ok(v) => v,
-                    // Beyond the type's range: either no row qualifies
-                    // or the bound does not narrow anything.
-                    Err(above) => {
-                        let is_upper = c.strategy <= 2;
-                        if is_upper != above {
-                            empty = true;
-                            break;
-                        }
-                        continue;
-                    }
-                };
+        let Some(d) = eval(node, value) else {
+            return Vec::new();
+        };
+        let mut encoded: Vec<Vec<u8>> = Vec::new();
+        let vals: Vec<pg_sys::Datum> = if c.array {
+            array_elements(d, c.typid)
+        } else {
+            vec![d]
+        };
+        for v in vals {
+            if let Ok(v) = to_column(v, c.typid, coltype) {
                 let mut e = Vec::new();
                 KeyDesc::push_datum(col, Some(v), &mut e);
-                let tighter = |old: Option<Vec<u8>>, new: Vec<u8>, want_less: bool| match old {
-                    Some(o) if column_cmp(&prefixes[0], &o, &new).is_lt() == want_less => Some(o),
-                    _ => Some(new),
-                };
-                match c.strategy {
-                    1 => upper = tighter(upper.take(), e, true),
-                    2 => upper = tighter(upper.take(), after(&e), true),
-                    4 => lower = tighter(lower.take(), e, false),
-                    5 => lower = tighter(lower.take(), after(&e), false),
-                    _ => {}
-                }
-            }
-            range_col = Some(ci);
-            break;
-        }
-        let exact = range_col.is_none() && !capped;
-        let mut out = VecDeque::new();
-        if empty {
-            return (out, false);
-        }
-        for p in prefixes {
-            let base = Table::prefix_bound(&p);
-            let lo = match &lower {
-                Some(l) => {
-                    let mut k = base.clone();
-                    k.extend_from_slice(l);
-                    k
-                }
-                None => base.clone(),
-            };
-            let hi = match &upper {
-                Some(u) => {
-                    let mut k = base.clone();
-                    k.extend_from_slice(u);
-                    k
-                }
-                None => after(&base),
-            };
-            if keys_cmp(&lo, &hi).is_lt() {
-                out.push_back((Bound::Included(lo), Bound::Excluded(hi)));
+                encoded.push(e);
             }
         }
-        if run.dir == Direction::Backward {
-            out = out.into_iter().rev().collect();
-        }
-        (out, exact)
+        encoded.sort_by(|a, b| column_cmp(prefix, a, b));
+        encoded.dedup();
+        encoded
     }
+}
+
+/// A key column's lower (inclusive) and upper (exclusive) bound, encoded;
+/// None: unbounded on that side.
+type ColumnBounds = (Option<Vec<u8>>, Option<Vec<u8>>);
+
+/// The tightest (lower inclusive, upper exclusive) bounds the range
+/// conditions `here` put on key column `col` behind `prefix`; None when no
+/// row can qualify.
+///
+/// # Safety
+/// As for [`key_ranges`].
+unsafe fn range_bounds(
+    node: *mut pg_sys::CustomScanState,
+    run: &Run,
+    col: &KeyCol,
+    here: &[(usize, &Cond)],
+    prefix: &[u8],
+    column_cmp: &impl Fn(&[u8], &[u8], &[u8]) -> std::cmp::Ordering,
+) -> Option<ColumnBounds> {
+    let coltype = pg_sys::Oid::from(col.typid);
+    let mut lower: Option<Vec<u8>> = None;
+    let mut upper: Option<Vec<u8>> = None;
+    // SAFETY: per the contract.
+    unsafe {
+        for &(i, c) in here {
+            let d = eval(node, run.values[i])?;
+            let v = match to_column(d, c.typid, coltype) {
+                Ok(v) => v,
+                // Beyond the type's range: either no row qualifies
+                // or the bound does not narrow anything.
+                Err(above) => {
+                    let is_upper = c.strategy <= 2;
+                    if is_upper != above {
+                        return None;
+                    }
+                    continue;
+                }
+            };
+            let mut e = Vec::new();
+            KeyDesc::push_datum(col, Some(v), &mut e);
+            let tighter = |old: Option<Vec<u8>>, new: Vec<u8>, want_less: bool| match old {
+                Some(o) if column_cmp(prefix, &o, &new).is_lt() == want_less => Some(o),
+                _ => Some(new),
+            };
+            match c.strategy {
+                1 => upper = tighter(upper.take(), e, true),
+                2 => upper = tighter(upper.take(), after(&e), true),
+                4 => lower = tighter(lower.take(), e, false),
+                5 => lower = tighter(lower.take(), after(&e), false),
+                _ => {}
+            }
+        }
+    }
+    Some((lower, upper))
 }
 
 /// Elements of a one-dimensional array datum (NULLs left out).
@@ -1154,6 +1323,150 @@ unsafe fn array_elements(d: pg_sys::Datum, elemtype: pg_sys::Oid) -> Vec<pg_sys:
     }
 }
 
+/// Evaluates the key values and sets up the scan's mode (point, unique,
+/// statistics, relation lock) on its first fetch after begin or rescan,
+/// when the parameters are known.
+///
+/// # Safety
+/// `ss` is our scan node, `run` its Run; `rel` and `snapshot` are the
+/// scan's.
+unsafe fn start_ranges(
+    ss: *mut pg_sys::ScanState,
+    run: &mut Run,
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+) {
+    // SAFETY: per the contract; the index is opened under the lock the
+    // executor's index scans take.
+    unsafe {
+        let node = ss as *mut pg_sys::CustomScanState;
+        // Key values (and detoasted arrays) only live until they are
+        // encoded: the per-tuple context, reset for every row.
+        let econtext = (*ss).ps.ps_ExprContext;
+        let prev = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
+        let (ranges, exact) = key_ranges(node, run);
+        pg_sys::MemoryContextSwitchTo(prev);
+        run.point = exact && run.ssi_out;
+        if run.pk_index.is_null() {
+            let pk = pg_sys::RelationGetPrimaryKeyIndex(rel);
+            if pk != pg_sys::InvalidOid {
+                run.pk_index = pg_sys::index_open(pk, pg_sys::AccessShareLock as _);
+            }
+        }
+        if !run.pk_index.is_null() {
+            rows::count_scan_stat(run.pk_index, rows::ScanStat::Scan);
+            run.unique = exact
+                && !run.ssi_out
+                && crate::am::scan::is_mvcc(snapshot)
+                && (*(*run.pk_index).rd_index).indimmediate;
+        }
+        if !run.point {
+            // Before reading: ranges are predicates over the table.
+            ssi::lock_relation(rel, snapshot);
+        }
+        run.ranges = Some(ranges);
+    }
+}
+
+/// Reads the open cursor on to its next visible version and stores it in
+/// `slot`; false when the cursor's range holds no more.
+///
+/// # Safety
+/// `run` has a cursor; `rel`, `snapshot` and `slot` are the scan's.
+unsafe fn next_visible(
+    run: &mut Run,
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        let cursor = run.cursor.as_mut().expect("just set");
+        for item in cursor.by_ref() {
+            pgrx::check_for_interrupts!();
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = run.table.id_of(&k);
+            let h = decode(rel, id, &v);
+            let visible = satisfies(&h, snapshot, rel);
+            if run.ssi_out {
+                ssi::check_out(rel, &h, visible, snapshot);
+            }
+            if visible {
+                if let Some((_, found)) = run.current.as_mut() {
+                    *found = lock_point_row(&run.table, rel, id, &h, snapshot);
+                }
+                if !run.pk_index.is_null() {
+                    rows::count_scan_stat(run.pk_index, rows::ScanStat::Returned);
+                    rows::count_scan_stat(run.pk_index, rows::ScanStat::Fetched);
+                }
+                // UPDATE, DELETE and row locks come back by row id: spare
+                // them the row-id map probe.
+                crate::am::table::remember_key(run.table.tree.id(), id, &k);
+                crate::am::table::remember_read(run.table.tree.id(), id, &v);
+                store_version(rel, slot, id, &v);
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// Takes a SERIALIZABLE point lookup's tuple lock on visible row `id`, as
+/// heap's index fetches do; whether the key counts as read through that
+/// lock (if not, it counts as empty and gets the relation lock).
+///
+/// # Safety
+/// `rel` is the scan's open relation of `table`, `snapshot` its snapshot.
+unsafe fn lock_point_row(
+    table: &Table,
+    rel: pg_sys::Relation,
+    id: u64,
+    h: &Header,
+    snapshot: pg_sys::Snapshot,
+) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        ssi::lock_tid(rel, id, h.xmin, snapshot);
+        // Writers check for conflicts after writing: read again after
+        // locking to catch an xmax set between.
+        let now = rows::get_version(table, id).map(|v| decode(rel, id, &v));
+        if let Some(now) = &now {
+            ssi::check_out(rel, now, true, snapshot);
+        }
+        // A row someone else is deleting or updating may give way to
+        // another row of the same key, which would not inherit the tuple
+        // lock: then the key counts as empty (relation lock) too.
+        now.is_some_and(|n| n.xmax == 0 || n.lock_only())
+    }
+}
+
+/// A SERIALIZABLE point lookup's key without a visible row: a phantom
+/// only a relation lock covers.
+///
+/// # Safety
+/// `rel` and `snapshot` are the scan's.
+unsafe fn lock_empty_key(
+    run: &Run,
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    range: KeyRange,
+) {
+    // SAFETY: per the contract.
+    unsafe {
+        let (lo, hi) = range;
+        // Lock the relation, then read the key again so that a version
+        // written before the lock (whose writer missed it) is reported
+        // from this side.
+        ssi::lock_relation(rel, snapshot);
+        for item in run.table.versions(lo, hi, run.dir) {
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = run.table.id_of(&k);
+            let h = decode(rel, id, &v);
+            ssi::check_out(rel, &h, satisfies(&h, snapshot, rel), snapshot);
+        }
+    }
+}
+
 #[pg_guard]
 unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::TupleTableSlot {
     // SAFETY: ExecScan passes our node; the relation, snapshot and slot
@@ -1165,31 +1478,7 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
         let snapshot = (*(*ss).ps.state).es_snapshot;
         let slot = (*ss).ss_ScanTupleSlot;
         if run.ranges.is_none() {
-            // Key values (and detoasted arrays) only live until they are
-            // encoded: the per-tuple context, reset for every row.
-            let econtext = (*ss).ps.ps_ExprContext;
-            let prev = pg_sys::MemoryContextSwitchTo((*econtext).ecxt_per_tuple_memory);
-            let (ranges, exact) = key_ranges(node, run);
-            pg_sys::MemoryContextSwitchTo(prev);
-            run.point = exact && run.ssi_out;
-            if run.pk_index.is_null() {
-                let pk = pg_sys::RelationGetPrimaryKeyIndex(rel);
-                if pk != pg_sys::InvalidOid {
-                    run.pk_index = pg_sys::index_open(pk, pg_sys::AccessShareLock as _);
-                }
-            }
-            if !run.pk_index.is_null() {
-                rows::count_scan_stat(run.pk_index, rows::ScanStat::Scan);
-                run.unique = exact
-                    && !run.ssi_out
-                    && crate::am::scan::is_mvcc(snapshot)
-                    && (*(*run.pk_index).rd_index).indimmediate;
-            }
-            if !run.point {
-                // Before reading: ranges are predicates over the table.
-                ssi::lock_relation(rel, snapshot);
-            }
-            run.ranges = Some(ranges);
+            start_ranges(ss, run, rel, snapshot);
         }
         loop {
             if run.cursor.is_none() {
@@ -1201,63 +1490,15 @@ unsafe extern "C-unwind" fn next(ss: *mut pg_sys::ScanState) -> *mut pg_sys::Tup
                 }
                 run.cursor = Some(run.table.versions(lo, hi, run.dir));
             }
-            let cursor = run.cursor.as_mut().expect("just set");
-            let mut returned = false;
-            for item in cursor.by_ref() {
-                pgrx::check_for_interrupts!();
-                let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-                let id = run.table.id_of(&k);
-                let h = decode(rel, id, &v);
-                let visible = satisfies(&h, snapshot, rel);
-                if run.ssi_out {
-                    ssi::check_out(rel, &h, visible, snapshot);
-                }
-                if visible {
-                    if let Some((_, found)) = run.current.as_mut() {
-                        ssi::lock_tid(rel, id, h.xmin, snapshot);
-                        // Writers check for conflicts after writing: read
-                        // again after locking to catch an xmax set between.
-                        let now = rows::get_version(&run.table, id).map(|v| decode(rel, id, &v));
-                        if let Some(now) = &now {
-                            ssi::check_out(rel, now, true, snapshot);
-                        }
-                        // A row someone else is deleting or updating may
-                        // give way to another row of the same key, which
-                        // would not inherit the tuple lock: then the key
-                        // counts as empty (relation lock) too.
-                        *found = now.is_some_and(|n| n.xmax == 0 || n.lock_only());
-                    }
-                    if !run.pk_index.is_null() {
-                        rows::count_scan_stat(run.pk_index, rows::ScanStat::Returned);
-                        rows::count_scan_stat(run.pk_index, rows::ScanStat::Fetched);
-                    }
-                    // UPDATE, DELETE and row locks come back by row id: spare
-                    // them the row-id map probe.
-                    crate::am::table::remember_key(run.table.tree.id(), id, &k);
-                    crate::am::table::remember_read(run.table.tree.id(), id, &v);
-                    store_version(rel, slot, id, &v);
-                    returned = true;
-                    break;
-                }
-            }
-            if returned {
+            if next_visible(run, rel, snapshot, slot) {
                 if run.unique {
                     run.cursor = None;
                 }
                 return slot;
             }
             run.cursor = None;
-            if let Some(((lo, hi), false)) = run.current.take() {
-                // No visible row under this key: lock the relation, then
-                // read the key again so that a version written before the
-                // lock (whose writer missed it) is reported from this side.
-                ssi::lock_relation(rel, snapshot);
-                for item in run.table.versions(lo, hi, run.dir) {
-                    let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-                    let id = run.table.id_of(&k);
-                    let h = decode(rel, id, &v);
-                    ssi::check_out(rel, &h, satisfies(&h, snapshot, rel), snapshot);
-                }
+            if let Some((range, false)) = run.current.take() {
+                lock_empty_key(run, rel, snapshot, range);
             }
         }
     }
