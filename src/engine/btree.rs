@@ -879,7 +879,7 @@ impl Tree {
                 {
                     break;
                 }
-                let Err(at) = g.page().search(&*cmp, k) else {
+                let Err(at) = append_or_search(g.page(), &*cmp, k) else {
                     exists = true;
                     break;
                 };
@@ -1740,4 +1740,19 @@ impl Tree {
         self.inner.free_page(self.slot, &mut gr);
         Ok(true)
     }
+}
+
+/// Where `k` is (Ok) or belongs (Err) on page `p`, asking first whether it
+/// goes after the last item: a load's runs append, and a binary search per
+/// row was most of the key comparisons of a COPY or a re-key.
+fn append_or_search(
+    p: PageRef<'_>,
+    cmp: &dyn crate::cmp::KeyCmp,
+    k: &[u8],
+) -> std::result::Result<usize, usize> {
+    let n = p.nitems();
+    if n > 0 && cmp.cmp(p.key(n - 1), k) == Ordering::Less {
+        return Err(n);
+    }
+    p.search(cmp, k)
 }
