@@ -146,7 +146,7 @@ pub unsafe fn insert_many(
             if cleared != Some(block) {
                 if !frozen {
                     crate::am::vismap::clear(rel, *id);
-                } else if id % tid::PER_BLOCK == 0 {
+                } else if id % tid::PER_BLOCK == 0 && crate::am::vismap::loads_may_set() {
                     // A block COPY FREEZE fills from empty is all-visible
                     // (what it continues, an earlier batch began, or a
                     // change in this transaction, which cleared it).

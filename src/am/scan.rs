@@ -1821,42 +1821,65 @@ pub unsafe fn analyze_next_block(
             return true;
         }
         let first = blockno as u64 * per;
-        let walk = match st.analyze_walk.take() {
-            Some(w) if w.at <= first && first - w.at <= WALK_GAP * per => w,
-            _ => AnalyzeWalk {
-                ids: st.tree.id_range(first, tid::LIMIT).peekable(),
-                at: first,
-            },
+        let (walk, adjacent) = match st.analyze_walk.take() {
+            Some(w) if w.at == first => (w.ids, w.adjacent + 1),
+            _ => (None, 0),
         };
-        st.analyze_walk = Some(walk.take_block(block, first, first + per));
+        st.analyze_walk = Some(match walk {
+            Some(ids) => AnalyzeWalk { ids: Some(ids), at: first, adjacent },
+            // Sampling block after block (every block, as in a table of
+            // fewer blocks than the sample has rows): a walk from here.
+            None if adjacent >= WALK_AFTER => AnalyzeWalk {
+                ids: Some(st.tree.id_range(first, tid::LIMIT).peekable()),
+                at: first,
+                adjacent,
+            },
+            // A block alone (the sample skips blocks): its range only, as
+            // a walk reads a window of blocks ahead.
+            None => AnalyzeWalk { ids: None, at: first, adjacent },
+        }
+        .take_block(&st.tree, block, first + per));
         true
     }
 }
 
-/// How many blocks ANALYZE's walk reads through to reach the next block
-/// it samples, rather than starting a new walk there.
-const WALK_GAP: u64 = 16;
+/// After how many sampled blocks in a row ANALYZE starts a walk.
+const WALK_AFTER: u32 = 2;
 
-/// ANALYZE's walk over a table in row-id order: one range from the first
-/// sampled block on, read a window of blocks at a time, that the sampled
-/// blocks (ascending, as ANALYZE's block sampler gives them) take their
-/// versions from in turn. A range per block cost a descent for its first
-/// leaf, another for the leaf it ended in, and one into the row-id map:
-/// a third of ANALYZE's time on a freshly loaded `pgbench_accounts`,
-/// whose every block ANALYZE samples. Invariant: `ids` holds no version
-/// with a row id below `at`.
+/// ANALYZE's walk over a table in row-id order. When it samples block
+/// after block (every block of a table with fewer blocks than its sample
+/// has rows), one range from there on, read a window of blocks at a time,
+/// gives the sampled blocks (ascending, as ANALYZE's block sampler gives
+/// them) their versions in turn: a range per block cost a descent for its
+/// first leaf, another for the leaf it ended in, and one into the row-id
+/// map — a third of ANALYZE's time on a freshly loaded `pgbench_accounts`.
+/// A walk starts once [`WALK_AFTER`] blocks in a row were sampled and ends
+/// at the first gap; a block sampled alone reads its own range only (`ids`
+/// None), since a walk reads a window of blocks ahead. Invariant: `ids`
+/// holds no version with a row id below `at`, where the block being
+/// sampled begins (then, once it is read, where it ended).
 struct AnalyzeWalk {
-    ids: std::iter::Peekable<IdRange>,
+    ids: Option<std::iter::Peekable<IdRange>>,
     at: u64,
+    /// How many blocks in a row ANALYZE sampled before this one.
+    adjacent: u32,
 }
 
 impl AnalyzeWalk {
-    /// Puts the versions with row ids in `first..end` into `block`,
-    /// passing over those before `first` (`first >= self.at`).
-    fn take_block(mut self, block: &mut AnalyzeBlock, first: u64, end: u64) -> AnalyzeWalk {
-        while self.ids.next_if(|(id, _)| *id < first).is_some() {}
-        while let Some((id, v)) = self.ids.next_if(|(id, _)| *id < end) {
-            block.push(id, &v);
+    /// Puts the versions with row ids in `self.at..end` into `block`, from
+    /// the walk or from the block's own range; `at` becomes `end`.
+    fn take_block(mut self, table: &Table, block: &mut AnalyzeBlock, end: u64) -> AnalyzeWalk {
+        match self.ids.as_mut() {
+            Some(ids) => {
+                while let Some((id, v)) = ids.next_if(|(id, _)| *id < end) {
+                    block.push(id, &v);
+                }
+            }
+            None => {
+                for (id, v) in table.id_range(self.at, end) {
+                    block.push(id, &v);
+                }
+            }
         }
         self.at = end;
         self

@@ -762,7 +762,7 @@ pub unsafe fn vacuum(
         pg_sys::pgstat_report_vacuum(
             (*rel).rd_id,
             (*(*rel).rd_rel).relisshared,
-            live as i64,
+            live.max(0.0) as i64,
             counts.recently_dead as i64,
         );
         out.report(format!(

@@ -43,7 +43,9 @@
 //! - The map is not WAL-logged: a lost set costs only table fetches, and a
 //!   lost clear is impossible to replay, so recovery (crash or standby)
 //!   removes the map forks of every orioledb relation before anything
-//!   reads them (`remove_all`).
+//!   reads them (`remove_all`), and again at the end of redo for the
+//!   relations created during it (a map page written before the crash
+//!   may hold bits whose clears were lost).
 
 use crate::am::table::Table;
 use orioledb_engine::version::{self, tid, Hints, VacuumState, Xid};
@@ -436,6 +438,15 @@ pub unsafe fn all_visible_runs(rel: pg_sys::Relation, blocks: u64) -> Vec<(u64, 
 /// Fewer all-visible blocks in a row are read anyway (heap's
 /// `SKIP_PAGES_THRESHOLD`): a skip is a descent, and short runs save little.
 pub const SKIP_RUN: u64 = 32;
+
+/// Whether COPY FREEZE may set bits: not under `wal_level = minimal`,
+/// where the commit of a new relation file syncs it by logging images of
+/// every fork's pages (`smgrDoPendingSyncs`) — the map's bits with them —
+/// which recovery would put back after the later, unlogged clears.
+pub fn loads_may_set() -> bool {
+    // SAFETY: a GUC read on the backend's thread.
+    unsafe { pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as std::ffi::c_int }
+}
 
 /// Sets the ALL_VISIBLE bit of TID block `block`, into which COPY FREEZE
 /// has just begun to write (heap's `heap_multi_insert` sets a page it

@@ -57,7 +57,7 @@ pub(crate) fn register() {
         rm_desc: Some(desc),
         rm_identify: Some(identify),
         rm_startup: Some(startup),
-        rm_cleanup: None,
+        rm_cleanup: Some(cleanup),
         rm_mask: None,
         rm_decode: None,
     };
@@ -316,6 +316,16 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 unsafe extern "C-unwind" fn startup() {
     // The startup process attaches here: loading the checkpoint and
     // replaying the gap up to PostgreSQL's redo start happen in engine().
+    let e = crate::pg::engine::engine();
+    (hooks().at_startup)(&e.tree_ids());
+}
+
+/// The end of redo (`RmgrCleanup`): the startup hook runs again for every
+/// tree the engine has now — those created during redo too, whose
+/// relation files (and any map fork a page write left there before the
+/// crash) `startup` did not know.
+#[pg_guard]
+unsafe extern "C-unwind" fn cleanup() {
     let e = crate::pg::engine::engine();
     (hooks().at_startup)(&e.tree_ids());
 }
