@@ -43,8 +43,8 @@
 //! - The map is not WAL-logged: a lost set costs only table fetches, and a
 //!   lost clear is impossible to replay, so recovery (crash or standby)
 //!   removes the map forks of every orioledb relation before anything
-//!   reads them (`remove_all`), and again at the end of redo for the
-//!   relations created during it (a map page written before the crash
+//!   reads them (`remove_all`), and for a relation created during redo
+//!   when its creation is replayed (a map page written before the crash
 //!   may hold bits whose clears were lost).
 
 use crate::am::table::Table;

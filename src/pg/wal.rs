@@ -57,7 +57,7 @@ pub(crate) fn register() {
         rm_desc: Some(desc),
         rm_identify: Some(identify),
         rm_startup: Some(startup),
-        rm_cleanup: Some(cleanup),
+        rm_cleanup: None,
         rm_mask: None,
         rm_decode: None,
     };
@@ -254,6 +254,18 @@ fn replay_one(bytes: &[u8]) {
         }
     };
     forget();
+    if let Record::Create { tree, .. } = &rec {
+        // A relation file made after recovery's start (whose map fork the
+        // startup hook did not know) starts without a map too: a map page
+        // written out before the crash may hold bits whose clears were
+        // lost. Before any of its pages is replayed, so no buffer or sync
+        // request of the fork exists yet; only in recovery, where no
+        // backend has read it.
+        // SAFETY: a flag read.
+        if unsafe { pg_sys::RecoveryInProgress() } {
+            (hooks().at_startup)(&[*tree]);
+        }
+    }
     let done = crate::pg::engine::engine()
         .replay_record(rec, &replay_order)
         .unwrap_or_else(|e| crate::pg::engine::report(e));
@@ -316,16 +328,6 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 unsafe extern "C-unwind" fn startup() {
     // The startup process attaches here: loading the checkpoint and
     // replaying the gap up to PostgreSQL's redo start happen in engine().
-    let e = crate::pg::engine::engine();
-    (hooks().at_startup)(&e.tree_ids());
-}
-
-/// The end of redo (`RmgrCleanup`): the startup hook runs again for every
-/// tree the engine has now — those created during redo too, whose
-/// relation files (and any map fork a page write left there before the
-/// crash) `startup` did not know.
-#[pg_guard]
-unsafe extern "C-unwind" fn cleanup() {
     let e = crate::pg::engine::engine();
     (hooks().at_startup)(&e.tree_ids());
 }
