@@ -266,6 +266,17 @@ fn child_value(c: u32) -> [u8; 4] {
 
 const MAX_RESTARTS: u32 = 100_000;
 
+thread_local! {
+    /// The leaf this thread's last descent to level 0 ended on, as (pool
+    /// identity, tree number, page): a change right after a read of the
+    /// same row (UPDATE's scan, its fetch of the old row, the update
+    /// itself) latches that leaf again instead of descending three times.
+    /// Only a hint: [`Tree::descend_leaf`] checks the page's level and key
+    /// range under its latch before it trusts it.
+    static LAST_LEAF: std::cell::Cell<(usize, u32, u32)> =
+        const { std::cell::Cell::new((0, u32::MAX, NO_PAGE)) };
+}
+
 /// Row ids whose allocation is logged at once (one WAL record per batch).
 const ID_BATCH: u64 = 4096;
 
@@ -392,6 +403,9 @@ impl Tree {
                     }
                     Cover::Yes if p.level() == level => {
                         if g.mode() == mode {
+                            if level == 0 {
+                                self.note_leaf(pno);
+                            }
                             return Ok(g);
                         }
                         // Reached the target level at the root with a shared latch.
@@ -408,8 +422,40 @@ impl Tree {
         }
     }
 
+    fn note_leaf(&self, pno: u32) {
+        let me = std::sync::Arc::as_ptr(&self.inner) as usize;
+        LAST_LEAF.with(|l| l.set((me, self.num, pno)));
+    }
+
+    /// Latches the leaf covering `key` in `mode`: the leaf this thread
+    /// last descended to when it still covers the key (then `path` is
+    /// empty: a split finds the parent level from the root, as does a
+    /// delete that leaves the leaf underfull), else by a descent.
+    pub(crate) fn descend_leaf(
+        &self,
+        key: &[u8],
+        mode: LatchMode,
+        path: &mut Vec<u32>,
+    ) -> Result<PageGuard<'_>> {
+        let me = std::sync::Arc::as_ptr(&self.inner) as usize;
+        let (pool, num, pno) = LAST_LEAF.with(|l| l.get());
+        if pool == me && num == self.num && pno != NO_PAGE {
+            // A stale number reads as a tombstone or another page, which
+            // the checks below turn away; a read error is the descent's
+            // to meet again.
+            if let Ok(g) = self.fetch(pno, mode) {
+                let p = g.page();
+                if p.level() == 0 && matches!(self.covers(p, Target::Key(key)), Cover::Yes) {
+                    path.clear();
+                    return Ok(g);
+                }
+            }
+        }
+        self.descend(Target::Key(key), 0, mode, path)
+    }
+
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let g = self.descend(Target::Key(key), 0, LatchMode::Shared, &mut Vec::new())?;
+        let g = self.descend_leaf(key, LatchMode::Shared, &mut Vec::new())?;
         let p = g.page();
         Ok(p.search(&*self.cmp(), key)
             .ok()
@@ -637,7 +683,7 @@ impl Tree {
     ) -> Result<Option<R>> {
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
-        let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
+        let mut g = self.descend_leaf(key, LatchMode::Exclusive, &mut path)?;
         let pos = g.page().search(&*self.cmp(), key);
         let (change, new, out) = decide(pos.ok().map(|i| g.page().value(i)));
         let (val, new) = match (change, new, pos) {
@@ -937,7 +983,7 @@ impl Tree {
         let _b = Barrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
-        let mut g = self.descend(Target::Key(key), 0, LatchMode::Exclusive, &mut path)?;
+        let mut g = self.descend_leaf(key, LatchMode::Exclusive, &mut path)?;
         let pos = g.page().search(&*self.cmp(), key);
         let (change, out) = decide(pos.ok().map(|i| g.page().value(i)));
         let val = match change {
@@ -959,6 +1005,10 @@ impl Tree {
                 drop(g);
                 // Optional tidying of a change that is complete and logged:
                 // its failure is an ordinary error.
+                if underfull && path.is_empty() {
+                    // Latched through the hint: find the parent now.
+                    drop(self.descend(Target::Key(key), 0, LatchMode::Shared, &mut path)?);
+                }
                 if let (true, Some(&parent)) = (underfull, path.last()) {
                     self.try_merge(parent, leaf, epoch, Fill::Loose.merged_at_most())?;
                 }

@@ -719,42 +719,65 @@ impl FileGuard<'_> {
         let (mut run_start, mut run) = (hint, 0u32);
         let mut first_free: Option<u32> = None;
         let mut found = None;
-        'scan: for wi in hint / 64..end.div_ceil(64) {
-            let base = wi * 64;
-            // SAFETY: pointer into a chunk of our latched bitmap.
-            let mut w = self
-                .bit_word(base, false)?
-                .map_or(0, |p| unsafe { p.read() });
-            if base < hint {
-                // Below the hint everything is in use (the hint's invariant).
-                w |= (1u64 << (hint - base)) - 1;
-            }
-            let mut bit = 0u32;
-            while bit < 64 {
-                let rest = w >> bit;
-                let zeros = if rest == 0 {
-                    64 - bit
-                } else {
-                    rest.trailing_zeros()
-                };
-                if zeros > 0 {
-                    if run == 0 {
-                        run_start = base + bit;
-                    }
-                    first_free.get_or_insert(base + bit);
-                    run += zeros;
-                    if run >= want {
-                        found = Some(run_start);
-                        break 'scan;
-                    }
-                    bit += zeros;
-                    if bit >= 64 {
-                        break;
+        let last_word = end.div_ceil(64);
+        let words_per_chunk = (UNITS_PER_CHUNK / 64) as u32;
+        let mut wi = hint / 64;
+        'scan: while wi < last_word {
+            // One chunk's words at a time: resolving the chunk per word
+            // was most of a long walk past used space.
+            let d = (wi / words_per_chunk) as usize;
+            let first = d as u32 * words_per_chunk;
+            let stop = (first + words_per_chunk).min(last_word);
+            // SAFETY: a leaf chunk of our latched bitmap: CHUNK / 8 words.
+            let words = self
+                .leaf_chunk(|s| &mut s.bm_dir, d, false)?
+                .map(|c| unsafe { std::slice::from_raw_parts(c as *const u64, CHUNK / 8) });
+            while wi < stop {
+                if run == 0 {
+                    // Skip used words (a word of used units ends any run).
+                    if let Some(ws) = words {
+                        while wi < stop && wi * 64 >= hint && ws[(wi - first) as usize] == u64::MAX {
+                            wi += 1;
+                        }
+                        if wi == stop {
+                            break;
+                        }
                     }
                 }
-                // A used unit at `bit`: skip the used run.
-                bit += (!(w >> bit)).trailing_zeros();
-                run = 0;
+                let base = wi * 64;
+                let mut w = words.map_or(0, |ws| ws[(wi - first) as usize]);
+                wi += 1;
+                if base < hint {
+                    // Below the hint everything is in use (the hint's invariant).
+                    w |= (1u64 << (hint - base)) - 1;
+                }
+                let mut bit = 0u32;
+                while bit < 64 {
+                    let rest = w >> bit;
+                    let zeros = if rest == 0 {
+                        64 - bit
+                    } else {
+                        rest.trailing_zeros()
+                    };
+                    if zeros > 0 {
+                        if run == 0 {
+                            run_start = base + bit;
+                        }
+                        first_free.get_or_insert(base + bit);
+                        run += zeros;
+                        if run >= want {
+                            found = Some(run_start);
+                            break 'scan;
+                        }
+                        bit += zeros;
+                        if bit >= 64 {
+                            break;
+                        }
+                    }
+                    // A used unit at `bit`: skip the used run.
+                    bit += (!(w >> bit)).trailing_zeros();
+                    run = 0;
+                }
             }
         }
         let off = match found {
@@ -1249,6 +1272,28 @@ mod tests {
         // A run that reaches the end is extended rather than skipped.
         let d = f.space_alloc(17).unwrap();
         assert_eq!((d.off, f.end_units()), (5, 22));
+    }
+
+    /// A file three bitmap chunks long whose only page-sized hole is in the
+    /// last chunk, past a shorter hole in the first: the walk crosses the
+    /// chunks (and the used words) and takes the hole, not the end.
+    #[test]
+    fn space_alloc_finds_a_hole_chunks_away() {
+        let m = Meta::private(1, 64);
+        let f = m.file(0);
+        f.reset();
+        let per_chunk = UNITS_PER_CHUNK as u32 / FIT_UNITS;
+        let all: Vec<Extent> = (0..per_chunk * 3)
+            .map(|_| f.space_alloc(FIT_UNITS as u16).unwrap())
+            .collect();
+        assert_eq!(all.last().unwrap().end(), 3 * UNITS_PER_CHUNK as u32);
+        let small = Extent { off: 64 * 5, len: 8 };
+        f.space_release(small);
+        let hole = all[(per_chunk * 2 + 100) as usize];
+        f.space_release(hole);
+        assert_eq!(f.space_alloc(FIT_UNITS as u16).unwrap(), hole);
+        assert_eq!(f.space_alloc(8).unwrap(), small);
+        assert_eq!(f.space_alloc(FIT_UNITS as u16).unwrap().off, 3 * UNITS_PER_CHUNK as u32);
     }
 
     /// The word-wise first fit against a unit-by-unit model, with random
