@@ -934,6 +934,9 @@ pub unsafe fn set_raw_cid(h: &mut Header) {
     }
 }
 
+/// Bytes of the `HeapTupleData` in front of a built tuple (MAXALIGNed).
+const TUPLE_STRUCT: usize = size_of::<pg_sys::HeapTupleData>().next_multiple_of(8);
+
 /// Builds a `HeapTuple` from version bytes, allocated in `cxt`.
 ///
 /// # Safety
@@ -946,14 +949,56 @@ pub unsafe fn build_tuple(
 ) -> pg_sys::HeapTuple {
     let h = Header::decode(value).expect("caller decoded it");
     let (tail, _) = version::tail_and_toast(&h, value);
-    let len = version::HEAP_FIXED + tail.len();
-    let hts = size_of::<pg_sys::HeapTupleData>().next_multiple_of(8);
-    // SAFETY: the allocation holds the HeapTupleData and the tuple; every
-    // byte of the tuple header is written below, the tail copied.
+    // SAFETY: the allocation holds the struct and the tuple.
     unsafe {
-        let mem = pg_sys::MemoryContextAllocZero(cxt, hts + len).cast::<u8>();
+        let mem = pg_sys::MemoryContextAlloc(cxt, TUPLE_STRUCT + version::HEAP_FIXED + tail.len());
+        fill_tuple(&h, tail, id, relid, mem.cast())
+    }
+}
+
+/// Builds the `HeapTuple` of version `value` (header `h`) in `buf`, which
+/// it owns: valid until `buf` changes. For a slot that only borrows the
+/// tuple (ANALYZE's, which copies the rows it keeps), without an
+/// allocation per row.
+///
+/// # Safety
+/// `h` is `value`'s decoded header.
+pub unsafe fn build_tuple_in(
+    h: &Header,
+    value: &[u8],
+    id: u64,
+    relid: pg_sys::Oid,
+    buf: &mut Vec<u64>,
+) -> pg_sys::HeapTuple {
+    let (tail, _) = version::tail_and_toast(h, value);
+    let words = (TUPLE_STRUCT + version::HEAP_FIXED + tail.len()).div_ceil(8);
+    if buf.len() < words {
+        buf.resize(words, 0);
+    }
+    // SAFETY: `buf` holds the struct and the tuple, 8-byte aligned.
+    unsafe { fill_tuple(h, tail, id, relid, buf.as_mut_ptr().cast()) }
+}
+
+/// Writes the `HeapTupleData` and the tuple of a version (header `h`,
+/// tuple tail `tail`) at `mem`.
+///
+/// # Safety
+/// `mem` is MAXALIGNed and holds `TUPLE_STRUCT + HEAP_FIXED + tail.len()`
+/// bytes.
+unsafe fn fill_tuple(
+    h: &Header,
+    tail: &[u8],
+    id: u64,
+    relid: pg_sys::Oid,
+    mem: *mut u8,
+) -> pg_sys::HeapTuple {
+    let len = version::HEAP_FIXED + tail.len();
+    // SAFETY: per the contract; every byte of the struct and the tuple
+    // header is zeroed or written below, the tail copied.
+    unsafe {
+        std::ptr::write_bytes(mem, 0, TUPLE_STRUCT + version::HEAP_FIXED);
         let tup = mem.cast::<pg_sys::HeapTupleData>();
-        let data = mem.add(hts).cast::<pg_sys::HeapTupleHeaderData>();
+        let data = mem.add(TUPLE_STRUCT).cast::<pg_sys::HeapTupleHeaderData>();
         (*tup).t_len = len as u32;
         to_item_pointer(id, &mut (*tup).t_self);
         (*tup).t_tableOid = relid;
@@ -988,7 +1033,7 @@ pub unsafe fn build_tuple(
         to_item_pointer(h.ctid, &mut (*data).t_ctid);
         std::ptr::copy_nonoverlapping(
             tail.as_ptr(),
-            mem.add(hts + version::HEAP_FIXED),
+            mem.add(TUPLE_STRUCT + version::HEAP_FIXED),
             tail.len(),
         );
         tup

@@ -1696,6 +1696,9 @@ struct AnalyzeBlock {
     bytes: Vec<u8>,
     rows: Vec<(u64, std::ops::Range<usize>)>,
     next: usize,
+    /// The tuple the slot was last given (`rows::build_tuple_in`): ANALYZE
+    /// copies the rows it keeps before it asks for the next.
+    tuple: Vec<u64>,
 }
 
 impl AnalyzeBlock {
@@ -1941,7 +1944,12 @@ pub unsafe fn analyze_next_tuple(
                 }
             };
             if take {
-                store_version(rel, slot, id, v);
+                let relid = (*rel).rd_id;
+                let tup = rows::build_tuple_in(&h, v, id, relid, &mut block.tuple);
+                // The slot borrows the tuple (see `AnalyzeBlock::tuple`).
+                pg_sys::ExecStoreHeapTuple(tup, slot, false);
+                (*slot).tts_tableOid = relid;
+                rows::to_item_pointer(id, &mut (*slot).tts_tid);
                 return true;
             }
         }
