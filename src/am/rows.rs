@@ -864,20 +864,19 @@ pub unsafe fn form_version(
             None => Vec::new(),
         };
         let max_value = table.max_value(&prefix);
-        let owned = crate::am::toast::toast_row(rel, &mut vals, &mut nulls, max_value);
-        let tup = pg_sys::heap_form_tuple(desc, vals.as_mut_ptr(), nulls.as_mut_ptr());
-        let len = (*tup).t_len as usize;
-        let data = (*tup).t_data;
-        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), len);
-        hdr.hoff = (*data).t_hoff;
-        hdr.infomask = (hdr.infomask & !bits::DATA_MASK) | ((*data).t_infomask & bits::DATA_MASK);
-        hdr.infomask2 =
-            (hdr.infomask2 & !bits::NATTS_MASK) | ((*data).t_infomask2 & bits::NATTS_MASK);
-        let mut v = hdr.with_tail(&bytes[version::HEAP_FIXED..]);
+        // Most rows fit as they are: one size computation, no toasting.
+        let mut size = tuple_size(desc, &mut vals, &mut nulls);
+        let owned = if version::HEADER + size.tail() + crate::am::toast::TRAILER <= max_value {
+            Vec::new()
+        } else {
+            let owned = crate::am::toast::toast_row(rel, &mut vals, &mut nulls, max_value);
+            size = tuple_size(desc, &mut vals, &mut nulls);
+            owned
+        };
+        let mut v = fill_version(desc, &mut vals, &mut nulls, &mut hdr, size);
         if !owned.is_empty() {
             version::push_toast_list(&mut v, &owned);
         }
-        pg_sys::heap_freetuple(tup);
         // Counted with the full header: any version may get it later (a
         // deleter, a lock) and must still fit then.
         let full = version::full_len(&v);
@@ -901,6 +900,112 @@ pub unsafe fn form_version(
         }
         (v, prefix)
     }
+}
+
+thread_local! {
+    /// Where [`fill_version`] has `heap_fill_tuple` write a row.
+    static FILL: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The size of a heap tuple's parts (`heap_form_tuple`'s arithmetic).
+#[derive(Clone, Copy)]
+struct TupleSize {
+    data: usize,
+    hoff: usize,
+    has_null: bool,
+}
+
+impl TupleSize {
+    /// Bytes of a version's tuple tail: bitmap, padding and data.
+    fn tail(&self) -> usize {
+        self.hoff - version::HEAP_FIXED + self.data
+    }
+}
+
+/// # Safety
+/// `vals`/`nulls` hold `desc`'s natts entries, none of them external.
+unsafe fn tuple_size(
+    desc: pg_sys::TupleDesc,
+    vals: &mut [pg_sys::Datum],
+    nulls: &mut [bool],
+) -> TupleSize {
+    // SAFETY: per the contract.
+    let data = unsafe { pg_sys::heap_compute_data_size(desc, vals.as_mut_ptr(), nulls.as_mut_ptr()) };
+    let has_null = nulls.iter().any(|&n| n);
+    let bitmap = if has_null { vals.len().div_ceil(8) } else { 0 };
+    TupleSize {
+        data,
+        hoff: (version::HEAP_FIXED + bitmap).next_multiple_of(8),
+        has_null,
+    }
+}
+
+/// The version of a row: `hdr` with the row's data bits, natts and hoff,
+/// then the tuple tail `heap_fill_tuple` writes straight into the value
+/// (no heap tuple formed and copied).
+///
+/// # Safety
+/// As [`tuple_size`], which computed `size` from the same values.
+unsafe fn fill_version(
+    desc: pg_sys::TupleDesc,
+    vals: &mut [pg_sys::Datum],
+    nulls: &mut [bool],
+    hdr: &mut Header,
+    size: TupleSize,
+) -> Vec<u8> {
+    let natts = vals.len() as u16;
+    hdr.hoff = size.hoff as u8;
+    hdr.infomask2 = (hdr.infomask2 & !bits::NATTS_MASK) | (natts & bits::NATTS_MASK);
+    hdr.infomask &= !bits::DATA_MASK;
+    if size.has_null {
+        hdr.infomask |= bits::HASNULL;
+    }
+    // The header's form does not depend on the bits the fill sets (only
+    // on HASNULL, set above), so its length is known before.
+    let (_, n) = hdr.encode();
+    let tail = size.tail();
+    let mut infomask: u16 = 0;
+    // heap_fill_tuple pads each value to its alignment by address: the
+    // row is filled as a whole tuple at a MAXALIGNed start (as palloc'd
+    // ones are), zeroed first, in a buffer kept for the purpose; the
+    // version takes the tuple's bytes after the fixed header.
+    let mut v = FILL.with(|f| {
+        let mut f = f.borrow_mut();
+        f.clear();
+        f.resize((size.hoff + size.data).div_ceil(8), 0);
+        let td = f.as_mut_ptr().cast::<u8>();
+        // SAFETY: per the contract; `td` is 8-byte aligned and holds the
+        // fixed header, the bitmap (when there are nulls), the padding to
+        // `hoff` and exactly the data size from there.
+        unsafe {
+            pg_sys::heap_fill_tuple(
+                desc,
+                vals.as_mut_ptr(),
+                nulls.as_mut_ptr(),
+                td.add(size.hoff).cast(),
+                size.data,
+                &mut infomask,
+                if size.has_null {
+                    td.add(version::HEAP_FIXED)
+                } else {
+                    std::ptr::null_mut()
+                },
+            );
+            let mut v = Vec::with_capacity(n + tail + crate::am::toast::TRAILER);
+            v.resize(n, 0);
+            v.extend_from_slice(std::slice::from_raw_parts(td.add(version::HEAP_FIXED), tail));
+            v
+        }
+    });
+    hdr.infomask = (hdr.infomask & !bits::DATA_MASK) | (infomask & bits::DATA_MASK);
+    let (b, m) = hdr.encode();
+    debug_assert_eq!(m, n, "the fill changed the header's form");
+    if m == n {
+        v[..n].copy_from_slice(&b[..n]);
+    } else {
+        v.splice(0..n, b[..m].iter().copied());
+    }
+    v
 }
 
 /// Records the command id heap's tuple header would carry once `h` has

@@ -85,6 +85,9 @@ pub const MAX_HEAP_TUPLE_SIZE: usize = pg_sys::BLCKSZ as usize - (24usize + 4).n
 
 /// Size of the row as `heap_form_tuple` would build it, minus the 23
 /// fixed header bytes, plus our version header: the version's value size.
+/// Bytes of an empty toast trailer (the list of a row's toast values).
+pub const TRAILER: usize = 4;
+
 unsafe fn version_size(
     desc: pg_sys::TupleDesc,
     vals: &mut [pg_sys::Datum],
@@ -118,7 +121,7 @@ pub unsafe fn toast_row(
         let natts = vals.len();
         let attrs = (*desc).attrs.as_slice(natts);
         let mut owned = Vec::new();
-        let trailer = |n: usize| 4 + 8 * n;
+        let trailer = |n: usize| TRAILER + 8 * n;
         // Most rows fit: one size computation, not one per step below.
         if version_size(desc, vals, isnull) + trailer(0) <= limit {
             return owned;
