@@ -902,6 +902,10 @@ pub unsafe fn form_version(
     }
 }
 
+/// The most [`FILL`] keeps between rows (64 kB; rows are at most 2.6 kB
+/// when stored).
+const FILL_KEPT_WORDS: usize = 8192;
+
 thread_local! {
     /// Where [`fill_version`] has `heap_fill_tuple` write a row.
     static FILL: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
@@ -923,7 +927,8 @@ impl TupleSize {
 }
 
 /// # Safety
-/// `vals`/`nulls` hold `desc`'s natts entries, none of them external.
+/// `vals`/`nulls` hold `desc`'s natts entries (in memory or toast
+/// pointers, as `heap_compute_data_size` takes them).
 unsafe fn tuple_size(
     desc: pg_sys::TupleDesc,
     vals: &mut [pg_sys::Datum],
@@ -994,6 +999,11 @@ unsafe fn fill_version(
             let mut v = Vec::with_capacity(n + tail + crate::am::toast::TRAILER);
             v.resize(n, 0);
             v.extend_from_slice(std::slice::from_raw_parts(td.add(version::HEAP_FIXED), tail));
+            // A huge row (too big to store, or a PLAIN column) must not
+            // keep its buffer for the rest of the backend's life.
+            if f.capacity() > FILL_KEPT_WORDS {
+                *f = Vec::new();
+            }
             v
         }
     });

@@ -83,11 +83,11 @@ unsafe fn is_compressed(p: *const u8) -> bool {
 /// one line pointer.
 pub const MAX_HEAP_TUPLE_SIZE: usize = pg_sys::BLCKSZ as usize - (24usize + 4).next_multiple_of(8);
 
-/// Size of the row as `heap_form_tuple` would build it, minus the 23
-/// fixed header bytes, plus our version header: the version's value size.
 /// Bytes of an empty toast trailer (the list of a row's toast values).
 pub const TRAILER: usize = 4;
 
+/// Size of the row as `heap_form_tuple` would build it, minus the 23
+/// fixed header bytes, plus our version header: the version's value size.
 unsafe fn version_size(
     desc: pg_sys::TupleDesc,
     vals: &mut [pg_sys::Datum],

@@ -155,7 +155,8 @@ pub enum Prune {
 }
 
 /// Decides, when a leaf is full, which of its items nobody needs any more.
-/// Runs under the leaf's exclusive latch: it must be quick and not block.
+/// Runs under the leaf's exclusive latch: it must be quick and not block,
+/// and never read or change the tree (see [`Tree::descend_leaf`]).
 pub trait Pruner: Send + Sync {
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune;
 
@@ -431,6 +432,12 @@ impl Tree {
     /// last descended to when it still covers the key (then `path` is
     /// empty: a split finds the parent level from the root, as does a
     /// delete that leaves the leaf underfull), else by a descent.
+    ///
+    /// The hinted leaf is latched before its range is checked, so no tree
+    /// operation may run while this thread holds a leaf latch of the same
+    /// tree (a `decide` closure or a [`Pruner`] that read the tree would
+    /// wait for its own latch): they only look at the value given and
+    /// queue work for later, as a descent's latch order requires anyway.
     pub(crate) fn descend_leaf(
         &self,
         key: &[u8],

@@ -21,7 +21,13 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub const NPART: usize = 128;
-const GLOBAL_LATCHES: usize = 2;
+/// Checkpoint barrier latches: a modification takes one of them shared
+/// (its thread's, [`Pool::barrier_latch`]), a checkpoint start all of
+/// them exclusively, so writers on different cores do not all bump one
+/// lock's word.
+pub const BARRIERS: usize = 16;
+/// The gate and the barriers.
+const GLOBAL_LATCHES: usize = 1 + BARRIERS;
 const REGION_MAGIC: u64 = u64::from_le_bytes(*b"ORDPOOL1");
 const EMPTY: u64 = u64::MAX;
 const NONE: u32 = u32::MAX;
@@ -246,15 +252,17 @@ impl Pool {
         &*self.latches
     }
 
-    /// The latch that orders tree modifications against checkpoint start.
-    pub fn barrier_latch(&self) -> usize {
-        self.n + NPART
+    /// Barrier latch `i` (below [`BARRIERS`]): together they order tree
+    /// modifications against checkpoint start.
+    pub fn barrier_latch(&self, i: usize) -> usize {
+        debug_assert!(i < BARRIERS);
+        self.n + NPART + 1 + i
     }
 
     /// The latch a checkpoint holds exclusively while it wants or holds the
-    /// barrier; entrants that see [`Self::checkpoint_wants`] wait on it.
+    /// barriers; entrants that see [`Self::checkpoint_wants`] wait on it.
     pub fn gate_latch(&self) -> usize {
-        self.n + NPART + 1
+        self.n + NPART
     }
 
     /// The "a checkpoint wants the barrier" flag (shared by every process).

@@ -9,7 +9,7 @@
 //! checkpoint than the durable one, kept aside for a quarantined tree).
 
 use crate::btree::Change;
-use crate::buffer::{PageGuard, PageIo, Pool};
+use crate::buffer::{PageGuard, PageIo, Pool, BARRIERS};
 use crate::cmp::{Bytewise, KeyCmp};
 use crate::error::{EngineError, Result};
 use crate::id::TreeId;
@@ -119,10 +119,20 @@ thread_local! {
     /// entry must not wait at the gate: the checkpoint it would wait for is
     /// itself waiting for the barrier this thread already holds.
     static BARRIERS_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// Which of the barrier latches this thread takes: spread over the
+    /// processes (and threads) so they do not share one lock word.
+    static BARRIER_SLOT: usize = {
+        use std::hash::{BuildHasher, Hash, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        (std::process::id(), std::thread::current().id()).hash(&mut h);
+        (h.finish() as usize) % BARRIERS
+    };
 }
 
-/// Holds the checkpoint barrier shared for the length of one tree
+/// Holds a checkpoint barrier shared for the length of one tree
 /// modification, so a checkpoint starts between operations, never inside.
+/// There are [`BARRIERS`] barrier latches; an entrant takes its thread's,
+/// a checkpoint all of them.
 ///
 /// The barrier must not rely on the latch implementation to favour the
 /// checkpoint's exclusive acquisition: PostgreSQL's LWLocks admit a new
@@ -138,47 +148,54 @@ thread_local! {
 /// count.
 ///
 /// Not `Send`: the thread that entered counts it and must drop it.
-pub(crate) struct Barrier<'a>(&'a Pool, bool, std::marker::PhantomData<*const ()>);
+/// Invariant: `latch` is the barrier latch taken, None for a nested entry.
+pub(crate) struct Barrier<'a> {
+    pool: &'a Pool,
+    latch: Option<usize>,
+    _thread: std::marker::PhantomData<*const ()>,
+}
 
 impl<'a> Barrier<'a> {
     pub fn enter(pool: &'a Pool) -> Self {
         let held = BARRIERS_HELD.get();
-        if held > 0 {
-            // Nested (one change made of several tree operations): the
-            // outer entry holds the latch; taking it again could queue
-            // behind a waiting checkpoint that waits for us.
-            BARRIERS_HELD.set(held + 1);
-            return Barrier(pool, false, std::marker::PhantomData);
+        let mut latch = None;
+        if held == 0 {
+            if pool.checkpoint_wants().load(Ordering::Acquire) != 0 {
+                let gate = pool.gate_latch();
+                pool.latches().acquire(gate, LatchMode::Shared);
+                pool.latches().release(gate, LatchMode::Shared);
+            }
+            let l = pool.barrier_latch(BARRIER_SLOT.with(|s| *s));
+            pool.latches().acquire(l, LatchMode::Shared);
+            latch = Some(l);
         }
-        if pool.checkpoint_wants().load(Ordering::Acquire) != 0 {
-            let gate = pool.gate_latch();
-            pool.latches().acquire(gate, LatchMode::Shared);
-            pool.latches().release(gate, LatchMode::Shared);
-        }
-        pool.latches()
-            .acquire(pool.barrier_latch(), LatchMode::Shared);
+        // Nested (one change made of several tree operations): the outer
+        // entry holds a barrier; taking one again could queue behind a
+        // waiting checkpoint that waits for us.
         BARRIERS_HELD.set(held + 1);
-        Barrier(pool, true, std::marker::PhantomData)
+        Barrier {
+            pool,
+            latch,
+            _thread: std::marker::PhantomData,
+        }
     }
 }
 
 impl Drop for Barrier<'_> {
     fn drop(&mut self) {
         BARRIERS_HELD.set(BARRIERS_HELD.get().saturating_sub(1));
-        if self.1 {
-            self.0
-                .latches()
-                .release(self.0.barrier_latch(), LatchMode::Shared);
+        if let Some(l) = self.latch {
+            self.pool.latches().release(l, LatchMode::Shared);
         }
     }
 }
 
-/// Holds the checkpoint barrier exclusively (the start of a checkpoint),
+/// Holds every checkpoint barrier exclusively (the start of a checkpoint),
 /// with the gate latch and the `checkpoint_wants` flag that keep new
 /// shared entrants out meanwhile (see [`Barrier`]). Lock order: the gate,
-/// then the barrier; the gate is only ever held shared for an instant by
-/// entrants that hold nothing else of the engine, so taking it cannot
-/// starve, and once the flag is set the barrier's holders drain.
+/// then the barriers in index order; the gate is only ever held shared for
+/// an instant by entrants that hold nothing else of the engine, so taking
+/// it cannot starve, and once the flag is set the barriers' holders drain.
 pub(crate) struct CheckpointStart<'a>(&'a Pool);
 
 impl<'a> CheckpointStart<'a> {
@@ -186,7 +203,9 @@ impl<'a> CheckpointStart<'a> {
         let l = pool.latches();
         l.acquire(pool.gate_latch(), LatchMode::Exclusive);
         pool.checkpoint_wants().store(1, Ordering::Release);
-        l.acquire(pool.barrier_latch(), LatchMode::Exclusive);
+        for i in 0..BARRIERS {
+            l.acquire(pool.barrier_latch(i), LatchMode::Exclusive);
+        }
         CheckpointStart(pool)
     }
 }
@@ -194,7 +213,9 @@ impl<'a> CheckpointStart<'a> {
 impl Drop for CheckpointStart<'_> {
     fn drop(&mut self) {
         let (pool, l) = (self.0, self.0.latches());
-        l.release(pool.barrier_latch(), LatchMode::Exclusive);
+        for i in (0..BARRIERS).rev() {
+            l.release(pool.barrier_latch(i), LatchMode::Exclusive);
+        }
         pool.checkpoint_wants().store(0, Ordering::Release);
         l.release(pool.gate_latch(), LatchMode::Exclusive);
     }

@@ -227,6 +227,45 @@ fn checkpoint_is_not_starved_by_overlapping_writers() {
     }
 }
 
+/// The barrier is several latches (one per thread's hash): a checkpoint
+/// start must wait for an operation inside on whichever one its thread
+/// took. Sixteen threads in turn hold a barrier entry; each time a
+/// checkpoint start must not get through until the entry is dropped (a
+/// start that took only some of the latches passes most of them by).
+#[test]
+fn checkpoint_start_waits_for_every_barrier_partition() {
+    use crate::engine::{Barrier, CheckpointStart};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+    let dir = tempfile::tempdir().unwrap();
+    let e = engine_with_latches(dir.path(), 16, true);
+    let pool = &e.inner.pool;
+    for _ in 0..16 {
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (leave_tx, leave_rx) = std::sync::mpsc::channel::<()>();
+        let started = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                let _b = Barrier::enter(pool);
+                entered_tx.send(()).unwrap();
+                leave_rx.recv().unwrap();
+            });
+            entered_rx.recv().unwrap();
+            let started = &started;
+            let ck = s.spawn(move || {
+                let _c = CheckpointStart::enter(pool);
+                started.store(true, Ordering::SeqCst);
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            let early = started.load(Ordering::SeqCst);
+            leave_tx.send(()).unwrap();
+            ck.join().unwrap();
+            assert!(!early, "a checkpoint started while an operation held a barrier");
+            assert!(started.load(Ordering::SeqCst));
+        });
+    }
+}
+
 /// An engine over a private pool of `nbuf` buffers with LWLock-like
 /// (reader-preferring) latches, or the writer-preferring test latches.
 fn engine_with_latches(dir: &std::path::Path, nbuf: usize, lwlock_like: bool) -> Engine {
