@@ -707,79 +707,19 @@ impl FileGuard<'_> {
     /// First fit from the lowest possibly-free unit (for a whole page's
     /// image, from `fit_hint`: the same place, found without walking the
     /// holes too small for it); grows the file if needed (a free run
-    /// reaching the end of the file is extended). Scans the bitmap a word
-    /// at a time: runs of used and free units are skipped with bit counts,
-    /// not unit by unit.
+    /// reaching the end of the file is extended).
     pub fn space_alloc(&self, len: u16) -> Result<Extent> {
         let end = self.s().end_units;
         let low = self.s().free_hint.min(end);
         let want = len as u32;
         let big = want >= FIT_UNITS;
         let hint = if big { low.max(self.s().fit_hint.min(end)) } else { low };
-        let (mut run_start, mut run) = (hint, 0u32);
-        let mut first_free: Option<u32> = None;
-        let mut found = None;
-        let last_word = end.div_ceil(64);
-        let words_per_chunk = (UNITS_PER_CHUNK / 64) as u32;
-        let mut wi = hint / 64;
-        'scan: while wi < last_word {
-            // One chunk's words at a time: resolving the chunk per word
-            // was most of a long walk past used space.
-            let d = (wi / words_per_chunk) as usize;
-            let first = d as u32 * words_per_chunk;
-            let stop = (first + words_per_chunk).min(last_word);
-            // SAFETY: a leaf chunk of our latched bitmap: CHUNK / 8 words.
-            let words = self
-                .leaf_chunk(|s| &mut s.bm_dir, d, false)?
-                .map(|c| unsafe { std::slice::from_raw_parts(c as *const u64, CHUNK / 8) });
-            while wi < stop {
-                if run == 0 {
-                    // Skip used words (a word of used units ends any run).
-                    if let Some(ws) = words {
-                        while wi < stop && wi * 64 >= hint && ws[(wi - first) as usize] == u64::MAX {
-                            wi += 1;
-                        }
-                        if wi == stop {
-                            break;
-                        }
-                    }
-                }
-                let base = wi * 64;
-                let mut w = words.map_or(0, |ws| ws[(wi - first) as usize]);
-                wi += 1;
-                if base < hint {
-                    // Below the hint everything is in use (the hint's invariant).
-                    w |= (1u64 << (hint - base)) - 1;
-                }
-                let mut bit = 0u32;
-                while bit < 64 {
-                    let rest = w >> bit;
-                    let zeros = if rest == 0 {
-                        64 - bit
-                    } else {
-                        rest.trailing_zeros()
-                    };
-                    if zeros > 0 {
-                        if run == 0 {
-                            run_start = base + bit;
-                        }
-                        first_free.get_or_insert(base + bit);
-                        run += zeros;
-                        if run >= want {
-                            found = Some(run_start);
-                            break 'scan;
-                        }
-                        bit += zeros;
-                        if bit >= 64 {
-                            break;
-                        }
-                    }
-                    // A used unit at `bit`: skip the used run.
-                    bit += (!(w >> bit)).trailing_zeros();
-                    run = 0;
-                }
-            }
-        }
+        let Fit {
+            found,
+            run_start,
+            run,
+            first_free,
+        } = self.first_fit(hint, want, end)?;
         let off = match found {
             Some(off) => off,
             // A free run up to the end of the file is extended, else append.
@@ -806,6 +746,54 @@ impl FileGuard<'_> {
             self.s().fit_hint = e.end();
         }
         Ok(e)
+    }
+
+    /// The bitmap walk of [`FileGuard::space_alloc`] from `hint` (below
+    /// which every unit is used) to `end`, a word at a time: runs of used
+    /// and free units are skipped with bit counts, whole used words in a
+    /// tight loop over one chunk's words (resolving the chunk per word was
+    /// most of a long walk past used space).
+    fn first_fit(&self, hint: u32, want: u32, end: u32) -> Result<Fit> {
+        let mut fit = Fit {
+            found: None,
+            run_start: hint,
+            run: 0,
+            first_free: None,
+        };
+        let last_word = end.div_ceil(64);
+        let words_per_chunk = (UNITS_PER_CHUNK / 64) as u32;
+        let mut wi = hint / 64;
+        while wi < last_word {
+            let d = (wi / words_per_chunk) as usize;
+            let first = d as u32 * words_per_chunk;
+            let stop = (first + words_per_chunk).min(last_word);
+            // SAFETY: a leaf chunk of our latched bitmap: CHUNK / 8 words.
+            let words = self
+                .leaf_chunk(|s| &mut s.bm_dir, d, false)?
+                .map(|c| unsafe { std::slice::from_raw_parts(c as *const u64, CHUNK / 8) });
+            while wi < stop {
+                if let (0, Some(ws)) = (fit.run, words) {
+                    // A word of used units ends any run: skip them.
+                    while wi < stop && wi * 64 >= hint && ws[(wi - first) as usize] == u64::MAX {
+                        wi += 1;
+                    }
+                    if wi == stop {
+                        break;
+                    }
+                }
+                let base = wi * 64;
+                let mut w = words.map_or(0, |ws| ws[(wi - first) as usize]);
+                wi += 1;
+                if base < hint {
+                    // Below the hint everything is in use (the hint's invariant).
+                    w |= (1u64 << (hint - base)) - 1;
+                }
+                if fit.word(w, base, want) {
+                    return Ok(fit);
+                }
+            }
+        }
+        Ok(fit)
     }
 
     /// Whether `unit` is a free unit on its own, inside the file, after a
@@ -1157,6 +1145,51 @@ impl FileGuard<'_> {
         s.ck_id_limit = 0;
         s.block_used = 0;
         *self.meta.rooms_mut(self.i) = [0; ROOMS];
+    }
+}
+
+/// Where [`FileGuard::first_fit`] stands. Invariant: `run` free units end
+/// at the walk's position and start at `run_start`; `first_free` is the
+/// lowest free unit walked; `found` is set once `run` reached the request.
+struct Fit {
+    found: Option<u32>,
+    run_start: u32,
+    run: u32,
+    first_free: Option<u32>,
+}
+
+impl Fit {
+    /// Walks bitmap word `w` of units `base..base + 64`; true once a run
+    /// of `want` free units is found.
+    fn word(&mut self, w: u64, base: u32, want: u32) -> bool {
+        let mut bit = 0u32;
+        while bit < 64 {
+            let rest = w >> bit;
+            let zeros = if rest == 0 {
+                64 - bit
+            } else {
+                rest.trailing_zeros()
+            };
+            if zeros > 0 {
+                if self.run == 0 {
+                    self.run_start = base + bit;
+                }
+                self.first_free.get_or_insert(base + bit);
+                self.run += zeros;
+                if self.run >= want {
+                    self.found = Some(self.run_start);
+                    return true;
+                }
+                bit += zeros;
+                if bit >= 64 {
+                    break;
+                }
+            }
+            // A used unit at `bit`: skip the used run.
+            bit += (!(w >> bit)).trailing_zeros();
+            self.run = 0;
+        }
+        false
     }
 }
 
