@@ -7,8 +7,8 @@
 //! header (64 B) | descriptors (64 B each) | hash buckets (u32 each) | pages (8 KB each)
 //! ```
 //! Latch numbering in the [`LatchSet`]: buffer `i` is latch `i`; mapping
-//! partition `j` is latch `nbuffers + j`; then the checkpoint barrier and
-//! the checkpoint gate (see `engine::Barrier`).
+//! partition `j` is latch `nbuffers + j`; then the checkpoint gate and the
+//! [`BARRIERS`] checkpoint barrier latches (see `engine::Barrier`).
 //!
 //! Lock order: buffer latches (tree order), then mapping partitions, then
 //! process-local mutexes of the store. A partition latch is never held while

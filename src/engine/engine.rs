@@ -121,12 +121,22 @@ thread_local! {
     static BARRIERS_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     /// Which of the barrier latches this thread takes: spread over the
     /// processes (and threads) so they do not share one lock word.
-    static BARRIER_SLOT: usize = {
-        use std::hash::{BuildHasher, Hash, Hasher};
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    static BARRIER_SLOT: std::cell::Cell<usize> = std::cell::Cell::new({
+        use std::hash::{Hash, Hasher};
+        // SipHash with fixed keys: the same process and thread always
+        // take the same latch.
+        #[allow(deprecated)]
+        let mut h = std::hash::SipHasher::new();
         (std::process::id(), std::thread::current().id()).hash(&mut h);
         (h.finish() as usize) % BARRIERS
-    };
+    });
+}
+
+/// Makes this thread take barrier latch `slot` (tests: cover every one).
+#[cfg(test)]
+pub(crate) fn set_barrier_slot(slot: usize) {
+    assert!(slot < BARRIERS);
+    BARRIER_SLOT.set(slot);
 }
 
 /// Holds a checkpoint barrier shared for the length of one tree
@@ -147,6 +157,11 @@ thread_local! {
 /// atomic load of a flag that only checkpoints write, plus a thread-local
 /// count.
 ///
+/// An entrant holds no other latch of the engine when it enters (a first,
+/// not nested, entry): it may wait for a barrier latch a starting
+/// checkpoint holds while that checkpoint waits for another, so it must not
+/// hold anything the checkpoint's start needs.
+///
 /// Not `Send`: the thread that entered counts it and must drop it.
 /// Invariant: `latch` is the barrier latch taken, None for a nested entry.
 pub(crate) struct Barrier<'a> {
@@ -165,7 +180,7 @@ impl<'a> Barrier<'a> {
                 pool.latches().acquire(gate, LatchMode::Shared);
                 pool.latches().release(gate, LatchMode::Shared);
             }
-            let l = pool.barrier_latch(BARRIER_SLOT.with(|s| *s));
+            let l = pool.barrier_latch(BARRIER_SLOT.get());
             pool.latches().acquire(l, LatchMode::Shared);
             latch = Some(l);
         }

@@ -227,42 +227,45 @@ fn checkpoint_is_not_starved_by_overlapping_writers() {
     }
 }
 
-/// The barrier is several latches (one per thread's hash): a checkpoint
-/// start must wait for an operation inside on whichever one its thread
-/// took. Sixteen threads in turn hold a barrier entry; each time a
-/// checkpoint start must not get through until the entry is dropped (a
-/// start that took only some of the latches passes most of them by).
+/// The barrier is several latches (a thread takes the one its id hashes
+/// to): a checkpoint start must wait for an operation inside on each of
+/// them. For every latch in turn a thread holds an entry on it, and a
+/// checkpoint start must not get through until the entry is dropped.
+/// Not scoped: a start that never finishes fails the test, not hangs it.
 #[test]
 fn checkpoint_start_waits_for_every_barrier_partition() {
-    use crate::engine::{Barrier, CheckpointStart};
+    use crate::buffer::BARRIERS;
+    use crate::engine::{set_barrier_slot, Barrier, CheckpointStart};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
-    let e = engine_with_latches(dir.path(), 16, true);
-    let pool = &e.inner.pool;
-    for _ in 0..16 {
+    let e = Arc::new(engine_with_latches(dir.path(), 16, true));
+    for slot in 0..BARRIERS {
         let (entered_tx, entered_rx) = std::sync::mpsc::channel();
         let (leave_tx, leave_rx) = std::sync::mpsc::channel::<()>();
-        let started = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(move || {
-                let _b = Barrier::enter(pool);
-                entered_tx.send(()).unwrap();
-                leave_rx.recv().unwrap();
-            });
-            entered_rx.recv().unwrap();
-            let started = &started;
-            let ck = s.spawn(move || {
-                let _c = CheckpointStart::enter(pool);
-                started.store(true, Ordering::SeqCst);
-            });
-            std::thread::sleep(Duration::from_millis(50));
-            let early = started.load(Ordering::SeqCst);
-            leave_tx.send(()).unwrap();
-            ck.join().unwrap();
-            assert!(!early, "a checkpoint started while an operation held a barrier");
-            assert!(started.load(Ordering::SeqCst));
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        let started = Arc::new(AtomicBool::new(false));
+        let holder = e.clone();
+        std::thread::spawn(move || {
+            set_barrier_slot(slot);
+            let _b = Barrier::enter(&holder.inner.pool);
+            entered_tx.send(()).unwrap();
+            let _ = leave_rx.recv();
         });
+        entered_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+        let (ck, flag) = (e.clone(), started.clone());
+        std::thread::spawn(move || {
+            let _c = CheckpointStart::enter(&ck.inner.pool);
+            flag.store(true, Ordering::SeqCst);
+            drop(_c);
+            let _ = done_tx.send(());
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        let early = started.load(Ordering::SeqCst);
+        leave_tx.send(()).unwrap();
+        let finished = done_rx.recv_timeout(Duration::from_secs(10));
+        assert!(!early, "barrier {slot}: a checkpoint started while an operation held it");
+        assert!(finished.is_ok(), "barrier {slot}: the checkpoint start never finished");
     }
 }
 
@@ -354,7 +357,8 @@ fn starvation_run(lwlock_like: bool) {
 /// checkpoint waits for it must not wait for that checkpoint (which waits
 /// for this thread): with LWLock-like latches the nested entry passes.
 /// (Writer-preferring test latches would block the nested shared
-/// acquisition itself; the engine has no nested entries today.)
+/// acquisition itself; nested entries take no latch, e.g. `Tree::update`'s
+/// `apply` of the map entry inside its own entry.)
 #[test]
 fn nested_barrier_entry_does_not_wait_for_a_waiting_checkpoint() {
     use crate::engine::Barrier;
