@@ -864,15 +864,7 @@ pub unsafe fn form_version(
             None => Vec::new(),
         };
         let max_value = table.max_value(&prefix);
-        // Most rows fit as they are: one size computation, no toasting.
-        let mut size = tuple_size(desc, &mut vals, &mut nulls);
-        let owned = if version::HEADER + size.tail() + crate::am::toast::TRAILER <= max_value {
-            Vec::new()
-        } else {
-            let owned = crate::am::toast::toast_row(rel, &mut vals, &mut nulls, max_value);
-            size = tuple_size(desc, &mut vals, &mut nulls);
-            owned
-        };
+        let (owned, size) = crate::am::toast::toast_row(rel, &mut vals, &mut nulls, max_value);
         let mut v = fill_version(desc, &mut vals, &mut nulls, &mut hdr, size);
         if !owned.is_empty() {
             version::push_toast_list(&mut v, &owned);
@@ -911,52 +903,19 @@ thread_local! {
     static FILL: std::cell::RefCell<Vec<u64>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// The size of a heap tuple's parts (`heap_form_tuple`'s arithmetic).
-#[derive(Clone, Copy)]
-struct TupleSize {
-    data: usize,
-    hoff: usize,
-    has_null: bool,
-}
-
-impl TupleSize {
-    /// Bytes of a version's tuple tail: bitmap, padding and data.
-    fn tail(&self) -> usize {
-        self.hoff - version::HEAP_FIXED + self.data
-    }
-}
-
-/// # Safety
-/// `vals`/`nulls` hold `desc`'s natts entries (in memory or toast
-/// pointers, as `heap_compute_data_size` takes them).
-unsafe fn tuple_size(
-    desc: pg_sys::TupleDesc,
-    vals: &mut [pg_sys::Datum],
-    nulls: &mut [bool],
-) -> TupleSize {
-    // SAFETY: per the contract.
-    let data = unsafe { pg_sys::heap_compute_data_size(desc, vals.as_mut_ptr(), nulls.as_mut_ptr()) };
-    let has_null = nulls.iter().any(|&n| n);
-    let bitmap = if has_null { vals.len().div_ceil(8) } else { 0 };
-    TupleSize {
-        data,
-        hoff: (version::HEAP_FIXED + bitmap).next_multiple_of(8),
-        has_null,
-    }
-}
-
 /// The version of a row: `hdr` with the row's data bits, natts and hoff,
 /// then the tuple tail `heap_fill_tuple` writes straight into the value
 /// (no heap tuple formed and copied).
 ///
 /// # Safety
-/// As [`tuple_size`], which computed `size` from the same values.
+/// `vals`/`nulls` hold `desc`'s natts entries, of which `size` is the
+/// size (`toast::tuple_size`).
 unsafe fn fill_version(
     desc: pg_sys::TupleDesc,
     vals: &mut [pg_sys::Datum],
     nulls: &mut [bool],
     hdr: &mut Header,
-    size: TupleSize,
+    size: crate::am::toast::TupleSize,
 ) -> Vec<u8> {
     let natts = vals.len() as u16;
     hdr.hoff = size.hoff as u8;

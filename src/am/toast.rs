@@ -86,6 +86,41 @@ pub const MAX_HEAP_TUPLE_SIZE: usize = pg_sys::BLCKSZ as usize - (24usize + 4).n
 /// Bytes of an empty toast trailer (the list of a row's toast values).
 pub const TRAILER: usize = 4;
 
+/// The size of a heap tuple's parts (`heap_form_tuple`'s arithmetic).
+#[derive(Clone, Copy)]
+pub struct TupleSize {
+    pub data: usize,
+    pub hoff: usize,
+    pub has_null: bool,
+}
+
+impl TupleSize {
+    /// Bytes of a version's tuple tail: bitmap, padding and data.
+    pub fn tail(&self) -> usize {
+        self.hoff - orioledb_engine::version::HEAP_FIXED + self.data
+    }
+}
+
+/// # Safety
+/// `vals`/`isnull` hold `desc`'s natts entries (in memory or toast
+/// pointers, as `heap_compute_data_size` takes them).
+pub unsafe fn tuple_size(
+    desc: pg_sys::TupleDesc,
+    vals: &mut [pg_sys::Datum],
+    isnull: &mut [bool],
+) -> TupleSize {
+    // SAFETY: per the contract.
+    let data =
+        unsafe { pg_sys::heap_compute_data_size(desc, vals.as_mut_ptr(), isnull.as_mut_ptr()) };
+    let has_null = isnull.iter().any(|&n| n);
+    let bitmap = if has_null { vals.len().div_ceil(8) } else { 0 };
+    TupleSize {
+        data,
+        hoff: (orioledb_engine::version::HEAP_FIXED + bitmap).next_multiple_of(8),
+        has_null,
+    }
+}
+
 /// Size of the row as `heap_form_tuple` would build it, minus the 23
 /// fixed header bytes, plus our version header: the version's value size.
 unsafe fn version_size(
@@ -94,17 +129,12 @@ unsafe fn version_size(
     isnull: &mut [bool],
 ) -> usize {
     // SAFETY: caller passes natts values of desc's row type.
-    unsafe {
-        let data = pg_sys::heap_compute_data_size(desc, vals.as_mut_ptr(), isnull.as_mut_ptr());
-        let has_null = isnull.iter().any(|&n| n);
-        let bitmap = if has_null { vals.len().div_ceil(8) } else { 0 };
-        let hoff = (23 + bitmap).next_multiple_of(8);
-        orioledb_engine::version::HEADER + hoff - 23 + data
-    }
+    orioledb_engine::version::HEADER + unsafe { tuple_size(desc, vals, isnull) }.tail()
 }
 
 /// Shrinks the row until its version fits in `limit` bytes (leaving room
-/// for the toast trailer); returns the toast values now owned by the row.
+/// for the toast trailer); returns the toast values now owned by the row
+/// and the row's size as it now is (computed once for a row that fits).
 ///
 /// # Safety
 /// `rel` open; `vals`/`isnull` hold natts entries of its row type with no
@@ -114,7 +144,7 @@ pub unsafe fn toast_row(
     vals: &mut [pg_sys::Datum],
     isnull: &mut [bool],
     limit: usize,
-) -> Vec<(u32, u32)> {
+) -> (Vec<(u32, u32)>, TupleSize) {
     // SAFETY: as documented; attribute rows are valid for natts entries.
     unsafe {
         let desc = (*rel).rd_att;
@@ -123,8 +153,9 @@ pub unsafe fn toast_row(
         let mut owned = Vec::new();
         let trailer = |n: usize| TRAILER + 8 * n;
         // Most rows fit: one size computation, not one per step below.
-        if version_size(desc, vals, isnull) + trailer(0) <= limit {
-            return owned;
+        let size = tuple_size(desc, vals, isnull);
+        if orioledb_engine::version::HEADER + size.tail() + trailer(0) <= limit {
+            return (owned, size);
         }
         let mut tried = vec![false; natts];
         // 1. Compress the largest compressible values, one at a time.
@@ -185,7 +216,7 @@ pub unsafe fn toast_row(
                 owned.push((toastrelid, valueid));
             }
         }
-        owned
+        (owned, tuple_size(desc, vals, isnull))
     }
 }
 
