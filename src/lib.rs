@@ -350,7 +350,7 @@ mod tests {
     /// then, which only a restart of row ids would make matter).
     #[pg_test]
     fn a_map_entry_deletion_queued_before_an_in_place_truncation_misses_new_rows() {
-        use orioledb_engine::keys::MAP_TAG;
+        use orioledb_engine::keys::is_map_key;
         use std::ops::Bound::Unbounded;
         Spi::run("CREATE TABLE t_mapq (id int PRIMARY KEY, v int) USING orioledb").unwrap();
         Spi::run("INSERT INTO t_mapq VALUES (1, 1)").unwrap();
@@ -375,7 +375,7 @@ mod tests {
         assert_eq!(relnode(), node, "a table created in this transaction is emptied in place");
         Spi::run("INSERT INTO t_mapq VALUES (2, 2)").unwrap();
         assert_ne!(q("SELECT ctid::text FROM t_mapq"), ctid, "row ids go on");
-        let maps = keys(&tree).iter().filter(|k| k.len() == 9 && k[0] == MAP_TAG).count();
+        let maps = keys(&tree).iter().filter(|k| is_map_key(k)).count();
         assert_eq!(maps, 1, "the new row's map entry is there");
     }
 

@@ -65,7 +65,7 @@ fn chain_of(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<u
         // (an updater that aborted may have left a heap-only version, dead
         // to everyone). A heap-only version in the root's slot is a later
         // member that took the row id back; others may be older.
-        if Header::decode(v).is_some_and(|h| !hot_updated(&h) && !heap_only(&h)) {
+        if Header::decode(v, root).is_some_and(|h| !hot_updated(&h) && !heap_only(&h)) {
             return single(first);
         }
     }
@@ -80,7 +80,7 @@ fn chain_of(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<u
     // this a VACUUM could judge the chain by a member whose updater
     // committed since and call it dead.
     while let Some((last, v)) = out.last() {
-        let Some(h) = Header::decode(v).filter(|h| hot_updated(h) && h.ctid != *last) else {
+        let Some(h) = Header::decode(v, *last).filter(|h| hot_updated(h) && h.ctid != *last) else {
             break;
         };
         let next_id = h.ctid;
@@ -89,7 +89,7 @@ fn chain_of(table: &Table, root: u64, first: Option<Vec<u8>>) -> Vec<(u64, Vec<u
             // is not dead to anyone.
             break;
         };
-        match Header::decode(&next) {
+        match Header::decode(&next, next_id) {
             Some(nh) if heap_only(&nh) && version::hot_root(&nh, &next) == Some(root) => {
                 if out.iter().any(|(i, w)| *i == next_id && *w == next) {
                     break;
@@ -148,7 +148,7 @@ fn row_id_members(table: &Table, root: u64) -> Vec<(u64, Vec<u8>)> {
 /// Whether version `id` (value `v`) belongs to the chain rooted at `root`.
 fn is_member(id: u64, v: &[u8], root: u64) -> bool {
     id == root
-        || Header::decode(v).is_some_and(|h| heap_only(&h) && version::hot_root(&h, v) == Some(root))
+        || Header::decode(v, id).is_some_and(|h| heap_only(&h) && version::hot_root(&h, v) == Some(root))
 }
 
 /// Puts `members` (in row-id order) in update order. Row ids grow with
@@ -158,7 +158,7 @@ fn is_member(id: u64, v: &[u8], root: u64) -> bool {
 /// when that one is gone.
 fn in_update_order(members: &mut Vec<(u64, Vec<u8>)>, root: u64) {
     let Some(at) = members.iter().position(|(id, v)| {
-        *id == root && Header::decode(v).is_some_and(|h| heap_only(&h))
+        *id == root && Header::decode(v, *id).is_some_and(|h| heap_only(&h))
     }) else {
         return;
     };
@@ -166,7 +166,7 @@ fn in_update_order(members: &mut Vec<(u64, Vec<u8>)>, root: u64) {
     // The newest such member (ids grow): older ones named earlier
     // versions in that slot, which were dead before it was taken back.
     let after = members.iter().rposition(|(id, v)| {
-        *id != root && Header::decode(v).is_some_and(|h| hot_updated(&h) && h.ctid == root)
+        *id != root && Header::decode(v, *id).is_some_and(|h| hot_updated(&h) && h.ctid == root)
     });
     members.insert(after.map_or(0, |i| i + 1), taken);
 }
@@ -196,7 +196,7 @@ pub fn reusable_root(table: &Table, old: u64) -> Option<u64> {
 /// so the copy the last read kept will do.
 pub fn root_of_id(table: &Table, id: u64) -> Option<u64> {
     let v = crate::am::table::last_read(table.tree.id(), id).or_else(|| table.get(id))?;
-    let h = Header::decode(&v)?;
+    let h = Header::decode(&v, id)?;
     Some(root_of(&h, &v, id))
 }
 
@@ -231,7 +231,7 @@ pub fn roots_in(
             // A heap-only version is reached through its root, unless it
             // is in the root's slot (it took the id back).
             if present
-                && Header::decode(&v)
+                && Header::decode(&v, id)
                     .is_some_and(|h| heap_only(&h) && version::hot_root(&h, &v) != Some(id))
             {
                 return None;

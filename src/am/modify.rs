@@ -133,7 +133,7 @@ pub unsafe fn insert_many(
         let mut rows = Vec::with_capacity(slots.len());
         for ((mut v, prefix), id) in formed.into_iter().zip(ids) {
             check_id_limit(rel, id);
-            version::set_ctid(&mut v, id);
+            version::set_own_id(&mut v, id);
             rows.push((id, prefix, v));
         }
         if let Some(id) = tree.insert_many(&rows) {
@@ -182,7 +182,7 @@ unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8], near: Option<
     .unwrap_or_else(|e| crate::pg::engine::report(e));
     // SAFETY: per the contract.
     unsafe { check_id_limit(rel, id) };
-    version::set_ctid(v, id);
+    version::set_own_id(v, id);
     id
 }
 
@@ -192,7 +192,8 @@ unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8], near: Option<
 /// # Safety
 /// `rel` is an open relation; `v` was formed by `form_version`.
 unsafe fn fill_of(rel: pg_sys::Relation, v: &[u8]) -> orioledb_engine::meta::BlockFill {
-    let h = Header::decode(v).expect("a version formed just now");
+    // Only the flags are used: any own id does.
+    let h = Header::decode(v, 0).expect("a version formed just now");
     let t_len = version::HEAP_FIXED + version::tail_and_toast(&h, v).0.len();
     // SAFETY: per the contract.
     crate::am::fill::heap_fill(t_len, unsafe { crate::am::fill::fillfactor(rel) })
@@ -245,13 +246,13 @@ pub unsafe fn complete_speculative(
             };
             if !succeeded {
                 // Nobody may ever see it: the inserter was speculative.
-                if let Some(h) = Header::decode(v) {
+                if let Some(h) = Header::decode(v, id) {
                     crate::am::toast::doom(version::tail_and_toast(&h, v).1);
                 }
                 tree.forget_map_entry(id);
                 return (Change::Delete, ());
             }
-            let mut h = Header::decode(v).expect("our own version");
+            let mut h = Header::decode(v, id).expect("our own version");
             h.flags &= !version::SPECULATIVE;
             h.spec = 0;
             let mut nv = v.to_vec();
@@ -334,7 +335,7 @@ fn decide_and_apply(
     let r = tree.update(id, successor, reuse, &new.prefix, |cur| {
         let (change, d) = decide(cur);
         let value = match (&change, &d) {
-            (Change::Put(_), Decision::Done(a)) => Some(new.value_after(cid, a)),
+            (Change::Put(_), Decision::Done(a)) => Some(new.value_after(successor, cid, a)),
             _ => None,
         };
         stored.clone_from(&value);
@@ -359,9 +360,10 @@ struct NewVersion {
 }
 
 impl NewVersion {
-    /// The value stored, once the old version's change is decided.
-    fn value_after(&self, cid: u32, a: &Applied) -> Vec<u8> {
-        let mut v = carry_locks(self.value.clone(), cid, &a.carried);
+    /// The value stored under row id `own`, once the old version's change
+    /// is decided.
+    fn value_after(&self, own: u64, cid: u32, a: &Applied) -> Vec<u8> {
+        let mut v = carry_locks(self.value.clone(), own, cid, &a.carried);
         if self.hot {
             version::make_heap_only(&mut v, a.root);
         }
@@ -382,7 +384,7 @@ fn decide(
     let Some(v) = cur else {
         return (Change::Keep, Decision::Missing);
     };
-    let Some(mut h) = Header::decode(v) else {
+    let Some(mut h) = Header::decode(v, id) else {
         return (Change::Keep, Decision::Missing);
     };
     let mut hints = Hints::default();
@@ -719,7 +721,7 @@ impl TupLock {
 /// Whether this transaction (or a live subtransaction) is among the row
 /// holders recorded in version `id`'s xmax.
 fn holds_row_lock(tree: &Table, id: u64) -> bool {
-    let Some(h) = get_version(tree, id).and_then(|v| Header::decode(&v)) else {
+    let Some(h) = get_version(tree, id).and_then(|v| Header::decode(&v, id)) else {
         return false;
     };
     !h.xmax_invalid()
@@ -820,7 +822,7 @@ unsafe fn change_with_wait(
                 Decision::Wait(x) => {
                     if !wait {
                         let v = get_version(&tree, id).unwrap_or_default();
-                        if let Some(h) = Header::decode(&v) {
+                        if let Some(h) = Header::decode(&v, id) {
                             fill_tmfd(tmfd, &h, id, UpdateCheck::BeingModified(x));
                         }
                         break pg_sys::TM_Result::TM_BeingModified;
@@ -929,7 +931,7 @@ pub unsafe fn update(
         let (new_id, r) = loop {
             let new_id = match reuse {
                 Some(root) => {
-                    version::set_ctid(&mut new.value, root);
+                    version::set_own_id(&mut new.value, root);
                     root
                 }
                 None => place(rel, &tree, &mut new.value, old_id),
@@ -965,7 +967,7 @@ pub unsafe fn update(
         // and locks the table afterwards reads it again and finds this
         // version (see am::ssi).
         crate::am::ssi::check_in(rel, Some(from_item_pointer(&*otid).unwrap_or(new_id)));
-        let h = Header::decode(&v).unwrap_or(h);
+        let h = Header::decode(&v, new_id).unwrap_or(h);
         set_slot_header(rel, slot, new_id, &h);
         pg_sys::pgstat_count_heap_update(rel, hot);
         r
@@ -1085,7 +1087,7 @@ unsafe fn lock_chain(
                         || !wait_for(rel, x, id, wait_policy)
                     {
                         let v = get_version(tree, id).unwrap_or_default();
-                        if let Some(h) = Header::decode(&v) {
+                        if let Some(h) = Header::decode(&v, id) {
                             fill_tmfd(tmfd, &h, id, UpdateCheck::BeingModified(x));
                         }
                         return pg_sys::TM_Result::TM_WouldBlock;
@@ -1290,7 +1292,7 @@ unsafe fn compare_columns(
         let Some(old) = old else {
             return all;
         };
-        if Header::decode(&old).is_none() {
+        if Header::decode(&old, id).is_none() {
             return all;
         }
         let desc = (*rel).rd_att;
@@ -1390,13 +1392,13 @@ unsafe fn set_slot_header(
     }
 }
 
-/// The new version of an update keeps the old one's running row locks as
-/// its xmax (lock-only), like heap's `heap_update`.
-fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
+/// The new version of an update (row id `own`) keeps the old one's running
+/// row locks as its xmax (lock-only), like heap's `heap_update`.
+fn carry_locks(mut v: Vec<u8>, own: u64, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
     let Some(&(first, mode)) = locks.first() else {
         return v;
     };
-    let mut h = Header::decode(&v).expect("a version we formed");
+    let mut h = Header::decode(&v, own).expect("a version we formed");
     if locks.len() == 1 {
         h.set_lock(first, cid, mode);
     } else {
@@ -1419,7 +1421,7 @@ fn carry_locks(mut v: Vec<u8>, cid: u32, locks: &[(Xid, LockMode)]) -> Vec<u8> {
 fn successor(tree: &Table, next: u64, prior: Xid) -> Option<Vec<u8>> {
     loop {
         if let Some(v) = get_version(tree, next)
-            .filter(|v| Header::decode(v).is_some_and(|h| h.xmin == prior))
+            .filter(|v| Header::decode(v, next).is_some_and(|h| h.xmin == prior))
         {
             return Some(v);
         }

@@ -229,7 +229,7 @@ impl Pruner for QuietPruner {
         if !crate::am::table::is_version_key(key) {
             return Prune::Keep;
         }
-        let Some(h) = Header::decode(value) else {
+        let Some(h) = Header::decode(value, orioledb_engine::keys::own_id(key)) else {
             return Prune::Keep;
         };
         if h.is_multi() || !version::tail_and_toast(&h, value).1.is_empty() {

@@ -341,7 +341,7 @@ unsafe fn copy_pass(rel: pg_sys::Relation, source: &Source, to: &Table, versions
                 push(id, prefix, &[]);
                 return true;
             }
-            let h = version::Header::decode(v);
+            let h = version::Header::decode(v, id);
             had_chains |= h.is_some_and(|h| hot::heap_only(&h));
             // Versions outside HOT chains (all of a fresh load) are copied
             // as they are, without a vector of their own.
@@ -636,7 +636,7 @@ unsafe fn cluster_by_index(
     let mut copy = |v: Vec<u8>| {
         // Every index is rebuilt after the copy: HOT chains end here.
         let mut v = version::without_hot(v);
-        if let Some(mut h) = Header::decode(&v).filter(|h| h.ctid != rows::MOVED) {
+        if let Some(mut h) = Header::decode(&v, next).filter(|h| h.ctid != rows::MOVED) {
             h.ctid = next;
             version::set_header(&mut v, &h);
         }

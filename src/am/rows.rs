@@ -228,7 +228,7 @@ impl Pruner for VersionPruner {
         if !crate::am::table::is_version_key(key) {
             return Prune::Keep;
         }
-        let Some(h) = Header::decode(value) else {
+        let Some(h) = Header::decode(value, orioledb_engine::keys::own_id(key)) else {
             return Prune::Keep;
         };
         // Snapshots that can see this table: of its database only (other
@@ -283,7 +283,7 @@ fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -> bool {
     let Some(id) = orioledb_engine::keys::version_suffix(key) else {
         return false;
     };
-    let Some(h) = Header::decode(value) else {
+    let Some(h) = Header::decode(value, id) else {
         return false;
     };
     let removable = |x: Xid| horizon.removable(x);
@@ -1021,7 +1021,7 @@ pub unsafe fn build_tuple(
     relid: pg_sys::Oid,
     cxt: pg_sys::MemoryContext,
 ) -> pg_sys::HeapTuple {
-    let h = Header::decode(value).expect("caller decoded it");
+    let h = Header::decode(value, id).expect("caller decoded it");
     let (tail, _) = version::tail_and_toast(&h, value);
     // SAFETY: the allocation holds the struct and the tuple.
     unsafe {
@@ -1140,7 +1140,7 @@ pub unsafe fn store_version(
 /// # Safety
 /// `rel` must be a valid open relation.
 pub unsafe fn decode(rel: pg_sys::Relation, id: u64, value: &[u8]) -> Header {
-    Header::decode(value).unwrap_or_else(|| {
+    Header::decode(value, id).unwrap_or_else(|| {
         // SAFETY: caller guarantees an open relation.
         let name = unsafe { rel_name(rel) };
         raise(

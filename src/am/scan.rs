@@ -1110,7 +1110,7 @@ fn build_versions(
         )
     };
     let with_root = |id: u64, v: Vec<u8>| {
-        let root = Header::decode(&v).map_or(id, |h| hot::root_of(&h, &v, id));
+        let root = Header::decode(&v, id).map_or(id, |h| hot::root_of(&h, &v, id));
         (root, id, v)
     };
     if !parallel.is_null() {

@@ -417,7 +417,7 @@ impl Counter<'_> {
                 let Some(cur) = cur else {
                     return (Change::Keep, None);
                 };
-                let Some(ch) = Header::decode(cur) else {
+                let Some(ch) = Header::decode(cur, orioledb_engine::keys::own_id(k)) else {
                     return (Change::Keep, None);
                 };
                 let f = version::freeze(&ch, &rows::PgXacts, &old);

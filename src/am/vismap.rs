@@ -139,7 +139,8 @@ pub unsafe fn clear(rel: pg_sys::Relation, id: u64) {
 /// not being inserted speculatively, and not deleted or updated (lockers
 /// do not matter to an index-only scan).
 fn all_visible(v: &[u8], oldest_xmin: pg_sys::TransactionId) -> bool {
-    version::Header::decode(v).is_some_and(|h| header_all_visible(&h, oldest_xmin))
+    // The ctid does not matter here: any own id does.
+    version::Header::decode(v, 0).is_some_and(|h| header_all_visible(&h, oldest_xmin))
 }
 
 /// [`all_visible`] of a decoded header.

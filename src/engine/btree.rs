@@ -196,24 +196,41 @@ fn page_copy(p: PageRef) -> Vec<u8> {
     p.0.to_vec()
 }
 
-/// Where to split `items` (the separator is the right half's first key):
-/// among the points where both halves fit with their low and high keys, the
-/// one closest to an even split by bytes — or, when `append` (the new item
-/// is the last one of its page: ascending keys such as row ids, or a key
-/// range filled in order), the one that leaves the left page closest to
-/// [`APPEND_FILL`], so loading in key order packs pages instead of leaving
-/// them half empty, yet keeps room for the first new version of each row
-/// (a primary-key-ordered table puts it beside the old one, which is only
-/// prunable afterwards). None only if no point fits, which the key and
-/// item size limits rule out.
-/// Percent of a page the left half of an append split fills.
+/// Percent of a page the left half of an append split fills: room is
+/// kept for the first new version of each row (a primary-key-ordered
+/// table puts it beside the old one, a row-id table's chain member beside
+/// its root), which is only prunable afterwards.
 const APPEND_FILL: usize = 90;
 
+/// The same for a leaf of a keyed tree's row-id map: its entries are only
+/// ever appended (new row ids grow; a chain taking its root's id back
+/// writes none) and deleted, never inserted between others, so the
+/// leaves it leaves behind are filled.
+const MAP_APPEND_FILL: usize = 100;
+
+/// The fill an append split of a page at `level` aims for, given the key
+/// that makes it an append.
+fn append_fill(level: u16, key: &[u8]) -> usize {
+    if level == 0 && crate::keys::is_map_key(key) {
+        MAP_APPEND_FILL
+    } else {
+        APPEND_FILL
+    }
+}
+
+/// Where to split `items` (the separator is the right half's first key):
+/// among the points where both halves fit with their low and high keys, the
+/// one closest to an even split by bytes — or, when `fill` is given (the
+/// new item is the last one of its page: ascending keys such as row ids, or
+/// a key range filled in order), the one that leaves the left page closest
+/// to that percentage of a page, so loading in key order packs pages
+/// instead of leaving them half empty. None only if no point fits, which
+/// the key and item size limits rule out.
 fn split_point(
     items: &Items,
     low: Option<&[u8]>,
     high: Option<&[u8]>,
-    append: bool,
+    fill: Option<usize>,
 ) -> Option<usize> {
     let sizes: Vec<usize> = items
         .iter()
@@ -228,10 +245,9 @@ fn split_point(
         left += sizes[s - 1];
         let sep = items[s].0.len();
         if left + low + sep <= cap && total - left + sep + high <= cap {
-            let skew = if append {
-                left.abs_diff(cap * APPEND_FILL / 100)
-            } else {
-                (2 * left).abs_diff(total)
+            let skew = match fill {
+                Some(f) => left.abs_diff(cap * f / 100),
+                None => (2 * left).abs_diff(total),
             };
             if best.is_none_or(|(b, _)| skew < b) {
                 best = Some((skew, s));
@@ -856,7 +872,7 @@ impl Tree {
         succ: &Successor<'_>,
         new: &[u8],
     ) -> Option<Vec<u8>> {
-        let edit = Edit::between(old, val)
+        let edit = Edit::between(old, val, crate::keys::own_id(key))
             .filter(|e| !matches!(e, Edit::Ranges(r) if r.len() > u8::MAX as usize));
         let delta = Delta::between(new, (succ.stable)(new), val, (succ.stable)(val));
         let (Some(edit), Some(delta)) = (edit, delta) else {
@@ -1078,7 +1094,8 @@ impl Tree {
         val: &[u8],
     ) -> Record {
         let old = pos.ok().map(|i| p.value(i));
-        if let Some((old, edit)) = old.and_then(|o| Some((o, Edit::between(o, val)?))) {
+        let own = crate::keys::own_id(key);
+        if let Some((old, edit)) = old.and_then(|o| Some((o, Edit::between(o, val, own)?))) {
             return Record::Patch {
                 tree: self.id,
                 key: key.to_vec(),
@@ -1483,8 +1500,8 @@ impl Tree {
             p.high().map(<[u8]>::to_vec),
             p.right(),
         );
-        let append = pos + 1 == items.len();
-        let s = split_point(&items, low.as_deref(), high.as_deref(), append)
+        let fill = (pos + 1 == items.len()).then(|| append_fill(level, &items[pos].0));
+        let s = split_point(&items, low.as_deref(), high.as_deref(), fill)
             .ok_or_else(|| self.damaged("split: no split point fits both halves"))?;
         let sep = items[s].0.to_vec();
         // Both halves are built aside first, so nothing on the page changes

@@ -28,10 +28,12 @@ pub enum Edit {
 }
 
 impl Edit {
-    /// The smallest edit turning `old` into `new`: ranges when the lengths
+    /// The smallest edit turning `old` into `new`, values of the item whose
+    /// key has own row id `own` ([`crate::keys::own_id`]; header edits
+    /// read a short header's `ctid` as it): ranges when the lengths
     /// agree, else a splice, or the header fields that changed when that
     /// is smaller; None when none is smaller than `new`.
-    pub fn between(old: &[u8], new: &[u8]) -> Option<Edit> {
+    pub fn between(old: &[u8], new: &[u8], own: u64) -> Option<Edit> {
         let bytes = if old.len() == new.len() {
             diff(old, new).map(Edit::Ranges)
         } else {
@@ -41,7 +43,7 @@ impl Edit {
                 middle,
             })
         };
-        let fields = HeaderEdit::between(old, new).map(Edit::Header);
+        let fields = HeaderEdit::between(old, new, own).map(Edit::Header);
         match (bytes, fields) {
             (Some(b), Some(f)) if f.encoded_len() < b.encoded_len() => Some(f),
             (Some(b), _) => Some(b),
@@ -68,8 +70,9 @@ impl Edit {
     /// and needs no second application: a result of another length than
     /// `len` (a splice's, with its middle in place, or a header edit's that
     /// changed the header's form). Ranges say nothing here: they keep the
-    /// length, so a value of another length was never theirs.
-    pub fn applied(&self, value: &[u8], len: u16) -> bool {
+    /// length, so a value of another length was never theirs. `own` as for
+    /// [`Edit::between`].
+    pub fn applied(&self, value: &[u8], len: u16, own: u64) -> bool {
         if value.len() == len as usize {
             return false;
         }
@@ -84,12 +87,13 @@ impl Edit {
                 value.len() == p + middle.len() + s && value[p..p + middle.len()] == middle[..]
             }
             // Setting the same fields again changes nothing.
-            Edit::Header(h) => h.apply(value).as_deref() == Some(value),
+            Edit::Header(h) => h.apply(value, own).as_deref() == Some(value),
         }
     }
 
-    /// `value` edited; None if the edit does not fit it.
-    pub fn apply(&self, value: &[u8]) -> Option<Vec<u8>> {
+    /// `value` edited; None if the edit does not fit it. `own` as for
+    /// [`Edit::between`].
+    pub fn apply(&self, value: &[u8], own: u64) -> Option<Vec<u8>> {
         match self {
             Edit::Ranges(r) => apply_patch(value, r),
             Edit::Splice {
@@ -97,7 +101,7 @@ impl Edit {
                 suffix,
                 middle,
             } => apply_splice(value, *prefix, *suffix, middle),
-            Edit::Header(h) => h.apply(value),
+            Edit::Header(h) => h.apply(value, own),
         }
     }
 }
@@ -130,9 +134,10 @@ pub mod header_field {
 impl HeaderEdit {
     /// The fields turning version `old`'s header into `new`'s, when both
     /// are versions with the same tuple and the edit rebuilds `new`
-    /// exactly (a header's bytes are a function of its fields).
-    pub fn between(old: &[u8], new: &[u8]) -> Option<HeaderEdit> {
-        let (a, b) = (Header::decode(old)?, Header::decode(new)?);
+    /// exactly (a header's bytes are a function of its fields, and of
+    /// `own`, the version's row id, for the short form's `ctid`).
+    pub fn between(old: &[u8], new: &[u8], own: u64) -> Option<HeaderEdit> {
+        let (a, b) = (Header::decode(old, own)?, Header::decode(new, own)?);
         if old.get(version::header_len(old)..)? != new.get(version::header_len(new)..)? {
             return None;
         }
@@ -142,12 +147,13 @@ impl HeaderEdit {
         let mut to = Header::default();
         set_fields(&mut to, mask, &b);
         let e = HeaderEdit { mask, to };
-        (e.apply(old).as_deref() == Some(new)).then_some(e)
+        (e.apply(old, own).as_deref() == Some(new)).then_some(e)
     }
 
-    /// Version `value` with the fields set; None if it is not a version.
-    pub fn apply(&self, value: &[u8]) -> Option<Vec<u8>> {
-        let mut h = Header::decode(value)?;
+    /// Version `value`, whose row id is `own`, with the fields set; None if
+    /// it is not a version.
+    pub fn apply(&self, value: &[u8], own: u64) -> Option<Vec<u8>> {
+        let mut h = Header::decode(value, own)?;
         set_fields(&mut h, self.mask, &self.to);
         Some(h.with_tail(&value[version::header_len(value)..]))
     }
@@ -537,7 +543,9 @@ mod tests {
 
     /// `successor_header` is part of the log's format: WAL written by one
     /// build is replayed by the next, with no checksum of the header it
-    /// implies. These bytes must never change.
+    /// implies. These bytes change only with the control file's version
+    /// (`store/control.rs`), which makes a new build refuse the old files
+    /// (version 4: the short header holds no `ctid`).
     #[test]
     fn an_implied_successor_header_keeps_its_bytes() {
         use crate::version::bits;
@@ -556,7 +564,7 @@ mod tests {
         };
         assert_eq!(
             successor_header(&edit, &new_key).unwrap(),
-            [0xB0, 0x02, 0x28, 0x04, 0x80, 0x0D, 0x0C, 0x0B, 0x0A, 0x04, 0x03, 0x02, 0x01, 0, 0, 2]
+            [0xB0, 0x02, 0x28, 0x04, 0x80, 0x0D, 0x0C, 0x0B, 0x0A, 2]
         );
         let plain = HeaderEdit {
             mask: INFOMASK | INFOMASK2 | XMAX,
@@ -567,7 +575,7 @@ mod tests {
         };
         assert_eq!(
             successor_header(&plain, &new_key).unwrap(),
-            [0x80, 0x02, 0x28, 0x04, 0x00, 0x0D, 0x0C, 0x0B, 0x0A, 0x04, 0x03, 0x02, 0x01, 0, 0]
+            [0x80, 0x02, 0x28, 0x04, 0x00, 0x0D, 0x0C, 0x0B, 0x0A]
         );
         let locker = HeaderEdit {
             to: Header {
@@ -608,25 +616,25 @@ mod tests {
             ..Header::new(1000, 0, 7)
         };
         let old = version(&fresh, &[]);
-        let mut h = Header::decode(&old).unwrap();
+        let mut h = Header::decode(&old, 7).unwrap();
         h.set_deleter(2_000_000, 3, 9_000, false);
         let new = version(&h, &[]);
         assert!(new.len() > old.len(), "the short header became the full one");
-        let e = Edit::between(&old, &new).unwrap();
+        let e = Edit::between(&old, &new, 7).unwrap();
         assert!(matches!(e, Edit::Header(_)), "{e:?}");
         // Infomasks 4 bytes, xmax, ctid, cmax, flags and the raw command id,
         // against the 32-byte header a splice would spell out.
         assert!(e.encoded_len() <= 16, "{} bytes", e.encoded_len());
-        assert_eq!(e.apply(&old).unwrap(), new);
+        assert_eq!(e.apply(&old, 7).unwrap(), new);
         // Replayed over its own result: applied, and applying it again
         // changes nothing.
-        assert!(e.applied(&new, old.len() as u16));
-        assert_eq!(e.apply(&new).unwrap(), new);
-        assert!(!e.applied(&old, old.len() as u16));
+        assert!(e.applied(&new, old.len() as u16, 7));
+        assert_eq!(e.apply(&new, 7).unwrap(), new);
+        assert!(!e.applied(&old, old.len() as u16, 7));
         // Another tuple is no header edit's business.
         let mut other = new.clone();
         *other.last_mut().unwrap() ^= 1;
-        assert!(HeaderEdit::between(&old, &other).is_none());
+        assert!(HeaderEdit::between(&old, &other, 7).is_none());
         let mut b = Vec::new();
         let Edit::Header(he) = e else { unreachable!() };
         he.encode(&mut b);

@@ -1992,15 +1992,16 @@ fn replay_write(t: &Tree, rec: Record) -> Result<()> {
 /// (the value it was made from) or already the edit's result; the edited
 /// value.
 fn replay_edit(t: &Tree, key: &[u8], len: u16, edit: &crate::wal::Edit) -> Result<Vec<u8>> {
+    let own = crate::keys::own_id(key);
     let edited = t.apply(key, crate::btree::Log::No, |cur| {
         match cur {
-            Some(v) if v.len() == len as usize => match edit.apply(v) {
+            Some(v) if v.len() == len as usize => match edit.apply(v, own) {
                 Some(nv) => (Change::Put(nv.clone()), Some(nv)),
                 None => (Change::Keep, None),
             },
             // Replayed again over its own result (a splice changes the
             // length, so this value is not the one it was made from).
-            Some(v) if edit.applied(v, len) => (Change::Keep, Some(v.to_vec())),
+            Some(v) if edit.applied(v, len, own) => (Change::Keep, Some(v.to_vec())),
             _ => (Change::Keep, None),
         }
     })?;

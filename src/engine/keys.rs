@@ -318,6 +318,24 @@ pub fn map_key(tid: u64) -> [u8; 9] {
     k
 }
 
+/// The row id of the version stored under `key`: a keyed tree's version
+/// or a chain member (its suffix), or a row-id tree's version (the key
+/// itself). Any other key gives a value that only has to be the same each
+/// time (header edits of such items never happen, see `edit.rs`).
+pub fn own_id(key: &[u8]) -> u64 {
+    if key.len() == ROW_ID_KEY {
+        u64::from_be_bytes(key.try_into().expect("eight bytes"))
+    } else {
+        version_suffix(key).unwrap_or(0)
+    }
+}
+
+/// Whether `key` is a row-id map entry's key (no version, descriptor or
+/// toast key has its tag and length).
+pub fn is_map_key(key: &[u8]) -> bool {
+    key.len() == 9 && key[0] == MAP_TAG
+}
+
 /// The row-id map entry (key, value) that locates version key `key`: a
 /// keyed tree's version (→ its key prefix) or a row-id tree's chain member
 /// (→ its root's key, see [`member_key`]). A function of the key alone, so

@@ -5,23 +5,26 @@
 //! (null bitmap, padding and data exactly as `heap_fill_tuple` lays them
 //! out after the 23 fixed header bytes), so the server rebuilds a real
 //! `HeapTuple` with one copy and PostgreSQL deforms it with its own code.
-//! The header has two forms sharing their first 15 bytes:
+//! The header has two forms sharing their first 9 bytes:
 //!
 //! ```text
 //! 0  form u8: flags (bits 0-4: SPECULATIVE, TOAST_LIST, COMBO, RAW_CID,
 //!    HOT_ROOT) | 0x20 short with cmin | 0x80 short
 //! 1  infomask u16 | 3 infomask2 u16      (heap's bit values, see `bits`)
 //! 5  xmin u32
-//! 9  ctid u48   successor's row id after an UPDATE, else the own row id
-//! short (15 or 16 bytes): [cmin u8 if 0x20]; xmax, cmax and the
-//!    speculative token are 0, hoff is heap's for the tuple (bitmap, MAXALIGN)
+//! short (9 or 10 bytes): [cmin u8 if 0x20]; xmax, cmax and the
+//!    speculative token are 0, hoff is heap's for the tuple (bitmap,
+//!    MAXALIGN), ctid is the version's own row id
 //! full (32 bytes):
+//! 9  ctid u48   successor's row id after an UPDATE, else the own row id
 //! 15 xmax u32 | 19 cmin u32 | 23 cmax u32 | 27 hoff u8
 //! 28 speculative token, or heap's raw command id u32
 //! then the tuple tail (t_bits onwards)
 //! ```
 //! A version nobody deleted, updated or locked — most rows of most tables —
-//! has the short header (17 bytes less per row); the first deleter, updater
+//! has the short header (23 bytes less per row). Its `ctid` would be its own
+//! row id, which its key holds, so it is not stored: decoding takes the row
+//! id ([`Header::decode`]). The first deleter, updater
 //! or locker gives it the full one ([`Header::encode`] picks the form from
 //! the fields, so a value's form is a function of its header). Size limits
 //! count every version with the full header ([`HEADER`]), so that change
@@ -44,7 +47,7 @@ pub const INVALID_XID: Xid = 0;
 /// size limits count every version with it.
 pub const HEADER: usize = 32;
 /// Bytes of the short header without its `cmin` byte.
-pub const SHORT_HEADER: usize = 15;
+pub const SHORT_HEADER: usize = 9;
 /// Form byte: the header is short.
 const SHORT: u8 = 0x80;
 /// Form byte of a short header: a `cmin` byte follows.
@@ -154,7 +157,8 @@ pub fn has_hot_marks(h: &Header) -> bool {
 /// (a rewrite that rebuilds every index gives each version its own
 /// entries).
 pub fn without_hot(mut value: Vec<u8>) -> Vec<u8> {
-    let Some(h) = Header::decode(&value) else {
+    // Only the flags and infomask2 are used: any own id does.
+    let Some(h) = Header::decode(&value, 0) else {
         return value;
     };
     if h.flags & HOT_ROOT != 0 && value.len() >= header_len(&value) + ROOT_LEN {
@@ -290,10 +294,13 @@ pub fn set_header(value: &mut Vec<u8>, h: &Header) {
     value.splice(..old, b[..n].iter().copied());
 }
 
-/// Sets the `ctid` of the version `value` (both header forms hold it at
-/// the same place, so the form stays).
-pub fn set_ctid(value: &mut [u8], ctid: u64) {
-    value[9..15].copy_from_slice(&ctid.to_le_bytes()[..6]);
+/// Sets the `ctid` of the version `value` to `own`, its own row id, once
+/// that is known (a version is formed before its id is chosen). The short
+/// form stores no `ctid` (it is always the own id), so the form stays.
+pub fn set_own_id(value: &mut [u8], own: u64) {
+    if value[0] & SHORT == 0 {
+        value[9..15].copy_from_slice(&own.to_le_bytes()[..6]);
+    }
 }
 
 impl Header {
@@ -310,7 +317,9 @@ impl Header {
     }
 
     /// Whether the short form holds this header: no deleter, locker or
-    /// speculative token, heap's own `hoff`, a `cmin` below 256.
+    /// speculative token, heap's own `hoff`, a `cmin` below 256. (Its
+    /// `ctid` then means nothing — only a valid `xmax` makes it name a
+    /// successor — and is read back as the own row id.)
     fn is_short(&self) -> bool {
         self.xmax == INVALID_XID
             && self.cmax == 0
@@ -328,16 +337,16 @@ impl Header {
         b[1..3].copy_from_slice(&self.infomask.to_le_bytes());
         b[3..5].copy_from_slice(&self.infomask2.to_le_bytes());
         b[5..9].copy_from_slice(&self.xmin.to_le_bytes());
-        b[9..15].copy_from_slice(&self.ctid.to_le_bytes()[..6]);
         if short {
             b[0] |= SHORT;
             if self.cmin == 0 {
                 return (b, SHORT_HEADER);
             }
             b[0] |= SHORT_CMIN;
-            b[15] = self.cmin as u8;
+            b[SHORT_HEADER] = self.cmin as u8;
             return (b, SHORT_HEADER + 1);
         }
+        b[9..15].copy_from_slice(&self.ctid.to_le_bytes()[..6]);
         b[15..19].copy_from_slice(&self.xmax.to_le_bytes());
         b[19..23].copy_from_slice(&self.cmin.to_le_bytes());
         b[23..27].copy_from_slice(&self.cmax.to_le_bytes());
@@ -346,21 +355,20 @@ impl Header {
         (b, HEADER)
     }
 
-    /// Decodes a header; None if `b` is too short, its form byte unknown
-    /// or `hoff` impossible.
-    pub fn decode(b: &[u8]) -> Option<Header> {
+    /// Decodes the header of the version whose own row id is `own` (its
+    /// key's; the short form's `ctid`); None if `b` is too short, its form
+    /// byte unknown or `hoff` impossible.
+    pub fn decode(b: &[u8], own: u64) -> Option<Header> {
         let form = *b.first()?;
         let len = header_len(b);
         if form & FORM_UNUSED != 0 || b.len() < len {
             return None;
         }
-        let mut ctid = [0u8; 8];
-        ctid[..6].copy_from_slice(&b[9..15]);
         let mut h = Header {
             xmin: u32_at(b, 5),
             infomask: u16_at(b, 1),
             infomask2: u16_at(b, 3),
-            ctid: u64::from_le_bytes(ctid),
+            ctid: own,
             flags: form & FLAG_BITS,
             ..Header::default()
         };
@@ -368,12 +376,15 @@ impl Header {
             if h.flags & FULL_ONLY_FLAGS != 0 {
                 return None;
             }
-            h.cmin = if form & SHORT_CMIN != 0 { b[15] as u32 } else { 0 };
+            h.cmin = if form & SHORT_CMIN != 0 { b[SHORT_HEADER] as u32 } else { 0 };
             h.hoff = natural_hoff(h.infomask, h.infomask2) as u8;
         } else {
             if form & SHORT_CMIN != 0 {
                 return None;
             }
+            let mut ctid = [0u8; 8];
+            ctid[..6].copy_from_slice(&b[9..15]);
+            h.ctid = u64::from_le_bytes(ctid);
             h.xmax = u32_at(b, 15);
             h.cmin = u32_at(b, 19);
             h.cmax = u32_at(b, 23);

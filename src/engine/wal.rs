@@ -1149,7 +1149,7 @@ mod tests {
             ..Header::new(1000, 0, 4242)
         }
         .with_tail(&tuple);
-        let mut h = Header::decode(&old).unwrap();
+        let mut h = Header::decode(&old, 4242).unwrap();
         h.set_deleter(2_000_000, 0, 900_001, false);
         h.infomask2 |= bits::HOT_UPDATED;
         let mut val = old.clone();
@@ -1168,7 +1168,7 @@ mod tests {
             tree: t,
             key: key.clone(),
             len: old.len() as u16,
-            edit: Edit::between(&old, &val).unwrap(),
+            edit: Edit::between(&old, &val, 4242).unwrap(),
             first: None,
             new_key: new_key.clone(),
             delta: Delta::between(new, version::header_len(new), &val, version::header_len(&val)).unwrap(),
@@ -1178,14 +1178,14 @@ mod tests {
         assert_eq!(Record::decode(&b).unwrap(), implied);
         // Another command id than the old version's cmax: spelled out.
         let mut other = new.clone();
-        let mut oh = Header::decode(&other).unwrap();
+        let mut oh = Header::decode(&other, 900_001).unwrap();
         oh.cmin = 3;
         version::set_header(&mut other, &oh);
         let spelled = record(&other);
         let s = spelled.encode();
         assert_eq!(Record::decode(&s).unwrap(), spelled);
-        // The header (16 bytes) is not in the record.
-        assert!(b.len() + 15 <= s.len(), "{} vs {} bytes", b.len(), s.len());
+        // The header (10 bytes) is not in the record.
+        assert!(b.len() + 9 <= s.len(), "{} vs {} bytes", b.len(), s.len());
         // Nor is the ctid (3 bytes) when it names the new key's row id.
         let mut h2 = h;
         h2.ctid = 900_002;
@@ -1193,7 +1193,7 @@ mod tests {
         version::set_header(&mut val2, &h2);
         let mut far = record(&new);
         if let Record::Update { edit, .. } = &mut far {
-            *edit = Edit::between(&old, &val2).unwrap();
+            *edit = Edit::between(&old, &val2, 4242).unwrap();
         }
         let f = far.encode();
         assert_eq!(Record::decode(&f).unwrap(), far);
@@ -1312,8 +1312,8 @@ mod tests {
                 assert_eq!(d.apply(&b).unwrap(), n);
             }
             // Splices (and edits in general) rebuild the value too.
-            if let Some(e) = Edit::between(&b, &n) {
-                assert_eq!(e.apply(&b).unwrap(), n);
+            if let Some(e) = Edit::between(&b, &n, 0) {
+                assert_eq!(e.apply(&b, 0).unwrap(), n);
                 assert!(matches!(e, Edit::Ranges(_)) == (b.len() == n.len()));
             }
         }

@@ -2,13 +2,14 @@
 //! it holds.
 //!
 //! ```text
-//! version 3: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
+//! version 4: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
 //!            24 ntrees u32 | ntrees x (db u32, rel u32) | crc32c u32
 //! ```
 //! The version also names the format of everything the checkpoint holds:
-//! version 3 came with the short row-version header (`version.rs`), so the
-//! files of versions 1 and 2 (earlier builds; version 1 had no tree list)
-//! are refused with a message that says so, never misread.
+//! version 3 came with the short row-version header (`version.rs`), version 4
+//! with that header's 9 bytes (no `ctid`), so the files of versions 1 to 3
+//! (earlier builds; version 1 had no tree list) are refused with a message
+//! that says so, never misread.
 //! It is replaced atomically (write a temporary file, sync, rename, sync the
 //! directory): the rename is the moment a checkpoint becomes durable.
 //!
@@ -20,7 +21,7 @@
 use crate::id::TreeId;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"ORDC");
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 /// Length of a version 1 file, and the smallest length of any version.
 pub const CONTROL_LEN: usize = 28;
 
@@ -48,7 +49,7 @@ impl Control {
         }
     }
 
-    /// The version 2 encoding (a missing tree list is written empty).
+    /// The current encoding (a missing tree list is written empty).
     pub fn encode(&self) -> Vec<u8> {
         let trees = self.trees.as_deref().unwrap_or(&[]);
         let mut b = Vec::with_capacity(CONTROL_LEN + 4 + trees.len() * 8);
@@ -101,7 +102,7 @@ impl Control {
             return Err("bad control file magic".into());
         }
         let v = u32_at(4);
-        if v == 1 || v == 2 {
+        if (1..VERSION).contains(&v) {
             return Err(format!(
                 "control file version {v} was written by an earlier build of orioledb_rs, whose \
                  row format this build does not read (it reads version {VERSION}): dump the \
@@ -150,16 +151,19 @@ mod tests {
     }
 
     /// Control files of earlier builds (version 1 without a tree list,
-    /// version 2 with the long row header) are refused, saying why.
+    /// version 2 with the long row header, version 3 with a `ctid` in the
+    /// short one) are refused, saying why.
     #[test]
     fn earlier_versions_are_refused_by_name() {
-        let mut v2 = Control::empty().encode();
-        v2[4..8].copy_from_slice(&2u32.to_le_bytes());
-        let end = v2.len() - 4;
-        let c = crc32c::crc32c(&v2[..end]);
-        v2[end..].copy_from_slice(&c.to_le_bytes());
-        let e = Control::decode(&v2).unwrap_err();
-        assert!(e.contains("earlier build") && e.contains("dump"), "{e}");
+        for old in [2u32, 3] {
+            let mut b = Control::empty().encode();
+            b[4..8].copy_from_slice(&old.to_le_bytes());
+            let end = b.len() - 4;
+            let c = crc32c::crc32c(&b[..end]);
+            b[end..].copy_from_slice(&c.to_le_bytes());
+            let e = Control::decode(&b).unwrap_err();
+            assert!(e.contains("earlier build") && e.contains("dump"), "{e}");
+        }
     }
 
     #[test]

@@ -182,6 +182,27 @@ fn ascending_load_packs_pages() {
     );
 }
 
+/// A keyed tree's row-id map is only ever appended to, so its leaves are
+/// filled (other appends leave a tenth of the page for new versions).
+#[test]
+fn map_entries_fill_their_leaves() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 64);
+    let t = tree(&e, 1, -1);
+    let n = 20_000u64;
+    for i in 0..n {
+        assert!(t.insert(&crate::keys::map_key(i), &[1, 0x80, 0, 0, 7]).unwrap());
+    }
+    assert_valid(&t);
+    let item = crate::page::item_space(9, 5);
+    let ideal = (n as usize * item).div_ceil(crate::page::PAGE_SIZE - crate::page::HEADER);
+    let leaves = t.stats().pages as usize - 1;
+    assert!(
+        leaves * 100 <= ideal * 102,
+        "{leaves} leaves for {ideal} pages of map entries"
+    );
+}
+
 mod prop {
     use super::*;
     use proptest::prelude::*;

@@ -683,7 +683,7 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
         let (xid, cid, hot) = (5000 + step as u32, rng.below(3) as u32, rng.below(3) > 0);
         let own = crate::keys::version_suffix(&sk).unwrap();
         let odd = rng.below(4) == 0;
-        let mut h = Header::decode(&old).unwrap();
+        let mut h = Header::decode(&old, crate::keys::own_id(&k)).unwrap();
         h.set_deleter(xid, cid, if odd { next_id } else { own }, false);
         h.infomask2 &= !version::bits::HOT_UPDATED;
         if hot {
@@ -692,7 +692,7 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
         let mut edited = old.clone();
         version::set_header(&mut edited, &h);
         let mut body = old[version::header_len(&old)..].to_vec();
-        if version::hot_root(&Header::decode(&old).unwrap(), &old).is_some() {
+        if version::hot_root(&Header::decode(&old, 0).unwrap(), &old).is_some() {
             body.truncate(body.len() - version::ROOT_LEN);
         }
         let at = rng.below(60) as usize;

@@ -224,9 +224,9 @@ fn header_round_trip_and_tids() {
     h.flags = SPECULATIVE;
     h.spec = 0xDEAD;
     let v = h.with_tail(&[0xAA]);
-    assert_eq!(Header::decode(&v), Some(h));
+    assert_eq!(Header::decode(&v, (1 << 47) + 5), Some(h));
     assert_eq!(
-        Header::decode(&v[..HEADER]),
+        Header::decode(&v[..HEADER], (1 << 47) + 5),
         None,
         "tail shorter than hoff says"
     );
@@ -250,14 +250,14 @@ fn fresh_versions_have_the_short_header_and_changes_widen_it() {
     let tail = [0b101u8, 0, 1, 2, 3, 4];
     let v = h.with_tail(&tail);
     assert_eq!(v.len(), SHORT_HEADER + tail.len(), "no deleter: short");
-    assert_eq!((header_len(&v), Header::decode(&v)), (SHORT_HEADER, Some(h)));
+    assert_eq!((header_len(&v), Header::decode(&v, 77)), (SHORT_HEADER, Some(h)));
     assert_eq!(tail_and_toast(&h, &v).0, &tail[..]);
     // A command id below 256 takes one more byte; above, the full header.
     for (cmin, len) in [(7, SHORT_HEADER + 1), (255, SHORT_HEADER + 1), (256, HEADER)] {
         let h2 = Header { cmin, ..h };
         let v2 = h2.with_tail(&tail);
         assert_eq!(v2.len() - tail.len(), len, "cmin {cmin}");
-        assert_eq!(Header::decode(&v2), Some(h2));
+        assert_eq!(Header::decode(&v2, 77), Some(h2));
     }
     // A deleter widens it in place of the old header; the tail stays.
     let mut v3 = v.clone();
@@ -265,29 +265,35 @@ fn fresh_versions_have_the_short_header_and_changes_widen_it() {
     d.set_deleter(99, 3, 78, false);
     set_header(&mut v3, &d);
     assert_eq!((v3.len(), header_len(&v3)), (HEADER + tail.len(), HEADER));
-    assert_eq!(Header::decode(&v3), Some(d));
+    assert_eq!(Header::decode(&v3, 77), Some(d));
     assert_eq!(&v3[HEADER..], &tail[..]);
-    // The common part sits where it did: ctid can be set in either form.
-    set_ctid(&mut v3, 5000);
-    assert_eq!(Header::decode(&v3).unwrap().ctid, 5000);
-    // Freezing away the deleter gives the short header back.
+    // The full form stores ctid; the short one has none to set.
+    set_own_id(&mut v3, 77);
+    assert_eq!(Header::decode(&v3, 77).unwrap().ctid, 77);
+    assert_eq!(Header::decode(&v3, 12).unwrap().ctid, 77);
+    let mut v5 = v.clone();
+    set_own_id(&mut v5, 5000);
+    assert_eq!(v5, v);
+    assert_eq!(Header::decode(&v, 5000).unwrap().ctid, 5000, "the own id");
+    // Freezing away the deleter gives the short header back (a ctid with
+    // no xmax names nothing: it reads back as the own id).
     set_header(&mut v3, &Header { ctid: 5000, ..h });
-    assert_eq!(v3.len(), v.len());
+    assert_eq!(v3, v);
     // A hoff heap would not compute, a speculative token: full header.
     for odd in [Header { hoff: 32, ..h }, Header { flags: SPECULATIVE, spec: 9, ..h }] {
         let v4 = odd.with_tail(&[0; 16]);
         assert_eq!(header_len(&v4), HEADER);
-        assert_eq!(Header::decode(&v4), Some(odd));
+        assert_eq!(Header::decode(&v4, 77), Some(odd));
     }
     // Form bytes no encoder writes are refused.
     let mut bad = v.clone();
     bad[0] |= 0x40;
-    assert_eq!(Header::decode(&bad), None);
+    assert_eq!(Header::decode(&bad, 77), None);
     let mut bad = v.clone();
     bad[0] |= SPECULATIVE;
-    assert_eq!(Header::decode(&bad), None, "a short header has no token");
-    assert_eq!(Header::decode(&v[..SHORT_HEADER - 1]), None);
-    assert_eq!(Header::decode(&[]), None);
+    assert_eq!(Header::decode(&bad, 77), None, "a short header has no token");
+    assert_eq!(Header::decode(&v[..SHORT_HEADER - 1], 77), None);
+    assert_eq!(Header::decode(&[], 77), None);
 }
 
 #[test]
@@ -297,7 +303,7 @@ fn toast_list_trailer() {
     let mut v = h.with_tail(&[1, 2, 3]);
     assert_eq!(tail_and_toast(&h, &v), (&[1u8, 2, 3][..], vec![]));
     push_toast_list(&mut v, &[(100, 7), (100, 8)]);
-    let h2 = Header::decode(&v).unwrap();
+    let h2 = Header::decode(&v, 1).unwrap();
     assert_eq!(h2.flags & TOAST_LIST, TOAST_LIST);
     assert_eq!(
         tail_and_toast(&h2, &v),
@@ -312,9 +318,9 @@ fn hot_root_trailer_follows_the_toast_list() {
     let mut v = h.with_tail(&[1, 2, 3]);
     push_toast_list(&mut v, &[(100, 7)]);
     let plain = v.clone();
-    assert_eq!(hot_root(&Header::decode(&v).unwrap(), &v), None);
+    assert_eq!(hot_root(&Header::decode(&v, 1).unwrap(), &v), None);
     make_heap_only(&mut v, 0x1234_5678_9abc);
-    let h2 = Header::decode(&v).unwrap();
+    let h2 = Header::decode(&v, 1).unwrap();
     assert_eq!(h2.infomask2 & bits::HEAP_ONLY, bits::HEAP_ONLY);
     assert_eq!(hot_root(&h2, &v), Some(0x1234_5678_9abc));
     assert_eq!(tail_and_toast(&h2, &v), (&[1u8, 2, 3][..], vec![(100, 7)]));
