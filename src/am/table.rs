@@ -10,7 +10,7 @@
 //! - **primary key**: the tree holds three key ranges, told apart by their
 //!   first byte —
 //!   `0x00` the key descriptor (one item, its presence selects this layout);
-//!   `0x01 ‖ row id (8 bytes BE)` → key prefix: the row-id map;
+//!   `0x01 ‖ row id (6 bytes BE)` → key prefix: the row-id map;
 //!   `0x02 ‖ key prefix ‖ !row id (6 bytes)` → version: the table body in
 //!   primary-key order, a key's versions adjacent and newest first.
 //!
@@ -29,7 +29,8 @@ use orioledb_engine::btree::{Change, Successor};
 use orioledb_engine::cmp::Bytewise;
 pub use orioledb_engine::keys::VERSION_TAG;
 use orioledb_engine::keys::{
-    is_member_key, map_key, member_key, push_version_suffix, version_suffix, MAP_TAG, SUFFIX,
+    is_member_key, map_id, map_key, member_key, push_version_suffix, version_suffix, MAP_KEY, MAP_TAG,
+    SUFFIX,
 };
 use orioledb_engine::version::{self, tid};
 use orioledb_engine::{Cursor, Direction, IdHash, Leaf, Tree, TreeId};
@@ -63,7 +64,7 @@ thread_local! {
     static KEYS: RefCell<HashMap<(TreeId, u64), Vec<u8>, IdHash>> = RefCell::new(HashMap::default());
     /// Map entries of removed versions, deleted outside the latch (and
     /// whether that deletion is logged).
-    static DOOMED: RefCell<Vec<(TreeId, [u8; 9], bool)>> = const { RefCell::new(Vec::new()) };
+    static DOOMED: RefCell<Vec<(TreeId, [u8; MAP_KEY], bool)>> = const { RefCell::new(Vec::new()) };
     /// The version a point read last handed to the executor: an UPDATE of
     /// it compares its columns with the new row's (`modify`) without a
     /// second descent. Exact for the statement that read it: its snapshot
@@ -539,7 +540,7 @@ impl Table {
         };
         let mut order: Vec<usize> = (0..rows.len()).collect();
         order.sort_by_key(|&i| rows[i].0);
-        let maps: Vec<[u8; 9]> = order.iter().map(|&i| map_key(rows[i].0)).collect();
+        let maps: Vec<[u8; MAP_KEY]> = order.iter().map(|&i| map_key(rows[i].0)).collect();
         let items: Vec<(&[u8], &[u8])> = order
             .iter()
             .zip(&maps)
@@ -743,7 +744,7 @@ impl Table {
             let (lo, hi) = (map_key(a).to_vec(), map_key(b).to_vec());
             for item in self.tree.range(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward) {
                 let (k, root) = item.unwrap_or_else(report);
-                let (Some(id), Some(r)) = (tid::from_key(&k[1..]), tid::from_key(&root)) else {
+                let (Some(id), Some(r)) = (map_id(&k), tid::from_key(&root)) else {
                     continue;
                 };
                 if r < a {
@@ -773,7 +774,7 @@ impl Table {
         };
         let root = first(tid::key(b).to_vec(), Bound::Excluded(vec![MAP_TAG]))
             .and_then(|k| root_id(&k));
-        let member = first(map_key(b).to_vec(), Bound::Unbounded).and_then(|k| tid::from_key(&k[1..]));
+        let member = first(map_key(b).to_vec(), Bound::Unbounded).and_then(|k| map_id(&k));
         root.into_iter().chain(member).min()
     }
 
@@ -788,7 +789,7 @@ impl Table {
                 .map(|item| item.unwrap_or_else(|e| crate::pg::engine::report(e)).0)
         };
         let root = last(tid::key(0).to_vec(), tid::key(a).to_vec()).and_then(|k| root_id(&k));
-        let member = last(map_key(0).to_vec(), map_key(a).to_vec()).and_then(|k| tid::from_key(&k[1..]));
+        let member = last(map_key(0).to_vec(), map_key(a).to_vec()).and_then(|k| map_id(&k));
         root.into_iter().chain(member).max()
     }
 }
@@ -852,7 +853,7 @@ impl Iterator for IdRange {
                 let (k, v) = cursor
                     .next()?
                     .unwrap_or_else(|e| crate::pg::engine::report(e));
-                let id = u64::from_be_bytes(k[1..9].try_into().expect("map key"));
+                let id = map_id(&k).expect("a map key");
                 let key = table.version_key(&v, id);
                 if let Some(value) = Self::version(table, leaf, &key) {
                     return Some((id, value));

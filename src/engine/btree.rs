@@ -202,11 +202,14 @@ fn page_copy(p: PageRef) -> Vec<u8> {
 /// its root), which is only prunable afterwards.
 const APPEND_FILL: usize = 90;
 
-/// The same for a leaf of a keyed tree's row-id map: its entries are only
-/// ever appended (new row ids grow; a chain taking its root's id back
-/// writes none) and deleted, never inserted between others, so the
-/// leaves it leaves behind are filled.
-const MAP_APPEND_FILL: usize = 100;
+/// The same for a leaf of a row-id map: its entries are nearly always
+/// appended (new row ids grow; a chain taking its root's id back writes
+/// none), so less room is kept — yet some, for the entries that come late:
+/// an updated row's new version given a spare id in its old block (a
+/// fillfactor below 100, rows of varying size), inserts whose ids were
+/// handed out in one order and written in another. A full leaf would be
+/// split evenly by the first of them.
+const MAP_APPEND_FILL: usize = 96;
 
 /// The fill an append split of a page at `level` aims for, given the key
 /// that makes it an append.

@@ -304,18 +304,32 @@ pub const SUFFIX: usize = 6;
 /// reads it to learn a tree's key order.
 pub const DESC_KEY: &[u8] = &[0x00];
 
-/// Tag of a row-id map entry's key in a keyed tree (`MAP_TAG ‖ row id u64
+/// Tag of a row-id map entry's key in a keyed tree (`MAP_TAG ‖ row id u48
 /// BE` → key prefix; the table AM's layout, `src/am/table.rs`).
 pub const MAP_TAG: u8 = 0x01;
+/// Bytes of a row-id map entry's key: the tag and 48 bits of row id (row
+/// ids stay below `version::tid::LIMIT`, under 2^41).
+pub const MAP_KEY: usize = 7;
 /// Tag of a version's key in a keyed tree (`VERSION_TAG ‖ prefix ‖
 /// suffix`).
 pub const VERSION_TAG: u8 = 0x02;
 
-/// The row-id map entry's key of version `tid`.
-pub fn map_key(tid: u64) -> [u8; 9] {
-    let mut k = [MAP_TAG; 9];
-    k[1..].copy_from_slice(&tid.to_be_bytes());
+/// The row-id map entry's key of version `tid` (a larger value, as a
+/// range's open end may be, gives the last key there can be).
+pub fn map_key(tid: u64) -> [u8; MAP_KEY] {
+    let mut k = [MAP_TAG; MAP_KEY];
+    k[1..].copy_from_slice(&tid.min((1 << 48) - 1).to_be_bytes()[2..]);
     k
+}
+
+/// The row id of map key `key` (None: no map key).
+pub fn map_id(key: &[u8]) -> Option<u64> {
+    if !is_map_key(key) {
+        return None;
+    }
+    let mut b = [0u8; 8];
+    b[2..].copy_from_slice(&key[1..]);
+    Some(u64::from_be_bytes(b))
 }
 
 /// The row id of the version stored under `key`: a keyed tree's version
@@ -323,7 +337,7 @@ pub fn map_key(tid: u64) -> [u8; 9] {
 /// itself). Any other key gives a value that only has to be the same each
 /// time (header edits of such items never happen, see `edit.rs`).
 pub fn own_id(key: &[u8]) -> u64 {
-    if key.len() == ROW_ID_KEY {
+    if key.len() == ROW_ID_KEY && key[0] != VERSION_TAG {
         u64::from_be_bytes(key.try_into().expect("eight bytes"))
     } else {
         version_suffix(key).unwrap_or(0)
@@ -333,7 +347,7 @@ pub fn own_id(key: &[u8]) -> u64 {
 /// Whether `key` is a row-id map entry's key (no version, descriptor or
 /// toast key has its tag and length).
 pub fn is_map_key(key: &[u8]) -> bool {
-    key.len() == 9 && key[0] == MAP_TAG
+    key.len() == MAP_KEY && key[0] == MAP_TAG
 }
 
 /// The row-id map entry (key, value) that locates version key `key`: a
@@ -341,7 +355,7 @@ pub fn is_map_key(key: &[u8]) -> bool {
 /// (→ its root's key, see [`member_key`]). A function of the key alone, so
 /// the log names such an entry beside its version with a marker instead
 /// of its bytes (`wal.rs`). None for a key that has no entry.
-pub fn map_entry_of(key: &[u8]) -> Option<([u8; 9], &[u8])> {
+pub fn map_entry_of(key: &[u8]) -> Option<([u8; MAP_KEY], &[u8])> {
     if is_member_key(key) {
         return Some((map_key(version_suffix(key)?), &key[..ROW_ID_KEY]));
     }
@@ -469,6 +483,22 @@ mod tests {
             KeyType::Float8,
             KeyType::Bytes,
         ][kind as usize]
+    }
+
+    /// Map keys hold 48 bits of row id, in row-id order, and sort after
+    /// every row-id tree key; a range's open end saturates.
+    #[test]
+    fn map_keys_round_trip_and_sort_by_row_id() {
+        let limit = crate::version::tid::LIMIT;
+        for id in [0, 1, 290, 1 << 32, limit - 1] {
+            assert_eq!(map_id(&map_key(id)), Some(id));
+            assert!(map_key(id) < map_key(id + 1));
+            assert!(map_key(id).as_slice() > member_key(limit, limit).as_slice());
+        }
+        assert_eq!(map_id(&map_key(u64::MAX)), Some((1 << 48) - 1));
+        assert_eq!(map_id(&crate::version::tid::key(5)), None);
+        assert_eq!(own_id(&crate::version::tid::key(5)), 5);
+        assert_eq!(own_id(&member_key(5, 9)), 9);
     }
 
     proptest! {

@@ -1254,8 +1254,8 @@ mod tests {
                 let spelled = make(other);
                 let sb = spelled.encode();
                 assert_eq!(Record::decode(&sb).unwrap(), spelled);
-                // 2 length fields, the 9-byte key and the 5-byte prefix.
-                assert_eq!(sb.len(), b.len() + 2 + 9 + 5);
+                // 2 length fields, the 7-byte key and the 5-byte prefix.
+                assert_eq!(sb.len(), b.len() + 2 + crate::keys::MAP_KEY + 5);
             }
         }
         // A marker before a key that implies no entry is damage.

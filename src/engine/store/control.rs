@@ -2,14 +2,15 @@
 //! it holds.
 //!
 //! ```text
-//! version 4: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
+//! version 5: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
 //!            24 ntrees u32 | ntrees x (db u32, rel u32) | crc32c u32
 //! ```
 //! The version also names the format of everything the checkpoint holds:
 //! version 3 came with the short row-version header (`version.rs`), version 4
-//! with that header's 9 bytes (no `ctid`), so the files of versions 1 to 3
-//! (earlier builds; version 1 had no tree list) are refused with a message
-//! that says so, never misread.
+//! with that header's 9 bytes (no `ctid`), version 5 with 7-byte row-id map
+//! keys (`keys::map_key`), so the files of versions 1 to 4 (earlier builds;
+//! version 1 had no tree list) are refused with a message that says so,
+//! never misread.
 //! It is replaced atomically (write a temporary file, sync, rename, sync the
 //! directory): the rename is the moment a checkpoint becomes durable.
 //!
@@ -21,7 +22,7 @@
 use crate::id::TreeId;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"ORDC");
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 /// Length of a version 1 file, and the smallest length of any version.
 pub const CONTROL_LEN: usize = 28;
 
@@ -80,11 +81,11 @@ impl Control {
         // anything read here is trusted.
         let want = match u32_at(4) {
             1 => CONTROL_LEN,
-            2 | 3 if b.len() >= CONTROL_LEN + 4 => (u32_at(24) as usize)
+            2..=VERSION if b.len() >= CONTROL_LEN + 4 => (u32_at(24) as usize)
                 .checked_mul(8)
                 .and_then(|n| n.checked_add(CONTROL_LEN + 4))
                 .unwrap_or(usize::MAX),
-            2 | 3 => CONTROL_LEN + 4,
+            2..=VERSION => CONTROL_LEN + 4,
             // A damaged version field: the checksum (at either place) says so.
             _ => b.len(),
         };
@@ -152,10 +153,10 @@ mod tests {
 
     /// Control files of earlier builds (version 1 without a tree list,
     /// version 2 with the long row header, version 3 with a `ctid` in the
-    /// short one) are refused, saying why.
+    /// short one, version 4 with 9-byte map keys) are refused, saying why.
     #[test]
     fn earlier_versions_are_refused_by_name() {
-        for old in [2u32, 3] {
+        for old in [2u32, 3, 4] {
             let mut b = Control::empty().encode();
             b[4..8].copy_from_slice(&old.to_le_bytes());
             let end = b.len() - 4;
@@ -163,6 +164,25 @@ mod tests {
             b[end..].copy_from_slice(&c.to_le_bytes());
             let e = Control::decode(&b).unwrap_err();
             assert!(e.contains("earlier build") && e.contains("dump"), "{e}");
+        }
+    }
+
+    /// A tree count that disagrees with the length is an error even when
+    /// the checksum matches (it is never read past the end).
+    #[test]
+    fn a_tree_count_beyond_the_file_is_refused() {
+        let c = Control {
+            checkpoint: 1,
+            redo: 2,
+            trees: Some(vec![TreeId::new(5, 16384)]),
+        };
+        for n in [2u32, 1000] {
+            let mut b = c.encode();
+            b[24..28].copy_from_slice(&n.to_le_bytes());
+            let end = b.len() - 4;
+            let crc = crc32c::crc32c(&b[..end]);
+            b[end..].copy_from_slice(&crc.to_le_bytes());
+            assert!(Control::decode(&b).unwrap_err().contains("bytes"), "{n} trees");
         }
     }
 

@@ -182,8 +182,9 @@ fn ascending_load_packs_pages() {
     );
 }
 
-/// A keyed tree's row-id map is only ever appended to, so its leaves are
-/// filled (other appends leave a tenth of the page for new versions).
+/// A keyed tree's row-id map is nearly only appended to, so its leaves are
+/// filled further (other appends leave a tenth of the page for new
+/// versions, the map 4%).
 #[test]
 fn map_entries_fill_their_leaves() {
     let dir = tempfile::tempdir().unwrap();
@@ -198,7 +199,7 @@ fn map_entries_fill_their_leaves() {
     let ideal = (n as usize * item).div_ceil(crate::page::PAGE_SIZE - crate::page::HEADER);
     let leaves = t.stats().pages as usize - 1;
     assert!(
-        leaves * 100 <= ideal * 102,
+        leaves * 100 <= ideal * 105,
         "{leaves} leaves for {ideal} pages of map entries"
     );
 }
