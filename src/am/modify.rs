@@ -192,9 +192,9 @@ unsafe fn place(rel: pg_sys::Relation, tree: &Table, v: &mut [u8], near: Option<
 /// # Safety
 /// `rel` is an open relation; `v` was formed by `form_version`.
 unsafe fn fill_of(rel: pg_sys::Relation, v: &[u8]) -> orioledb_engine::meta::BlockFill {
-    // Only the flags are used: any own id does.
+    // Only the flags and data bits are used: any own id does.
     let h = Header::decode(v, 0).expect("a version formed just now");
-    let t_len = version::HEAP_FIXED + version::tail_and_toast(&h, v).0.len();
+    let t_len = version::tuple_len(&h, version::tail_and_toast(&h, v).0);
     // SAFETY: per the contract.
     crate::am::fill::heap_fill(t_len, unsafe { crate::am::fill::fillfactor(rel) })
 }

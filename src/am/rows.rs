@@ -927,12 +927,12 @@ unsafe fn fill_version(
     // The header's form does not depend on the bits the fill sets (only
     // on HASNULL, set above), so its length is known before.
     let (_, n) = hdr.encode();
-    let tail = size.tail();
     let mut infomask: u16 = 0;
     // heap_fill_tuple pads each value to its alignment by address: the
     // row is filled as a whole tuple at a MAXALIGNed start (as palloc'd
     // ones are), zeroed first, in a buffer kept for the purpose; the
-    // version takes the tuple's bytes after the fixed header.
+    // version takes the tuple's bitmap and data (the hoff is natural, so
+    // the padding between them is not stored: `version::elided_pad`).
     let mut v = FILL.with(|f| {
         let mut f = f.borrow_mut();
         f.clear();
@@ -955,9 +955,11 @@ unsafe fn fill_version(
                     std::ptr::null_mut()
                 },
             );
-            let mut v = Vec::with_capacity(n + tail + crate::am::toast::TRAILER);
+            let stored = size.bitmap + size.data;
+            let mut v = Vec::with_capacity(n + stored + crate::am::toast::TRAILER);
             v.resize(n, 0);
-            v.extend_from_slice(std::slice::from_raw_parts(td.add(version::HEAP_FIXED), tail));
+            v.extend_from_slice(std::slice::from_raw_parts(td.add(version::HEAP_FIXED), size.bitmap));
+            v.extend_from_slice(std::slice::from_raw_parts(td.add(size.hoff), size.data));
             // A huge row (too big to store, or a PLAIN column) must not
             // keep its buffer for the rest of the backend's life.
             if f.capacity() > FILL_KEPT_WORDS {
@@ -1025,7 +1027,7 @@ pub unsafe fn build_tuple(
     let (tail, _) = version::tail_and_toast(&h, value);
     // SAFETY: the allocation holds the struct and the tuple.
     unsafe {
-        let mem = pg_sys::MemoryContextAlloc(cxt, TUPLE_STRUCT + version::HEAP_FIXED + tail.len());
+        let mem = pg_sys::MemoryContextAlloc(cxt, TUPLE_STRUCT + version::tuple_len(&h, tail));
         fill_tuple(&h, tail, id, relid, mem.cast())
     }
 }
@@ -1045,7 +1047,7 @@ pub unsafe fn build_tuple_in(
     buf: &mut Vec<u64>,
 ) -> pg_sys::HeapTuple {
     let (tail, _) = version::tail_and_toast(h, value);
-    let words = (TUPLE_STRUCT + version::HEAP_FIXED + tail.len()).div_ceil(8);
+    let words = (TUPLE_STRUCT + version::tuple_len(h, tail)).div_ceil(8);
     if buf.len() < words {
         buf.resize(words, 0);
     }
@@ -1057,8 +1059,8 @@ pub unsafe fn build_tuple_in(
 /// tuple tail `tail`) at `mem`.
 ///
 /// # Safety
-/// `mem` is MAXALIGNed and holds `TUPLE_STRUCT + HEAP_FIXED + tail.len()`
-/// bytes.
+/// `mem` is MAXALIGNed and holds `TUPLE_STRUCT + version::tuple_len(h,
+/// tail)` bytes.
 unsafe fn fill_tuple(
     h: &Header,
     tail: &[u8],
@@ -1066,7 +1068,7 @@ unsafe fn fill_tuple(
     relid: pg_sys::Oid,
     mem: *mut u8,
 ) -> pg_sys::HeapTuple {
-    let len = version::HEAP_FIXED + tail.len();
+    let len = version::tuple_len(h, tail);
     // SAFETY: per the contract; every byte of the struct and the tuple
     // header is zeroed or written below, the tail copied.
     unsafe {
@@ -1105,11 +1107,12 @@ unsafe fn fill_tuple(
             }
         }
         to_item_pointer(h.ctid, &mut (*data).t_ctid);
-        std::ptr::copy_nonoverlapping(
-            tail.as_ptr(),
-            mem.add(TUPLE_STRUCT + version::HEAP_FIXED),
-            tail.len(),
-        );
+        // The bitmap, heap's zero padding the version leaves out, the data.
+        let (before, pad, after) = version::tail_parts(h, tail);
+        let at = mem.add(TUPLE_STRUCT + version::HEAP_FIXED);
+        std::ptr::copy_nonoverlapping(before.as_ptr(), at, before.len());
+        std::ptr::write_bytes(at.add(before.len()), 0, pad);
+        std::ptr::copy_nonoverlapping(after.as_ptr(), at.add(before.len() + pad), after.len());
         tup
     }
 }

@@ -87,15 +87,19 @@ pub const MAX_HEAP_TUPLE_SIZE: usize = pg_sys::BLCKSZ as usize - (24usize + 4).n
 pub const TRAILER: usize = 4;
 
 /// The size of a heap tuple's parts (`heap_form_tuple`'s arithmetic).
+/// Invariant: `hoff` is the natural one for `bitmap` (fixed header and
+/// bitmap, MAXALIGNed), and `bitmap` is 0 unless `has_null`.
 #[derive(Clone, Copy)]
 pub struct TupleSize {
     pub data: usize,
     pub hoff: usize,
+    pub bitmap: usize,
     pub has_null: bool,
 }
 
 impl TupleSize {
-    /// Bytes of a version's tuple tail: bitmap, padding and data.
+    /// Bytes of the heap tuple after its fixed header: bitmap, padding and
+    /// data (what size limits count; a version stores no padding).
     pub fn tail(&self) -> usize {
         self.hoff - orioledb_engine::version::HEAP_FIXED + self.data
     }
@@ -117,6 +121,7 @@ pub unsafe fn tuple_size(
     TupleSize {
         data,
         hoff: (orioledb_engine::version::HEAP_FIXED + bitmap).next_multiple_of(8),
+        bitmap,
         has_null,
     }
 }

@@ -19,7 +19,8 @@
 //! 9  ctid u48   successor's row id after an UPDATE, else the own row id
 //! 15 xmax u32 | 19 cmin u32 | 23 cmax u32 | 27 hoff u8
 //! 28 speculative token, or heap's raw command id u32
-//! then the tuple tail (t_bits onwards)
+//! then the tuple tail (t_bits onwards, without heap's padding before the
+//! data when hoff is the natural one: [`elided_pad`])
 //! ```
 //! A version nobody deleted, updated or locked — most rows of most tables —
 //! has the short header (23 bytes less per row). Its `ctid` would be its own
@@ -260,13 +261,49 @@ fn u16_at(b: &[u8], i: usize) -> u16 {
 /// The `t_hoff` heap gives a tuple with these infomask bits (HASNULL) and
 /// attribute count: the fixed part, the null bitmap if any, MAXALIGNed.
 pub(crate) fn natural_hoff(infomask: u16, infomask2: u16) -> usize {
-    let natts = (infomask2 & bits::NATTS_MASK) as usize;
-    let bitmap = if infomask & bits::HASNULL != 0 {
-        natts.div_ceil(8)
+    (HEAP_FIXED + bitmap_len(infomask, infomask2)).next_multiple_of(8)
+}
+
+/// Bytes of the null bitmap of a tuple with these infomask bits (HASNULL)
+/// and attribute count.
+fn bitmap_len(infomask: u16, infomask2: u16) -> usize {
+    if infomask & bits::HASNULL != 0 {
+        ((infomask2 & bits::NATTS_MASK) as usize).div_ceil(8)
     } else {
         0
+    }
+}
+
+/// Bytes of heap's padding between the null bitmap and the data that a
+/// version with header `h` does not store: all of it when `hoff` is the
+/// natural one (zeros, so a function of the header), none for another
+/// `hoff` (only the full header holds one; it is stored as it came).
+pub fn elided_pad(h: &Header) -> usize {
+    let natural = natural_hoff(h.infomask, h.infomask2);
+    if h.hoff as usize == natural {
+        natural - HEAP_FIXED - bitmap_len(h.infomask, h.infomask2)
+    } else {
+        0
+    }
+}
+
+/// The heap tuple that stored tuple tail `tail` (of header `h`) stands
+/// for, after its fixed header, as (`before`, `pad`, `after`): `before`
+/// at offset [`HEAP_FIXED`], `pad` zero bytes, then `after` at `hoff`.
+pub fn tail_parts<'a>(h: &Header, tail: &'a [u8]) -> (&'a [u8], usize, &'a [u8]) {
+    let pad = elided_pad(h);
+    let split = if pad == 0 {
+        tail.len()
+    } else {
+        bitmap_len(h.infomask, h.infomask2).min(tail.len())
     };
-    (HEAP_FIXED + bitmap).next_multiple_of(8)
+    (&tail[..split], pad, &tail[split..])
+}
+
+/// Length of the heap tuple (`t_len`) that stored tuple tail `tail` of
+/// header `h` stands for.
+pub fn tuple_len(h: &Header, tail: &[u8]) -> usize {
+    HEAP_FIXED + tail.len() + elided_pad(h)
 }
 
 /// Bytes of the header `value` starts with, read from its form byte (0
@@ -391,7 +428,8 @@ impl Header {
             h.hoff = b[27];
             h.spec = u32_at(b, 28);
         }
-        (h.hoff as usize >= HEAP_FIXED && b.len() >= len + h.hoff as usize - HEAP_FIXED)
+        (h.hoff as usize >= HEAP_FIXED
+            && b.len() + elided_pad(&h) >= len + h.hoff as usize - HEAP_FIXED)
             .then_some(h)
     }
 

@@ -8,7 +8,8 @@
 //! The version also names the format of everything the checkpoint holds:
 //! version 3 came with the short row-version header (`version.rs`), version 4
 //! with that header's 9 bytes (no `ctid`), version 5 with 7-byte row-id map
-//! keys (`keys::map_key`), so the files of versions 1 to 4 (earlier builds;
+//! keys (`keys::map_key`) and tuple tails without heap's padding
+//! (`version::elided_pad`), so the files of versions 1 to 4 (earlier builds;
 //! version 1 had no tree list) are refused with a message that says so,
 //! never misread.
 //! It is replaced atomically (write a temporary file, sync, rename, sync the
