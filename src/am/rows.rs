@@ -873,7 +873,8 @@ pub unsafe fn form_version(
         // deleter, a lock) and must still fit then.
         let full = version::full_len(&v);
         if full > max_value {
-            let size = full - version::HEADER + version::HEAP_FIXED;
+            // Heap's tuple length, with the padding the version leaves out.
+            let size = full - version::HEADER + version::HEAP_FIXED + version::elided_pad(&hdr);
             // Too big for heap as well: heap's own message. Otherwise the
             // limit is ours (a third of a page), and the message says so.
             let message = if size > crate::am::toast::MAX_HEAP_TUPLE_SIZE {

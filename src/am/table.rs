@@ -145,7 +145,7 @@ fn is_keyed_version(key: &[u8]) -> bool {
 /// What the pruner may judge: versions only, never the descriptor or the
 /// map. Row-id keys are exactly 8 bytes, or 14 starting with a zero byte
 /// (chain members; a row-id tree holds nothing else but its map); a keyed
-/// tree holds no such key (descriptor 1 byte, map entries 9 bytes tagged
+/// tree holds no such key (descriptor 1 byte, map entries 7 bytes tagged
 /// 0x01, versions tagged 0x02).
 pub fn is_version_key(key: &[u8]) -> bool {
     key.len() == 8 || is_keyed_version(key) || is_member_key(key)

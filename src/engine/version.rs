@@ -2,9 +2,11 @@
 //! id (its TID), and their visibility under PostgreSQL's transaction rules.
 //!
 //! The value of an item is a header followed by the tail of a heap tuple
-//! (null bitmap, padding and data exactly as `heap_fill_tuple` lays them
-//! out after the 23 fixed header bytes), so the server rebuilds a real
-//! `HeapTuple` with one copy and PostgreSQL deforms it with its own code.
+//! (null bitmap and data exactly as `heap_fill_tuple` lays them out after
+//! the 23 fixed header bytes; the padding between them only where `hoff`
+//! is not heap's natural one, [`elided_pad`]), so the server rebuilds a
+//! real `HeapTuple` with two copies and PostgreSQL deforms it with its own
+//! code.
 //! The header has two forms sharing their first 9 bytes:
 //!
 //! ```text
@@ -234,8 +236,9 @@ impl LockMode {
 }
 
 /// A decoded version header. Invariant (of encoded values): `hoff >=
-/// HEAP_FIXED` and the tail is `hoff - HEAP_FIXED` bytes of bitmap and
-/// padding followed by the data area.
+/// HEAP_FIXED` and the tail is `hoff - HEAP_FIXED - elided_pad` bytes of
+/// bitmap (and padding, for a `hoff` that is not the natural one) followed
+/// by the data area.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Header {
     pub xmin: Xid,

@@ -195,7 +195,7 @@ fn map_entries_fill_their_leaves() {
         assert!(t.insert(&crate::keys::map_key(i), &[1, 0x80, 0, 0, 7]).unwrap());
     }
     assert_valid(&t);
-    let item = crate::page::item_space(9, 5);
+    let item = crate::page::item_space(crate::keys::MAP_KEY, 5);
     let ideal = (n as usize * item).div_ceil(crate::page::PAGE_SIZE - crate::page::HEADER);
     let leaves = t.stats().pages as usize - 1;
     assert!(
