@@ -37,7 +37,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(1_000_000);
     // Estimate data pages from item size and a typical 70% fill after random inserts.
-    let item = 4 + 8 + value(n).len() + 2;
+    let item = orioledb_engine::page::item_space(8, value(n).len());
     let data_pages = (n as usize * item) as f64 / (PAGE_SIZE as f64 * 0.70);
     let nbuffers = ((data_pages / 10.0) as usize).max(64);
     println!(

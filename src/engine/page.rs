@@ -8,7 +8,8 @@
 //!     number here on disk, `store/image.rs`)
 //! 32  slot array: nitems x u16 item offsets, in key order (grows up)
 //! ... free space ...
-//! upper..8192: item data (grows down): klen u16 | vlen u16 | key | value,
+//! upper..8192: item data (grows down): lengths u24 (klen in bits 0-10,
+//!               vlen in bits 11-23) | key | value,
 //!              plus the low and high keys as raw bytes
 //! ```
 //! A page covers the key range `[low, high)`; a missing low key is minus
@@ -44,9 +45,30 @@ fn rd32(p: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(p[at..at + 4].try_into().unwrap())
 }
 
+/// Bytes in front of an item's key: its key length (11 bits: keys are at
+/// most [`MAX_KEY`]) and value length (13 bits: items at most
+/// [`MAX_ITEM`]) in three bytes, little-endian.
+const ITEM_HEAD: usize = 3;
+const KLEN_BITS: u32 = 11;
+const _: () = assert!(MAX_KEY < 1 << KLEN_BITS && MAX_ITEM < 1 << (24 - KLEN_BITS));
+
+/// The (key, value) lengths of the item at `o`.
+fn rd_lens(p: &[u8], o: usize) -> (usize, usize) {
+    let x = u32::from_le_bytes([p[o], p[o + 1], p[o + 2], 0]) as usize;
+    (x & ((1 << KLEN_BITS) - 1), x >> KLEN_BITS)
+}
+
+fn wr_lens(p: &mut [u8], o: usize, klen: usize, vlen: usize) {
+    // Every put checks the limits first; a head that wrapped would be
+    // silent corruption, so the check stays in release builds.
+    assert!(klen < 1 << KLEN_BITS && vlen < 1 << (24 - KLEN_BITS));
+    let x = (klen | vlen << KLEN_BITS) as u32;
+    p[o..o + ITEM_HEAD].copy_from_slice(&x.to_le_bytes()[..ITEM_HEAD]);
+}
+
 /// Bytes an item occupies in the data area plus its slot.
 pub fn item_space(klen: usize, vlen: usize) -> usize {
-    4 + klen + vlen + 2
+    ITEM_HEAD + klen + vlen + 2
 }
 
 /// Read-only view of a page. Invariant: the bytes passed [`validate`] (or
@@ -96,13 +118,14 @@ impl<'a> PageRef<'a> {
     }
     pub fn key(&self, i: usize) -> &'a [u8] {
         let o = self.item_off(i);
-        let kl = rd16(self.0, o);
-        &self.0[o + 4..o + 4 + kl]
+        let (kl, _) = rd_lens(self.0, o);
+        &self.0[o + ITEM_HEAD..o + ITEM_HEAD + kl]
     }
     pub fn value(&self, i: usize) -> &'a [u8] {
         let o = self.item_off(i);
-        let (kl, vl) = (rd16(self.0, o), rd16(self.0, o + 2));
-        &self.0[o + 4 + kl..o + 4 + kl + vl]
+        let (kl, vl) = rd_lens(self.0, o);
+        let at = o + ITEM_HEAD + kl;
+        &self.0[at..at + vl]
     }
     pub fn child(&self, i: usize) -> u32 {
         rd32(self.value(i), 0)
@@ -262,11 +285,11 @@ impl<'a> PageMut<'a> {
         }
         let p = &mut *self.0;
         let n = rd16(p, 6);
-        let upper = rd16(p, 8) - (4 + key.len() + val.len());
-        wr16(p, upper, key.len());
-        wr16(p, upper + 2, val.len());
-        p[upper + 4..upper + 4 + key.len()].copy_from_slice(key);
-        p[upper + 4 + key.len()..upper + 4 + key.len() + val.len()].copy_from_slice(val);
+        let upper = rd16(p, 8) - (ITEM_HEAD + key.len() + val.len());
+        wr_lens(p, upper, key.len(), val.len());
+        let at = upper + ITEM_HEAD;
+        p[at..at + key.len()].copy_from_slice(key);
+        p[at + key.len()..at + key.len() + val.len()].copy_from_slice(val);
         let s = HEADER + 2 * i;
         p.copy_within(s..HEADER + 2 * n, s + 2);
         wr16(p, s, upper);
@@ -277,7 +300,7 @@ impl<'a> PageMut<'a> {
 
     pub fn remove_at(&mut self, i: usize) {
         let pr = self.as_ref();
-        let freed = 4 + pr.key(i).len() + pr.value(i).len();
+        let freed = ITEM_HEAD + pr.key(i).len() + pr.value(i).len();
         let n = pr.nitems();
         let g = pr.garbage();
         let p = &mut *self.0;
@@ -299,28 +322,28 @@ impl<'a> PageMut<'a> {
     pub fn replace_value(&mut self, i: usize, val: &[u8]) -> bool {
         let pr = self.as_ref();
         let o = pr.item_off(i);
-        let (kl, old_len) = (rd16(pr.0, o), rd16(pr.0, o + 2));
+        let (kl, old_len) = rd_lens(pr.0, o);
         let garbage = pr.garbage();
         if val.len() <= old_len {
             let p = &mut *self.0;
-            p[o + 4 + kl..o + 4 + kl + val.len()].copy_from_slice(val);
+            let at = o + ITEM_HEAD + kl;
+            p[at..at + val.len()].copy_from_slice(val);
             if val.len() < old_len {
-                wr16(p, o + 2, val.len());
+                wr_lens(p, o, kl, val.len());
                 wr16(p, 10, garbage + old_len - val.len());
             }
             return true;
         }
-        let len = 4 + kl + val.len();
+        let len = ITEM_HEAD + kl + val.len();
         if pr.contiguous_free() >= len {
             let upper = pr.upper() - len;
             let p = &mut *self.0;
-            wr16(p, upper, kl);
-            wr16(p, upper + 2, val.len());
-            p.copy_within(o + 4..o + 4 + kl, upper + 4);
-            p[upper + 4 + kl..upper + len].copy_from_slice(val);
+            wr_lens(p, upper, kl, val.len());
+            p.copy_within(o + ITEM_HEAD..o + ITEM_HEAD + kl, upper + ITEM_HEAD);
+            p[upper + ITEM_HEAD + kl..upper + len].copy_from_slice(val);
             wr16(p, HEADER + 2 * i, upper);
             wr16(p, 8, upper);
-            wr16(p, 10, garbage + 4 + kl + old_len);
+            wr16(p, 10, garbage + ITEM_HEAD + kl + old_len);
             return true;
         }
         // Room once the old item's bytes and the garbage are reclaimed?
@@ -392,17 +415,17 @@ pub fn validate(p: &[u8]) -> Result<(), String> {
     }
     for i in 0..n {
         let o = rd16(p, HEADER + 2 * i);
-        if !in_data(o, 4) {
+        if !in_data(o, ITEM_HEAD) {
             return Err(format!("item {i} offset {o} out of bounds"));
         }
-        let (kl, vl) = (rd16(p, o), rd16(p, o + 2));
-        if !in_data(o, 4 + kl + vl) {
+        let (kl, vl) = rd_lens(p, o);
+        if !in_data(o, ITEM_HEAD + kl + vl) {
             return Err(format!("item {i} length out of bounds"));
         }
         if level > 0 && vl != 4 {
             return Err(format!("internal item {i} has a {vl}-byte child pointer"));
         }
-        ranges.push((o, 4 + kl + vl));
+        ranges.push((o, ITEM_HEAD + kl + vl));
     }
     ranges.sort_unstable();
     if ranges.windows(2).any(|w| w[0].0 + w[0].1 > w[1].0) {
@@ -594,7 +617,7 @@ mod tests {
                 m[i].1 = val.clone();
                 let fits = needed(&m, &low, &high) <= PAGE_SIZE;
                 let needs_rebuild = val.len() > model[i].1.len()
-                    && p.as_ref().contiguous_free() < 4 + model[i].0.len() + val.len();
+                    && p.as_ref().contiguous_free() < ITEM_HEAD + model[i].0.len() + val.len();
                 assert_eq!(p.replace_value(i, &val), fits, "step {step}: replace");
                 if fits {
                     model = m;

@@ -2,16 +2,17 @@
 //! it holds.
 //!
 //! ```text
-//! version 6: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
+//! version 7: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
 //!            24 ntrees u32 | ntrees x (db u32, rel u32) | crc32c u32
 //! ```
 //! The version also names the format of everything the checkpoint holds:
 //! version 3 came with the short row-version header (`version.rs`), version 4
 //! with that header's 9 bytes (no `ctid`), version 5 with 7-byte row-id map
 //! keys (`keys::map_key`), version 6 with tuple tails without heap's padding
-//! (`version::elided_pad`), so the files of versions 1 to 5 (earlier builds;
-//! version 1 had no tree list) are refused with a message that says so,
-//! never misread.
+//! (`version::elided_pad`), version 7 with 3-byte item heads in pages
+//! (`page.rs`), so the files of versions 1 to 6 (earlier builds; version 1
+//! had no tree list) are refused with a message that says so, never
+//! misread.
 //! It is replaced atomically (write a temporary file, sync, rename, sync the
 //! directory): the rename is the moment a checkpoint becomes durable.
 //!
@@ -23,7 +24,7 @@
 use crate::id::TreeId;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"ORDC");
-const VERSION: u32 = 6;
+const VERSION: u32 = 7;
 /// Length of a version 1 file, and the smallest length of any version.
 pub const CONTROL_LEN: usize = 28;
 
@@ -155,10 +156,11 @@ mod tests {
     /// Control files of earlier builds (version 1 without a tree list,
     /// version 2 with the long row header, version 3 with a `ctid` in the
     /// short one, version 4 with 9-byte map keys, version 5 with padded
-    /// tuple tails) are refused, saying why.
+    /// tuple tails, version 6 with 4-byte item heads) are refused, saying
+    /// why.
     #[test]
     fn earlier_versions_are_refused_by_name() {
-        for old in [2u32, 3, 4, 5] {
+        for old in [2u32, 3, 4, 5, 6] {
             let mut b = Control::empty().encode();
             b[4..8].copy_from_slice(&old.to_le_bytes());
             let end = b.len() - 4;

@@ -173,7 +173,7 @@ fn ascending_load_packs_pages() {
         assert!(t.insert(&key(i), &value(i, 0, 60)).unwrap());
     }
     assert_valid(&t);
-    let item = key(0).len() + value(0, 0, 60).len() + 4;
+    let item = crate::page::item_space(key(0).len(), value(0, 0, 60).len());
     let ideal = (n as usize * item).div_ceil(crate::page::PAGE_SIZE - crate::page::HEADER);
     let pages = t.stats().pages as usize;
     assert!(
