@@ -919,10 +919,11 @@ unsafe fn fill_version(
     size: crate::am::toast::TupleSize,
 ) -> Vec<u8> {
     let natts = vals.len() as u16;
-    hdr.hoff = size.hoff as u8;
+    let hoff = size.hoff();
+    hdr.hoff = hoff as u8;
     hdr.infomask2 = (hdr.infomask2 & !bits::NATTS_MASK) | (natts & bits::NATTS_MASK);
     hdr.infomask &= !bits::DATA_MASK;
-    if size.has_null {
+    if size.has_null() {
         hdr.infomask |= bits::HASNULL;
     }
     // The header's form does not depend on the bits the fill sets (only
@@ -937,7 +938,7 @@ unsafe fn fill_version(
     let mut v = FILL.with(|f| {
         let mut f = f.borrow_mut();
         f.clear();
-        f.resize((size.hoff + size.data).div_ceil(8), 0);
+        f.resize((hoff + size.data).div_ceil(8), 0);
         let td = f.as_mut_ptr().cast::<u8>();
         // SAFETY: per the contract; `td` is 8-byte aligned and holds the
         // fixed header, the bitmap (when there are nulls), the padding to
@@ -947,10 +948,10 @@ unsafe fn fill_version(
                 desc,
                 vals.as_mut_ptr(),
                 nulls.as_mut_ptr(),
-                td.add(size.hoff).cast(),
+                td.add(hoff).cast(),
                 size.data,
                 &mut infomask,
-                if size.has_null {
+                if size.has_null() {
                     td.add(version::HEAP_FIXED)
                 } else {
                     std::ptr::null_mut()
@@ -960,7 +961,7 @@ unsafe fn fill_version(
             let mut v = Vec::with_capacity(n + stored + crate::am::toast::TRAILER);
             v.resize(n, 0);
             v.extend_from_slice(std::slice::from_raw_parts(td.add(version::HEAP_FIXED), size.bitmap));
-            v.extend_from_slice(std::slice::from_raw_parts(td.add(size.hoff), size.data));
+            v.extend_from_slice(std::slice::from_raw_parts(td.add(hoff), size.data));
             // A huge row (too big to store, or a PLAIN column) must not
             // keep its buffer for the rest of the backend's life.
             if f.capacity() > FILL_KEPT_WORDS {

@@ -87,21 +87,29 @@ pub const MAX_HEAP_TUPLE_SIZE: usize = pg_sys::BLCKSZ as usize - (24usize + 4).n
 pub const TRAILER: usize = 4;
 
 /// The size of a heap tuple's parts (`heap_form_tuple`'s arithmetic).
-/// Invariant: `hoff` is the natural one for `bitmap` (fixed header and
-/// bitmap, MAXALIGNed), and `bitmap` is 0 unless `has_null`.
+/// Invariant: `bitmap` is the null bitmap's length, 0 when no value is
+/// null (a null makes it at least one byte).
 #[derive(Clone, Copy)]
 pub struct TupleSize {
     pub data: usize,
-    pub hoff: usize,
     pub bitmap: usize,
-    pub has_null: bool,
 }
 
 impl TupleSize {
+    /// Whether a value is null (the tuple has a bitmap).
+    pub fn has_null(&self) -> bool {
+        self.bitmap > 0
+    }
+
+    /// Heap's `t_hoff`: the fixed header and the bitmap, MAXALIGNed.
+    pub fn hoff(&self) -> usize {
+        (orioledb_engine::version::HEAP_FIXED + self.bitmap).next_multiple_of(8)
+    }
+
     /// Bytes of the heap tuple after its fixed header: bitmap, padding and
     /// data (what size limits count; a version stores no padding).
     pub fn tail(&self) -> usize {
-        self.hoff - orioledb_engine::version::HEAP_FIXED + self.data
+        self.hoff() - orioledb_engine::version::HEAP_FIXED + self.data
     }
 }
 
@@ -116,14 +124,8 @@ pub unsafe fn tuple_size(
     // SAFETY: per the contract.
     let data =
         unsafe { pg_sys::heap_compute_data_size(desc, vals.as_mut_ptr(), isnull.as_mut_ptr()) };
-    let has_null = isnull.iter().any(|&n| n);
-    let bitmap = if has_null { vals.len().div_ceil(8) } else { 0 };
-    TupleSize {
-        data,
-        hoff: (orioledb_engine::version::HEAP_FIXED + bitmap).next_multiple_of(8),
-        bitmap,
-        has_null,
-    }
+    let bitmap = if isnull.iter().any(|&n| n) { vals.len().div_ceil(8) } else { 0 };
+    TupleSize { data, bitmap }
 }
 
 /// Size of the row as `heap_form_tuple` would build it, minus the 23

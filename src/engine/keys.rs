@@ -314,22 +314,32 @@ pub const MAP_KEY: usize = 7;
 /// suffix`).
 pub const VERSION_TAG: u8 = 0x02;
 
+/// The largest 48-bit value: row ids in keys are 48 bits wide.
+const U48_MAX: u64 = (1 << 48) - 1;
+
+/// `x` (at most [`U48_MAX`]) as six big-endian bytes.
+fn be48(x: u64) -> [u8; 6] {
+    x.to_be_bytes()[2..].try_into().expect("six bytes")
+}
+
+/// The value of six big-endian bytes.
+fn from_be48(b: &[u8]) -> u64 {
+    let mut w = [0u8; 8];
+    w[2..].copy_from_slice(b);
+    u64::from_be_bytes(w)
+}
+
 /// The row-id map entry's key of version `tid` (a larger value, as a
 /// range's open end may be, gives the last key there can be).
 pub fn map_key(tid: u64) -> [u8; MAP_KEY] {
     let mut k = [MAP_TAG; MAP_KEY];
-    k[1..].copy_from_slice(&tid.min((1 << 48) - 1).to_be_bytes()[2..]);
+    k[1..].copy_from_slice(&be48(tid.min(U48_MAX)));
     k
 }
 
 /// The row id of map key `key` (None: no map key).
 pub fn map_id(key: &[u8]) -> Option<u64> {
-    if !is_map_key(key) {
-        return None;
-    }
-    let mut b = [0u8; 8];
-    b[2..].copy_from_slice(&key[1..]);
-    Some(u64::from_be_bytes(b))
+    is_map_key(key).then(|| from_be48(&key[1..]))
 }
 
 /// The row id of the version stored under `key`: a keyed tree's version
@@ -410,16 +420,14 @@ pub fn is_member_key(key: &[u8]) -> bool {
 /// Appends the version suffix for `tid` (48 bits): inverted, so that a
 /// key's versions sort newest (highest TID) first.
 pub fn push_version_suffix(key: &mut Vec<u8>, tid: u64) {
-    debug_assert!(tid < 1 << 48);
-    key.extend_from_slice(&(!tid & ((1 << 48) - 1)).to_be_bytes()[2..]);
+    debug_assert!(tid <= U48_MAX);
+    key.extend_from_slice(&be48(!tid & U48_MAX));
 }
 
 /// The TID in a key's version suffix.
 pub fn version_suffix(key: &[u8]) -> Option<u64> {
     let s = key.len().checked_sub(SUFFIX)?;
-    let mut b = [0u8; 8];
-    b[2..].copy_from_slice(&key[s..]);
-    Some(!u64::from_be_bytes(b) & ((1 << 48) - 1))
+    Some(!from_be48(&key[s..]) & U48_MAX)
 }
 
 #[cfg(test)]
