@@ -196,10 +196,8 @@ fn page_copy(p: PageRef) -> Vec<u8> {
     p.0.to_vec()
 }
 
-/// Percent of a page the left half of an append split fills: room is
-/// kept for the first new version of each row (a primary-key-ordered
-/// table puts it beside the old one, a row-id table's chain member beside
-/// its root), which is only prunable afterwards.
+/// Percent of a page an append split of an inner page fills, and the
+/// most room a leaf's append split keeps (`append_target`).
 const APPEND_FILL: usize = 90;
 
 /// The same for a leaf of a row-id map: its entries are nearly always
@@ -211,14 +209,36 @@ const APPEND_FILL: usize = 90;
 /// split evenly by the first of them.
 const MAP_APPEND_FILL: usize = 96;
 
-/// The fill an append split of a page at `level` aims for, given the key
-/// that makes it an append.
-fn append_fill(level: u16, key: &[u8]) -> usize {
-    if level == 0 && crate::keys::is_map_key(key) {
-        MAP_APPEND_FILL
-    } else {
-        APPEND_FILL
+/// How many new versions of average size the left half of a leaf's append
+/// split keeps room for: a primary-key-ordered table puts a row's new
+/// version beside the old one (a row-id table's chain member beside its
+/// root), and the old one, which grows by its full header, is prunable
+/// only once its updater has ended. A row version is pruned when its leaf
+/// is next changed after that, so room for a few updates that overlap in
+/// time keeps the first update of a loaded leaf from splitting it; keeping
+/// a fixed tenth of the page instead left about 13 bytes per
+/// `pgbench_accounts` row unused (room for five such updates).
+const UPDATE_ROOM: usize = 3;
+
+/// The least room (percent of a page) a leaf's append split keeps, for
+/// leaves of small items.
+const MIN_ROOM: usize = 3;
+
+/// The bytes the left half of an append split of a page at `level` aims
+/// to fill, given its `items` (the appended key last among them).
+fn append_target(level: u16, items: &Items) -> usize {
+    let cap = PAGE_SIZE - HEADER;
+    let last = items.last().map_or(&[][..], |(k, _)| *k);
+    if level > 0 {
+        return cap * APPEND_FILL / 100;
     }
+    if crate::keys::is_map_key(last) {
+        return cap * MAP_APPEND_FILL / 100;
+    }
+    let total: usize = items.iter().map(|(k, v)| item_space(k.len(), v.len())).sum();
+    let average = total / items.len().max(1);
+    let room = (UPDATE_ROOM * average).clamp(cap * MIN_ROOM / 100, cap * (100 - APPEND_FILL) / 100);
+    cap - room
 }
 
 /// Where to split `items` (the separator is the right half's first key):
@@ -226,7 +246,7 @@ fn append_fill(level: u16, key: &[u8]) -> usize {
 /// one closest to an even split by bytes — or, when `fill` is given (the
 /// new item is the last one of its page: ascending keys such as row ids, or
 /// a key range filled in order), the one that leaves the left page closest
-/// to that percentage of a page, so loading in key order packs pages
+/// to that many bytes, so loading in key order packs pages
 /// instead of leaving them half empty. None only if no point fits, which
 /// the key and item size limits rule out.
 fn split_point(
@@ -249,7 +269,7 @@ fn split_point(
         let sep = items[s].0.len();
         if left + low + sep <= cap && total - left + sep + high <= cap {
             let skew = match fill {
-                Some(f) => left.abs_diff(cap * f / 100),
+                Some(f) => left.abs_diff(f),
                 None => (2 * left).abs_diff(total),
             };
             if best.is_none_or(|(b, _)| skew < b) {
@@ -1503,7 +1523,7 @@ impl Tree {
             p.high().map(<[u8]>::to_vec),
             p.right(),
         );
-        let fill = (pos + 1 == items.len()).then(|| append_fill(level, &items[pos].0));
+        let fill = (pos + 1 == items.len()).then(|| append_target(level, items));
         let s = split_point(&items, low.as_deref(), high.as_deref(), fill)
             .ok_or_else(|| self.damaged("split: no split point fits both halves"))?;
         let sep = items[s].0.to_vec();
