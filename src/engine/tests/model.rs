@@ -204,10 +204,10 @@ fn map_entries_fill_their_leaves() {
     );
 }
 
-/// Leaves filled by appends keep room for three new versions of their
-/// average item, between 3% and 10% of the page: a `pgbench_accounts`-sized
-/// version (about 140 bytes with its key) leaves its leaf about 95% full,
-/// small items 97%, large ones 90%.
+/// Leaves filled by appends keep room for three of their average items,
+/// between 3% and 10% of the page: a `pgbench_accounts`-sized version
+/// (about 130 bytes with its key) leaves its leaf about 95% full, small
+/// items 97%, large ones under 90% (whole items: 87% for 1 kB).
 #[test]
 fn appended_leaves_keep_room_for_a_few_updates() {
     let cap = crate::page::PAGE_SIZE - crate::page::HEADER;
