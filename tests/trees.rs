@@ -601,7 +601,26 @@ fn databases_with_orioledb_tables() {
         let mut t = connect(&env, "itest_trees_db");
         assert_eq!(query_text(&mut t, digest), want, "{strategy}: the template after the copy changed");
     }
-    // A crash right after the creation: the copy comes back from WAL.
+    // A crash right after the creation: the copy comes back from WAL. The
+    // template's tables have visibility maps (VACUUM sets their bits), so
+    // the WAL_LOG copy logs page images of them, which replay writes into
+    // shared buffers before it creates the copy's trees (whose maps it
+    // drops): the server once failed to start, its end-of-recovery
+    // checkpoint writing a map buffer whose file was gone.
+    let mut t = connect(&env, "itest_trees_db");
+    for table in ["d1", "d2", "d3"] {
+        t.batch_execute(&format!("VACUUM {table}")).unwrap();
+    }
+    let maps: i64 = t
+        .query_one(
+            "SELECT count(*) FROM pg_class c, LATERAL pg_relation_size(c.oid, 'vm') s
+              WHERE relname IN ('d1', 'd2', 'd3') AND s > 0",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(maps, 3, "every template table has a visibility map to copy");
+    drop(t);
     admin
         .batch_execute("DROP DATABASE IF EXISTS itest_trees_db_crash WITH (FORCE)")
         .unwrap();

@@ -42,10 +42,11 @@
 //!   care who locks a row.
 //! - The map is not WAL-logged: a lost set costs only table fetches, and a
 //!   lost clear is impossible to replay, so recovery (crash or standby)
-//!   removes the map forks of every orioledb relation before anything
+//!   empties the map forks of every orioledb relation before anything
 //!   reads them (`remove_all`), and for a relation created during redo
 //!   when its creation is replayed (a map page written before the crash
-//!   may hold bits whose clears were lost).
+//!   may hold bits whose clears were lost), dropping the fork's buffers
+//!   with it.
 
 use crate::am::table::Table;
 use orioledb_engine::version::{self, tid, Hints, VacuumState, Xid};
@@ -498,28 +499,32 @@ fn block_all_visible(
     n > 0 && n == expected
 }
 
-/// Removes the visibility-map forks of every orioledb relation (recovery
-/// start: the map is not WAL-logged, see the module documentation).
+/// Empties the visibility-map forks of orioledb relations `trees`
+/// (recovery: the map is not WAL-logged, see the module documentation):
+/// at recovery's start for every tree, and when replay creates a tree.
+/// Through the storage manager, which drops the fork's buffers first: the
+/// redo of `CREATE DATABASE ... STRATEGY WAL_LOG` writes a page image of
+/// every fork of the template's relations — their maps too — into shared
+/// buffers before the copy's trees are created, and a map file removed
+/// under such a dirty buffer failed the end-of-recovery checkpoint
+/// ("could not open file ..._vm"), so the server did not start.
 pub fn remove_all(trees: &[orioledb_engine::TreeId]) {
     for t in trees {
-        // SAFETY: GetRelationPath returns a palloc'd path relative to the
-        // data directory (the current directory of every backend).
-        let base = unsafe {
-            let p = pg_sys::GetRelationPath(
-                pg_sys::Oid::from(t.db),
-                pg_sys::DEFAULTTABLESPACE_OID,
-                pg_sys::Oid::from(t.rel),
-                pg_sys::InvalidBackendId,
-                pg_sys::ForkNumber::VISIBILITYMAP_FORKNUM,
-            );
-            let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
-            pg_sys::pfree(p.cast());
-            s
+        let node = pg_sys::RelFileNode {
+            spcNode: pg_sys::DEFAULTTABLESPACE_OID,
+            dbNode: pg_sys::Oid::from(t.db),
+            relNode: pg_sys::Oid::from(t.rel),
         };
-        let _ = std::fs::remove_file(&base);
-        for seg in 1.. {
-            if std::fs::remove_file(format!("{base}.{seg}")).is_err() {
-                break;
+        // SAFETY: the startup process owns recovery's storage; truncating
+        // a fork that exists drops its buffers without writing them and
+        // tells other processes to close the file, as a replayed
+        // truncation does.
+        unsafe {
+            let smgr = pg_sys::smgropen(node, pg_sys::InvalidBackendId);
+            let mut fork = pg_sys::ForkNumber::VISIBILITYMAP_FORKNUM;
+            if pg_sys::smgrexists(smgr, fork) {
+                let mut blocks: pg_sys::BlockNumber = 0;
+                pg_sys::smgrtruncate(smgr, &mut fork, 1, &mut blocks);
             }
         }
     }

@@ -258,9 +258,10 @@ fn replay_one(bytes: &[u8]) {
         // A relation file made after recovery's start (whose map fork the
         // startup hook did not know) starts without a map too: a map page
         // written out before the crash may hold bits whose clears were
-        // lost. Before any of its pages is replayed, so no buffer or sync
-        // request of the fork exists yet; only in recovery, where no
-        // backend has read it.
+        // lost. Its buffers may exist already (a WAL_LOG database copy
+        // logs the template's map pages before the copy's trees are
+        // created): the hook drops them with the fork. Only in recovery,
+        // where no backend has read it.
         // SAFETY: a flag read.
         if unsafe { pg_sys::RecoveryInProgress() } {
             (hooks().at_startup)(&[*tree]);
