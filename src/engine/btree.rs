@@ -196,8 +196,10 @@ fn page_copy(p: PageRef) -> Vec<u8> {
     p.0.to_vec()
 }
 
-/// Percent of a page an append split of an inner page fills, and the
-/// most room a leaf's append split keeps (`append_target`).
+/// Percent of a page the left half of an append split fills: room is
+/// kept for the first new version of each row (a primary-key-ordered
+/// table puts it beside the old one, a row-id table's chain member beside
+/// its root), which is only prunable afterwards.
 const APPEND_FILL: usize = 90;
 
 /// The same for a leaf of a row-id map: its entries are nearly always
@@ -209,54 +211,24 @@ const APPEND_FILL: usize = 90;
 /// split evenly by the first of them.
 const MAP_APPEND_FILL: usize = 96;
 
-/// How many updates of an average item the left half of a leaf's append
-/// split keeps room for: a primary-key-ordered table puts a row's new
-/// version beside the old one (a row-id table's chain member beside its
-/// root), and the old one grows by its full header and is prunable only
-/// once its updater has ended. A version is pruned when its leaf next
-/// changes after that, so room for a few updates that overlap in time
-/// keeps the first updates of a loaded leaf from splitting it. A fixed
-/// tenth of the page left room for five `pgbench_accounts` updates (about
-/// 13 bytes per row); room for two or three (a first build) grew the tree
-/// by 1,516 pages in the first minute of TPC-B at scale 10, against 413.
-const UPDATE_ROOM: usize = 3;
-
-/// The least room (percent of a page) a leaf's append split keeps, for
-/// leaves of small items.
-const MIN_ROOM: usize = 3;
-
-/// The bytes the left page of an append split of a page at `level` may
-/// use (its items, low key and high key), given its `items` (the appended
-/// key last among them).
-fn append_target(level: u16, items: &Items) -> usize {
-    let cap = PAGE_SIZE - HEADER;
-    let last = items.last().map_or(&[][..], |(k, _)| *k);
-    if level > 0 {
-        return cap * APPEND_FILL / 100;
+/// The fill an append split of a page at `level` aims for, given the key
+/// that makes it an append.
+fn append_fill(level: u16, key: &[u8]) -> usize {
+    if level == 0 && crate::keys::is_map_key(key) {
+        MAP_APPEND_FILL
+    } else {
+        APPEND_FILL
     }
-    if crate::keys::is_map_key(last) {
-        return cap * MAP_APPEND_FILL / 100;
-    }
-    let total: usize = items.iter().map(|(k, v)| item_space(k.len(), v.len())).sum();
-    // An update adds a version of about the average item and widens the
-    // old version's short header to the full one.
-    let update = total / items.len().max(1) + crate::version::HEADER - crate::version::SHORT_HEADER;
-    let room = (UPDATE_ROOM * update).clamp(cap * MIN_ROOM / 100, cap * (100 - APPEND_FILL) / 100);
-    cap - room
 }
-
-const _: () = assert!(MIN_ROOM <= 100 - APPEND_FILL);
 
 /// Where to split `items` (the separator is the right half's first key):
 /// among the points where both halves fit with their low and high keys, the
 /// one closest to an even split by bytes — or, when `fill` is given (the
 /// new item is the last one of its page: ascending keys such as row ids, or
-/// a key range filled in order), the one that uses the most of the left
-/// page (items, low key and separator) without passing that many bytes —
-/// or, if every point passes it, the least — so loading in key order packs
-/// pages instead of leaving them half empty, yet keeps the room asked for.
-/// None only if no point fits, which the key and item size limits rule
-/// out.
+/// a key range filled in order), the one that leaves the left page closest
+/// to that percentage of a page, so loading in key order packs pages
+/// instead of leaving them half empty. None only if no point fits, which
+/// the key and item size limits rule out.
 fn split_point(
     items: &Items,
     low: Option<&[u8]>,
@@ -277,11 +249,7 @@ fn split_point(
         let sep = items[s].0.len();
         if left + low + sep <= cap && total - left + sep + high <= cap {
             let skew = match fill {
-                // Points over the target rank after every point under it.
-                Some(f) => match left + low + sep {
-                    used if used <= f => f - used,
-                    used => cap + used - f,
-                },
+                Some(f) => left.abs_diff(cap * f / 100),
                 None => (2 * left).abs_diff(total),
             };
             if best.is_none_or(|(b, _)| skew < b) {
@@ -1535,7 +1503,7 @@ impl Tree {
             p.high().map(<[u8]>::to_vec),
             p.right(),
         );
-        let fill = (pos + 1 == items.len()).then(|| append_target(level, items));
+        let fill = (pos + 1 == items.len()).then(|| append_fill(level, &items[pos].0));
         let s = split_point(&items, low.as_deref(), high.as_deref(), fill)
             .ok_or_else(|| self.damaged("split: no split point fits both halves"))?;
         let sep = items[s].0.to_vec();

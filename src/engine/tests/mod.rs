@@ -73,10 +73,10 @@ pub fn assert_valid(t: &Tree) {
 }
 
 /// A load's batches (`Tree::insert_run`): ascending keys fill leaves as
-/// ordered single inserts do (an append split leaves the left page packed,
-/// with room for a few updates), with one log record per leaf rather than
-/// per key; a run into the middle of a tree still lands every key; a key
-/// that exists stops the run there and reports its index.
+/// ordered single inserts do (an append split leaves the left page 90%
+/// full), with one log record per leaf rather than per key; a run into
+/// the middle of a tree still lands every key; a key that exists stops
+/// the run there and reports its index.
 #[test]
 fn insert_runs_pack_leaves_and_stop_at_a_taken_key() {
     let dir = tempfile::tempdir().unwrap();
