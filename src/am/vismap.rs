@@ -522,7 +522,9 @@ pub fn remove_all(trees: &[orioledb_engine::TreeId]) {
         unsafe {
             let smgr = pg_sys::smgropen(node, pg_sys::InvalidBackendId);
             let mut fork = pg_sys::ForkNumber::VISIBILITYMAP_FORKNUM;
-            if pg_sys::smgrexists(smgr, fork) {
+            // An empty fork (most, after the first recovery) is left be:
+            // a truncation scans the buffers and sends an invalidation.
+            if pg_sys::smgrexists(smgr, fork) && pg_sys::smgrnblocks(smgr, fork) > 0 {
                 let mut blocks: pg_sys::BlockNumber = 0;
                 pg_sys::smgrtruncate(smgr, &mut fork, 1, &mut blocks);
             }

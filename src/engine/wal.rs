@@ -110,6 +110,9 @@ pub trait WalSink: Send + Sync {
     }
 }
 
+/// The kind byte (the first of a record) of [`Record::Create`].
+pub const KIND_CREATE: u8 = 1;
+
 /// One logged change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
@@ -423,7 +426,7 @@ impl Record {
     /// The record's kind, its first byte: a patch's depends on its edit.
     fn kind(&self) -> u8 {
         match self {
-            Record::Create { .. } => 1,
+            Record::Create { .. } => KIND_CREATE,
             Record::Drop { .. } => 2,
             Record::Put { .. } => 10,
             Record::Delete { .. } => 11,

@@ -227,6 +227,26 @@ fn replay_wal_record(info: u8, bytes: &[u8]) {
     replay_one(bytes);
 }
 
+/// A tree created before the engine's redo point is in the engine's image,
+/// yet its relation's visibility map is emptied here too: redo may have
+/// written page images of that map since recovery's start, and clears made
+/// after the creation were never logged, so bits in such an image would
+/// claim all-visible for blocks that are not (index-only scans would
+/// return deleted rows). Today's one source, a database copy with
+/// `STRATEGY WAL_LOG`, logs map pages as standard pages, whose bits lie in
+/// the "hole" the image leaves out, so replay restores them empty (seen in
+/// `pg_waldump`: 24 bytes of image per map page); this keeps the rule from
+/// resting on that.
+fn forget_map_of_created(bytes: &[u8]) {
+    if bytes.first() != Some(&orioledb_engine::wal::KIND_CREATE) {
+        return;
+    }
+    let rec = Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e));
+    if let Record::Create { tree, .. } = rec {
+        (hooks().at_startup)(&[tree]);
+    }
+}
+
 fn replay_one(bytes: &[u8]) {
     let rec = Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e));
     let changes_order = match &rec {
@@ -316,11 +336,12 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         // lies before it is in the engine's checkpoint image already, and
         // must not be applied again (a patch of a version pruned before
         // that checkpoint would find nothing to patch).
-        if (*record).ReadRecPtr < crate::pg::engine::engine().redo_position() {
-            return;
-        }
         let rec = (*record).record;
         let data = main_data(rec);
+        if (*record).ReadRecPtr < crate::pg::engine::engine().redo_position() {
+            forget_map_of_created(data);
+            return;
+        }
         replay_wal_record((*rec).header.xl_info, data);
     }
 }
