@@ -1093,3 +1093,72 @@ fn a_quiet_sweep_keeps_the_versions_of_running_transactions() {
         "rows updated by transactions running during the sweep"
     );
 }
+
+/// Database statements that would put orioledb tables outside the default
+/// tablespace are refused (0A000), and the tables stay: the engine would
+/// not follow their relation files there, and its orphan sweep took the
+/// trees of a database moved by `ALTER DATABASE ... SET TABLESPACE` for
+/// those of dropped tables (every row lost at the next CHECKPOINT). A
+/// database without orioledb tables still moves.
+#[test]
+fn databases_with_orioledb_tables_stay_in_the_default_tablespace() {
+    let (env, _g) = require_server_exclusive!();
+    let mut c = fresh_db(&env, "itest_ts_db");
+    c.batch_execute(
+        "CREATE TABLE t (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 500) g",
+    )
+    .unwrap();
+    drop(c);
+    let dir = std::env::temp_dir().join(format!("itest_ts_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let owner = env.os_user.clone();
+    let chown = std::process::Command::new("chown")
+        .arg(&owner)
+        .arg(&dir)
+        .status()
+        .unwrap();
+    assert!(chown.success(), "chown {owner} {}", dir.display());
+    let mut admin = connect(&env, "postgres");
+    for sql in [
+        "DROP DATABASE IF EXISTS itest_ts_copy".to_string(),
+        "DROP DATABASE IF EXISTS itest_ts_plain".to_string(),
+        "DROP TABLESPACE IF EXISTS itest_ts".to_string(),
+        format!("CREATE TABLESPACE itest_ts LOCATION '{}'", dir.display()),
+    ] {
+        admin.batch_execute(&sql).unwrap();
+    }
+    let e = expect_sqlstate(&mut admin, "ALTER DATABASE itest_ts_db SET TABLESPACE itest_ts", "0A000");
+    assert!(e.message().contains("itest_ts"), "{}", e.message());
+    expect_sqlstate(
+        &mut admin,
+        "CREATE DATABASE itest_ts_copy TEMPLATE itest_ts_db TABLESPACE itest_ts",
+        "0A000",
+    );
+    // The orphan sweep runs after the engine's checkpoint.
+    admin.batch_execute("CHECKPOINT").unwrap();
+    let mut c = connect(&env, "itest_ts_db");
+    assert_eq!(query_text(&mut c, "SELECT count(*)::text FROM t"), "500");
+    drop(c);
+    for sql in [
+        "CREATE DATABASE itest_ts_plain",
+        "ALTER DATABASE itest_ts_plain SET TABLESPACE itest_ts",
+        "CREATE DATABASE itest_ts_copy TEMPLATE itest_ts_db TABLESPACE pg_default",
+        "CHECKPOINT",
+    ] {
+        admin.batch_execute(sql).unwrap();
+    }
+    let mut k = connect(&env, "itest_ts_copy");
+    assert_eq!(query_text(&mut k, "SELECT count(*)::text FROM t"), "500");
+    drop(k);
+    for sql in [
+        "DROP DATABASE itest_ts_copy",
+        "DROP DATABASE itest_ts_plain",
+        "DROP DATABASE itest_ts_db",
+        "DROP TABLESPACE itest_ts",
+    ] {
+        admin.batch_execute(sql).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

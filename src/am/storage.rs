@@ -466,32 +466,54 @@ pub fn sweep_orphans() {
     }
 }
 
-/// The relation file numbers that have a file in `base/<db>` (any fork or
-/// segment, temporary ones included): none when the directory is gone (a
-/// dropped database), and every number the database's trees use when it
-/// cannot be read, so an I/O error drops nothing.
+/// The relation file numbers that have a file in database `db`'s
+/// directories (any fork or segment, temporary ones included): `base/<db>`
+/// and the database's directory in every tablespace, so that a database
+/// moved or created elsewhere keeps its trees (orioledb tables are refused
+/// outside the default tablespace, and so are the database statements
+/// that would move them, yet a tree must never be taken for an orphan
+/// because its file lies where this did not look). None when no directory
+/// exists (a dropped database); every number the database's trees use
+/// when one cannot be read, so an I/O error drops nothing.
 fn relation_files(db: u32) -> std::collections::HashSet<u32> {
     let mut out = std::collections::HashSet::new();
-    let dir = match std::fs::read_dir(format!("base/{db}")) {
-        Ok(d) => d,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return out,
-        Err(e) => {
-            pgrx::warning!("orioledb: cannot list base/{db}: {e}");
-            // Keep every tree of this database: report them all present.
-            return engine()
-                .tree_ids()
-                .into_iter()
-                .filter(|t| t.db == db)
-                .map(|t| t.rel)
-                .collect();
-        }
-    };
-    for entry in dir.flatten() {
-        if let Some(rel) = relation_file_number(&entry.file_name().to_string_lossy()) {
-            out.insert(rel);
+    for path in database_dirs(db) {
+        let dir = match std::fs::read_dir(&path) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => {
+                pgrx::warning!("orioledb: cannot list {}: {e}", path.display());
+                // Keep every tree of this database: report them all present.
+                return engine()
+                    .tree_ids()
+                    .into_iter()
+                    .filter(|t| t.db == db)
+                    .map(|t| t.rel)
+                    .collect();
+            }
+        };
+        for entry in dir.flatten() {
+            if let Some(rel) = relation_file_number(&entry.file_name().to_string_lossy()) {
+                out.insert(rel);
+            }
         }
     }
     out
+}
+
+/// Where database `db`'s relation files may lie: `base/<db>` and
+/// `pg_tblspc/<tablespace>/<version>/<db>` for every tablespace.
+fn database_dirs(db: u32) -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![std::path::PathBuf::from(format!("base/{db}"))];
+    let Ok(spaces) = std::fs::read_dir("pg_tblspc") else {
+        return dirs;
+    };
+    for space in spaces.flatten() {
+        if let Ok(versions) = std::fs::read_dir(space.path()) {
+            dirs.extend(versions.flatten().map(|v| v.path().join(db.to_string())));
+        }
+    }
+    dirs
 }
 
 /// The relation file number a file name under `base/<db>` belongs to:

@@ -110,7 +110,8 @@ pub trait WalSink: Send + Sync {
     }
 }
 
-/// The kind byte (the first of a record) of [`Record::Create`].
+/// The kind of [`Record::Create`]: its first byte, and `info >> 4` of the
+/// host WAL record it is the main data of.
 pub const KIND_CREATE: u8 = 1;
 
 /// One logged change.

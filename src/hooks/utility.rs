@@ -184,6 +184,40 @@ fn not_orioledb(opt: Opt, detail: String) -> ! {
     unreachable!("ERROR does not return")
 }
 
+/// The tablespace a `CREATE DATABASE` / `ALTER DATABASE` option list names,
+/// if it is not `pg_default`.
+///
+/// # Safety
+/// `options` is a valid list of `DefElem`s.
+unsafe fn other_tablespace(options: *mut pg_sys::List) -> Option<String> {
+    // SAFETY: per the contract.
+    unsafe {
+        cells(options).into_iter().find_map(|d| {
+            let def = d as *mut pg_sys::DefElem;
+            if text_of((*def).defname) != "tablespace" {
+                return None;
+            }
+            let name = text_of(pg_sys::defGetString(def));
+            let cname = std::ffi::CString::new(name.clone()).unwrap_or_default();
+            let oid = pg_sys::get_tablespace_oid(cname.as_ptr(), true);
+            (oid != pg_sys::DEFAULTTABLESPACE_OID).then_some(name)
+        })
+    }
+}
+
+/// Raises SQLSTATE 0A000: a database statement would put the orioledb
+/// tables of database `db` outside the default tablespace, where the
+/// engine does not follow them (it would take their trees for those of
+/// dropped tables).
+fn tables_stay_in_default_tablespace(what: String, db: &str) -> ! {
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("orioledb: {what}"), "orioledb_rs")
+        .set_detail(format!(
+            "Database \"{db}\" has orioledb tables, which stay in the default tablespace."
+        ))
+        .report(PgLogLevel::ERROR);
+    unreachable!("ERROR does not return")
+}
+
 /// Raises SQLSTATE 0A000: our option on an index of a PostgreSQL index AM.
 fn index_not_compressed(am: &str, table: &str) -> ! {
     let table = if table.is_empty() { "..." } else { table };
@@ -344,6 +378,7 @@ fn acted_on(tag: pg_sys::NodeTag) -> bool {
             | T_CreateTableAsStmt
             | T_AlterTableStmt
             | T_CreatedbStmt
+            | T_AlterDatabaseStmt
             | T_DropdbStmt
             | T_CheckPointStmt
             | T_IndexStmt
@@ -540,9 +575,16 @@ unsafe extern "C-unwind" fn prepare(
                         template = text_of(pg_sys::defGetString(def));
                     }
                 }
-                let name = std::ffi::CString::new(template).unwrap_or_default();
+                let name = std::ffi::CString::new(template.clone()).unwrap_or_default();
                 let oid = pg_sys::get_database_oid(name.as_ptr(), true);
                 if oid != pg_sys::InvalidOid && crate::am::storage::database_has_trees(oid) {
+                    if let Some(ts) = other_tablespace((*stmt).options) {
+                        let db = text_of((*stmt).dbname);
+                        tables_stay_in_default_tablespace(
+                            format!("cannot create database \"{db}\" in tablespace \"{ts}\""),
+                            &template,
+                        );
+                    }
                     After::CopyDatabase {
                         template: oid,
                         name: (*stmt).dbname,
@@ -550,6 +592,20 @@ unsafe extern "C-unwind" fn prepare(
                 } else {
                     After::Nothing
                 }
+            }
+            pg_sys::NodeTag::T_AlterDatabaseStmt if crate::pg::preload::is_preloaded() => {
+                let stmt = call.stmt() as *mut pg_sys::AlterDatabaseStmt;
+                let oid = pg_sys::get_database_oid((*stmt).dbname, true);
+                if oid != pg_sys::InvalidOid && crate::am::storage::database_has_trees(oid) {
+                    if let Some(ts) = other_tablespace((*stmt).options) {
+                        let db = text_of((*stmt).dbname);
+                        tables_stay_in_default_tablespace(
+                            format!("cannot move database \"{db}\" to tablespace \"{ts}\""),
+                            &db,
+                        );
+                    }
+                }
+                After::Nothing
             }
             pg_sys::NodeTag::T_DropdbStmt if crate::pg::preload::is_preloaded() => {
                 let stmt = call.stmt() as *mut pg_sys::DropdbStmt;

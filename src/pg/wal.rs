@@ -237,8 +237,10 @@ fn replay_wal_record(info: u8, bytes: &[u8]) {
 /// the "hole" the image leaves out, so replay restores them empty (seen in
 /// `pg_waldump`: 24 bytes of image per map page); this keeps the rule from
 /// resting on that.
-fn forget_map_of_created(bytes: &[u8]) {
-    if bytes.first() != Some(&orioledb_engine::wal::KIND_CREATE) {
+fn forget_map_of_created(info: u8, bytes: &[u8]) {
+    // By the record's kind in `info`: a redo-point marker's bytes are a
+    // checkpoint number, whose first byte may look like a CREATE's kind.
+    if info >> 4 != orioledb_engine::wal::KIND_CREATE {
         return;
     }
     let rec = Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e));
@@ -339,7 +341,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
         let rec = (*record).record;
         let data = main_data(rec);
         if (*record).ReadRecPtr < crate::pg::engine::engine().redo_position() {
-            forget_map_of_created(data);
+            forget_map_of_created((*rec).header.xl_info, data);
             return;
         }
         replay_wal_record((*rec).header.xl_info, data);
