@@ -1130,7 +1130,10 @@ fn databases_with_orioledb_tables_stay_in_the_default_tablespace() {
         admin.batch_execute(&sql).unwrap();
     }
     let e = expect_sqlstate(&mut admin, "ALTER DATABASE itest_ts_db SET TABLESPACE itest_ts", "0A000");
-    assert!(e.message().contains("itest_ts"), "{}", e.message());
+    assert!(e.message().contains("tablespace \"itest_ts\""), "{}", e.message());
+    // PostgreSQL's own errors stay its own, and DEFAULT is no move.
+    expect_sqlstate(&mut admin, "ALTER DATABASE itest_ts_db SET TABLESPACE no_such_ts", "42704");
+    expect_sqlstate(&mut admin, "ALTER DATABASE itest_ts_db SET TABLESPACE pg_global", "22023");
     expect_sqlstate(
         &mut admin,
         "CREATE DATABASE itest_ts_copy TEMPLATE itest_ts_db TABLESPACE itest_ts",
@@ -1144,7 +1147,7 @@ fn databases_with_orioledb_tables_stay_in_the_default_tablespace() {
     for sql in [
         "CREATE DATABASE itest_ts_plain",
         "ALTER DATABASE itest_ts_plain SET TABLESPACE itest_ts",
-        "CREATE DATABASE itest_ts_copy TEMPLATE itest_ts_db TABLESPACE pg_default",
+        "CREATE DATABASE itest_ts_copy TEMPLATE itest_ts_db TABLESPACE DEFAULT",
         "CHECKPOINT",
     ] {
         admin.batch_execute(sql).unwrap();

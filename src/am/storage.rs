@@ -501,16 +501,19 @@ fn relation_files(db: u32) -> std::collections::HashSet<u32> {
     out
 }
 
-/// Where database `db`'s relation files may lie: `base/<db>` and
-/// `pg_tblspc/<tablespace>/<version>/<db>` for every tablespace.
+/// Where database `db`'s relation files may lie: `base/<db>` and, for
+/// every tablespace, `pg_tblspc/<oid>/PG_15_<catalog version>/<db>` (only
+/// this server's version directory: a location may hold other entries, an
+/// unreadable `lost+found` or an older cluster's directory).
 fn database_dirs(db: u32) -> Vec<std::path::PathBuf> {
     let mut dirs = vec![std::path::PathBuf::from(format!("base/{db}"))];
     let Ok(spaces) = std::fs::read_dir("pg_tblspc") else {
         return dirs;
     };
+    let version = format!("PG_15_{}", pg_sys::CATALOG_VERSION_NO);
     for space in spaces.flatten() {
-        if let Ok(versions) = std::fs::read_dir(space.path()) {
-            dirs.extend(versions.flatten().map(|v| v.path().join(db.to_string())));
+        if space.file_name().to_string_lossy().parse::<u32>().is_ok() {
+            dirs.push(space.path().join(&version).join(db.to_string()));
         }
     }
     dirs

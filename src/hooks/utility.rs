@@ -185,7 +185,9 @@ fn not_orioledb(opt: Opt, detail: String) -> ! {
 }
 
 /// The tablespace a `CREATE DATABASE` / `ALTER DATABASE` option list names,
-/// if it is not `pg_default`.
+/// if it is one a database could move to other than `pg_default`. None
+/// for `TABLESPACE DEFAULT` (no value) and for names PostgreSQL refuses
+/// itself with its own error (a missing tablespace, `pg_global`).
 ///
 /// # Safety
 /// `options` is a valid list of `DefElem`s.
@@ -194,13 +196,19 @@ unsafe fn other_tablespace(options: *mut pg_sys::List) -> Option<String> {
     unsafe {
         cells(options).into_iter().find_map(|d| {
             let def = d as *mut pg_sys::DefElem;
-            if text_of((*def).defname) != "tablespace" {
+            if text_of((*def).defname) != "tablespace" || (*def).arg.is_null() {
                 return None;
             }
             let name = text_of(pg_sys::defGetString(def));
             let cname = std::ffi::CString::new(name.clone()).unwrap_or_default();
             let oid = pg_sys::get_tablespace_oid(cname.as_ptr(), true);
-            (oid != pg_sys::DEFAULTTABLESPACE_OID).then_some(name)
+            let movable = ![
+                pg_sys::InvalidOid,
+                pg_sys::DEFAULTTABLESPACE_OID,
+                pg_sys::GLOBALTABLESPACE_OID,
+            ]
+            .contains(&oid);
+            movable.then_some(name)
         })
     }
 }
@@ -571,7 +579,8 @@ unsafe extern "C-unwind" fn prepare(
                 let mut template = "template1".to_string();
                 for d in cells((*stmt).options) {
                     let def = d as *mut pg_sys::DefElem;
-                    if text_of((*def).defname) == "template" {
+                    // `TEMPLATE DEFAULT` has no value: template1.
+                    if text_of((*def).defname) == "template" && !(*def).arg.is_null() {
                         template = text_of(pg_sys::defGetString(def));
                     }
                 }
