@@ -856,6 +856,17 @@ fn missing_map_file_quarantines_the_table_and_keeps_its_data() {
     check_tree(&mut c, "lost");
 }
 
+/// The engine's durable redo point, from `orioledb_data/control` (bytes
+/// 16..24, little-endian).
+fn engine_redo(c: &mut Client) -> u64 {
+    let hex = query_text(
+        c,
+        "SELECT encode(pg_read_binary_file('orioledb_data/control'), 'hex')",
+    );
+    let byte = |i: usize| u64::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
+    (16..24).rev().fold(0, |acc, i| acc << 8 | byte(i))
+}
+
 /// An engine checkpoint whose redo point falls where WAL insertion stands
 /// just past a page header with nothing on the page yet (always so right
 /// after `pg_switch_wal()`) succeeds, and recovery replays from it. Taking

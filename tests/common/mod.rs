@@ -776,14 +776,3 @@ pub fn held_bytes(m: &std::fs::Metadata) -> u64 {
     use std::os::unix::fs::MetadataExt;
     m.len().min(m.blocks() * 512)
 }
-
-/// The engine's durable redo point, from `orioledb_data/control` (bytes
-/// 16..24, little-endian).
-pub fn engine_redo(c: &mut Client) -> u64 {
-    let hex = query_text(
-        c,
-        "SELECT encode(pg_read_binary_file('orioledb_data/control'), 'hex')",
-    );
-    let byte = |i: usize| u64::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap();
-    (16..24).rev().fold(0, |acc, i| acc << 8 | byte(i))
-}
