@@ -502,7 +502,7 @@ fn relation_files(db: u32) -> std::collections::HashSet<u32> {
 }
 
 /// Where database `db`'s relation files may lie: `base/<db>` and, for
-/// every tablespace, `pg_tblspc/<oid>/PG_15_<catalog version>/<db>` (only
+/// every tablespace, `pg_tblspc/<oid>/PG_<major>_<catalog version>/<db>` (only
 /// this server's version directory: a location may hold other entries, an
 /// unreadable `lost+found` or an older cluster's directory).
 fn database_dirs(db: u32) -> Vec<std::path::PathBuf> {
@@ -510,7 +510,9 @@ fn database_dirs(db: u32) -> Vec<std::path::PathBuf> {
     let Ok(spaces) = std::fs::read_dir("pg_tblspc") else {
         return dirs;
     };
-    let version = format!("PG_15_{}", pg_sys::CATALOG_VERSION_NO);
+    // PostgreSQL's TABLESPACE_VERSION_DIRECTORY.
+    let major = pg_sys::PG_MAJORVERSION.to_string_lossy();
+    let version = format!("PG_{major}_{}", pg_sys::CATALOG_VERSION_NO);
     for space in spaces.flatten() {
         if space.file_name().to_string_lossy().parse::<u32>().is_ok() {
             dirs.push(space.path().join(&version).join(db.to_string()));

@@ -213,17 +213,28 @@ unsafe fn other_tablespace(options: *mut pg_sys::List) -> Option<String> {
     }
 }
 
-/// Raises SQLSTATE 0A000: a database statement would put the orioledb
-/// tables of database `db` outside the default tablespace, where the
-/// engine does not follow them (it would take their trees for those of
-/// dropped tables).
-fn tables_stay_in_default_tablespace(what: String, db: &str) -> ! {
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("orioledb: {what}"), "orioledb_rs")
+/// Raises SQLSTATE 0A000 when database statement `options` name a
+/// tablespace to put the orioledb tables of database `db` in (`what`
+/// says what the statement would do there): the engine does not follow
+/// them outside the default tablespace (it would take their trees for
+/// those of dropped tables).
+///
+/// # Safety
+/// `options` is a valid list of `DefElem`s.
+unsafe fn tables_stay_in_default_tablespace(
+    options: *mut pg_sys::List,
+    db: &str,
+    what: impl FnOnce(&str) -> String,
+) {
+    // SAFETY: per the contract.
+    let Some(ts) = (unsafe { other_tablespace(options) }) else {
+        return;
+    };
+    ErrorReport::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("orioledb: {}", what(&ts)), "orioledb_rs")
         .set_detail(format!(
             "Database \"{db}\" has orioledb tables, which stay in the default tablespace."
         ))
         .report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
 }
 
 /// Raises SQLSTATE 0A000: our option on an index of a PostgreSQL index AM.
@@ -587,13 +598,10 @@ unsafe extern "C-unwind" fn prepare(
                 let name = std::ffi::CString::new(template.clone()).unwrap_or_default();
                 let oid = pg_sys::get_database_oid(name.as_ptr(), true);
                 if oid != pg_sys::InvalidOid && crate::am::storage::database_has_trees(oid) {
-                    if let Some(ts) = other_tablespace((*stmt).options) {
-                        let db = text_of((*stmt).dbname);
-                        tables_stay_in_default_tablespace(
-                            format!("cannot create database \"{db}\" in tablespace \"{ts}\""),
-                            &template,
-                        );
-                    }
+                    let db = text_of((*stmt).dbname);
+                    tables_stay_in_default_tablespace((*stmt).options, &template, |ts| {
+                        format!("cannot create database \"{db}\" in tablespace \"{ts}\"")
+                    });
                     After::CopyDatabase {
                         template: oid,
                         name: (*stmt).dbname,
@@ -606,13 +614,10 @@ unsafe extern "C-unwind" fn prepare(
                 let stmt = call.stmt() as *mut pg_sys::AlterDatabaseStmt;
                 let oid = pg_sys::get_database_oid((*stmt).dbname, true);
                 if oid != pg_sys::InvalidOid && crate::am::storage::database_has_trees(oid) {
-                    if let Some(ts) = other_tablespace((*stmt).options) {
-                        let db = text_of((*stmt).dbname);
-                        tables_stay_in_default_tablespace(
-                            format!("cannot move database \"{db}\" to tablespace \"{ts}\""),
-                            &db,
-                        );
-                    }
+                    let db = text_of((*stmt).dbname);
+                    tables_stay_in_default_tablespace((*stmt).options, &db, |ts| {
+                        format!("cannot move database \"{db}\" to tablespace \"{ts}\"")
+                    });
                 }
                 After::Nothing
             }
