@@ -21,6 +21,7 @@ pub mod ssi;
 pub mod storage;
 pub mod table;
 pub mod toast;
+pub mod unlogged;
 pub mod vacuum;
 pub mod vismap;
 

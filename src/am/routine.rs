@@ -434,8 +434,8 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
     // SAFETY: PostgreSQL passes an open relation and a valid file node.
     unsafe {
         // Temporary and unlogged tables get trees like any other: shared,
-        // WAL-logged and checkpointed (so an unlogged table keeps its rows
-        // through a crash). A temporary table's tree goes with the table when
+        // WAL-logged and checkpointed; an unlogged table is emptied after a
+        // crash as heap's are (`am::unlogged`). A temporary table's tree goes with the table when
         // its session ends; one a crash leaves behind has no file under
         // base/<db>/<relfilenode> (temporary files are named t<backend>_…)
         // and is dropped by the post-recovery sweep.
@@ -463,6 +463,7 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
         // (`storage::sweep_orphans`). Created before the tree, so a live
         // tree always has its file.
         let srel = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
+        crate::am::unlogged::create_forks(srel, newrnode, persistence);
         pg_sys::smgrclose(srel);
         crate::am::storage::new_relation_file(rel, newrnode);
     }

@@ -557,6 +557,8 @@ const TREES_MAX: usize = 4096;
 /// # Safety
 /// `rel` must be a valid, open orioledb relation.
 unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
+    // SAFETY: per the contract.
+    unsafe { crate::am::unlogged::empty_after_crash(rel, id) };
     let engine = crate::pg::engine::engine();
     // SAFETY: per the contract.
     let is_toast = unsafe { is_toast(rel) };
