@@ -1418,3 +1418,60 @@ fn unlogged_tables_are_empty_after_a_crash() {
     let mut c = connect(&env, db);
     assert_eq!(unlogged_counts(&mut c), (10, 10), "rows written after the emptying stay through a clean restart");
 }
+
+/// After OID wraparound a temporary table can get the relation file
+/// number a permanent one has (PostgreSQL checks a number only against
+/// files of its own kind), and so the same tree id. Creating it must not
+/// take the permanent table's live tree for a crash's leftover and empty
+/// it: it is refused (55006), and the next try gets another number.
+/// Wraparound is staged with `pg_resetwal -o` and large objects, which
+/// take one OID each.
+#[test]
+fn temporary_table_with_a_permanent_tables_file_number() {
+    let (env, _g) = require_server!();
+    let cluster = ScratchCluster::new(&env, "fileclash", OWN_CLUSTER);
+    let cenv = &cluster.env;
+    let mut c = cluster.connect("postgres");
+    // TRUNCATE (in a transaction of its own, so that it gives a new file)
+    // makes `p`'s file number one that is no pg_class OID, which a new
+    // table may then get as its OID and file number.
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE p (id int PRIMARY KEY) USING orioledb;",
+    )
+    .unwrap();
+    c.batch_execute("TRUNCATE p").unwrap();
+    c.batch_execute("INSERT INTO p SELECT generate_series(1, 100)").unwrap();
+    let node: postgres::types::Oid = c
+        .query_one("SELECT relfilenode FROM pg_class WHERE relname = 'p'", &[])
+        .unwrap()
+        .get(0);
+    drop(c);
+    stop_server(cenv);
+    let mut reset = pg_command(cenv, "pg_resetwal");
+    reset.arg("-o").arg((node - 200).to_string()).arg(cenv.pgdata.as_ref().unwrap());
+    let out = reset.output().unwrap();
+    assert!(out.status.success(), "pg_resetwal: {}", String::from_utf8_lossy(&out.stderr));
+    start_server(cenv);
+    let mut c = cluster.connect("postgres");
+    // The session's temporary schema first (it takes OIDs too).
+    c.batch_execute("CREATE TEMP TABLE warm (x int)").unwrap();
+    loop {
+        let o: postgres::types::Oid = c.query_one("SELECT lo_create(0)", &[]).unwrap().get(0);
+        assert!(o < node, "OIDs went past {node} before the clash was staged");
+        if o + 1 == node {
+            break;
+        }
+    }
+    let e = expect_sqlstate(&mut c, "CREATE TEMP TABLE tt (id int) USING orioledb", "55006");
+    assert!(e.message().contains("in use"), "{}", e.message());
+    let n: i64 = c.query_one("SELECT count(*) FROM p", &[]).unwrap().get(0);
+    assert_eq!(n, 100, "the permanent table keeps its rows");
+    c.batch_execute(
+        "CREATE TEMP TABLE tt (id int) USING orioledb;
+         INSERT INTO tt VALUES (1);",
+    )
+    .unwrap();
+    let n: i64 = c.query_one("SELECT count(*) FROM p", &[]).unwrap().get(0);
+    assert_eq!(n, 100);
+}

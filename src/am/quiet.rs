@@ -105,7 +105,7 @@ pub fn sweep_quiet_trees(deadline: Instant) {
             // Rust guards (engine latches) are released by the unwinding.
             // SAFETY: no LWLock is meant to be held here.
             unsafe { pg_sys::LWLockReleaseAll() };
-            pgrx::warning!("orioledb: background sweep of tree {} stopped: {}", t.id, caught(&e));
+            pgrx::warning!("orioledb: background sweep of tree {} stopped: {}", t.id, crate::pg::caught(&e));
             false
         })
         .execute();
@@ -113,14 +113,6 @@ pub fn sweep_quiet_trees(deadline: Instant) {
         if !swept {
             BACKED_OFF.with(|b| b.borrow_mut().insert(t.id, Instant::now() + BACK_OFF));
         }
-    }
-}
-
-/// The message of an ERROR (or panic) caught in a round.
-pub fn caught(e: &pgrx::pg_sys::panic::CaughtError) -> String {
-    use pgrx::pg_sys::panic::CaughtError::*;
-    match e {
-        PostgresError(r) | ErrorReport(r) | RustPanic { ereport: r, .. } => r.message().to_string(),
     }
 }
 

@@ -105,6 +105,22 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     };
     let engine = engine();
     let leftover = engine.tree(id).is_ok();
+    // SAFETY: `rel` is an open relation (contract).
+    let temp = unsafe { (*(*rel).rd_rel).relpersistence } as u8 == pg_sys::RELPERSISTENCE_TEMP;
+    if leftover && other_kind_has_file(new.dbNode.to_u32(), new.relNode.to_u32(), temp) {
+        // PostgreSQL checks a new file number only against files of its
+        // own kind (`t<backend>_N` or `N`), so after OID wraparound a
+        // temporary and a permanent table can get the same one, and one
+        // tree id: the tree is live, not left over. Retrying picks another.
+        crate::am::rows::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
+            format!(
+                "orioledb: relation file number {} is in use by another table's tree (a {} table); try again",
+                new.relNode.to_u32(),
+                if temp { "permanent or unlogged" } else { "temporary" }
+            ),
+        );
+    }
     if leftover {
         // PostgreSQL picks relation file numbers without looking at our
         // files, so it can hand out one whose tree a crash left behind (its
@@ -123,6 +139,22 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
             remember(old_id, When::DropAtCommit);
         }
     }
+}
+
+/// Whether database `db`'s directory holds a file of relation file number
+/// `rel` of the other kind than a new `temp` (or permanent) one:
+/// `base/<db>/<rel>…` for a temporary one, `t<backend>_<rel>…` for a
+/// permanent one. Only the default tablespace: orioledb tables live
+/// nowhere else. Read afresh: a rare path (a tree already under the id).
+fn other_kind_has_file(db: u32, rel: u32, temp: bool) -> bool {
+    let Ok(dir) = std::fs::read_dir(format!("base/{db}")) else {
+        return false;
+    };
+    dir.flatten().any(|e| {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        relation_file_number(&name) == Some(rel) && name.starts_with('t') != temp
+    })
 }
 
 /// Opens tree `id`, creating it at compression `level` if it does not

@@ -136,7 +136,7 @@ fn sweep_quiet_trees() {
         .catch_others(|e| {
             // SAFETY: as in `am::quiet`: no LWLock is meant to be held here.
             unsafe { pg_sys::LWLockReleaseAll() };
-            pgrx::warning!("orioledb: background sweep stopped: {}", crate::am::quiet::caught(&e));
+            pgrx::warning!("orioledb: background sweep stopped: {}", crate::pg::caught(&e));
         })
         .execute();
 }

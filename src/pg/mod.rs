@@ -16,6 +16,14 @@ pub use preload::{is_preloaded, require_preloaded};
 
 use pgrx::pg_sys;
 
+/// The message of an ERROR (or panic) caught by `PgTryBuilder`.
+pub fn caught(e: &pg_sys::panic::CaughtError) -> String {
+    use pg_sys::panic::CaughtError::*;
+    match e {
+        PostgresError(r) | ErrorReport(r) | RustPanic { ereport: r, .. } => r.message().to_string(),
+    }
+}
+
 /// Runs `f` on the syscache tuple of `key` in `cache` while it is pinned,
 /// releasing it afterwards; None when there is no such tuple.
 ///

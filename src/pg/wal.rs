@@ -584,19 +584,29 @@ unsafe fn replay_range(from: Lsn) {
         if reader.is_null() {
             pgrx::error!("orioledb: out of memory allocating a WAL reader");
         }
-        let start = pg_sys::XLogFindNextRecord(reader, from);
+        // Opening a segment that is gone is an ERROR, not "no record".
+        let found = pgrx::PgTryBuilder::new(|| Ok(pg_sys::XLogFindNextRecord(reader, from)))
+            .catch_others(|e| Err(crate::pg::caught(&e)))
+            .execute();
+        let (start, gone) = match found {
+            Ok(start) => (start, None),
+            Err(why) => (0, Some(why)),
+        };
         if start == 0 {
             pg_sys::XLogReaderFree(reader);
-            if private.end_of_wal {
+            if private.end_of_wal && gone.is_none() {
                 // Nothing complete to read from there yet.
                 return;
             }
             // WAL was removed (no slot: wal_level = minimal or
-            // max_replication_slots = 0). Loud, but the server must start.
+            // max_replication_slots = 0; pg_resetwal). Loud, but the server
+            // must start: after a clean shutdown (the engine checkpoints
+            // then) nothing is lost.
             pgrx::warning!(
-                "orioledb: cannot read WAL from the engine's redo point {:X}/{:X}: changes to orioledb tables since the last engine checkpoint are lost",
+                "orioledb: cannot read WAL from the engine's redo point {:X}/{:X}{}: changes to orioledb tables since the last engine checkpoint are lost",
                 from >> 32,
-                from as u32
+                from as u32,
+                gone.map(|m| format!(" ({m})")).unwrap_or_default()
             );
             return;
         }
