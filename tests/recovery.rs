@@ -1383,7 +1383,7 @@ fn unlogged_tables_are_empty_after_a_crash() {
         "CREATE UNLOGGED TABLE u (id int PRIMARY KEY, v int, t text) USING orioledb;
          CREATE INDEX u_v ON u (v);
          INSERT INTO u SELECT g, g, 'v' || g FROM generate_series(1, 1000) g;
-         INSERT INTO u VALUES (1001, 1001, repeat('toast me ', 5000));
+         INSERT INTO u SELECT 1001, 1001, string_agg(md5(g::text), '') FROM generate_series(1, 500) g;
          CREATE TABLE p (id int PRIMARY KEY, v int) USING orioledb;
          INSERT INTO p SELECT g, g FROM generate_series(1, 500) g;
          CHECKPOINT;",
@@ -1392,9 +1392,15 @@ fn unlogged_tables_are_empty_after_a_crash() {
     restart_server(&env);
     let mut c = connect(&env, db);
     assert_eq!(unlogged_counts(&mut c), (1001, 1001), "a clean restart keeps unlogged rows");
+    let key_before = key_of(&mut c, "u");
+    assert_ne!(key_before, "row id");
+    let toast = "(SELECT reltoastrelid FROM pg_class WHERE relname = 'u')";
+    assert!(tree_keys(&mut c, toast) > 0, "a value went to the toast tree");
     crash_and_restart(&env);
     let mut c = connect(&env, db);
     assert_eq!(unlogged_counts(&mut c), (0, 0), "an unlogged table is empty after a crash");
+    assert_eq!(key_of(&mut c, "u"), key_before, "the emptied tree keeps its key");
+    assert_eq!(tree_keys(&mut c, toast), 0, "its toast tree is emptied too");
     let left: i64 = c
         .query_one("SELECT count(*) FROM p", &[])
         .unwrap()

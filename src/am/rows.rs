@@ -475,8 +475,11 @@ pub unsafe fn table_of(rel: pg_sys::Relation) -> Table {
     });
     // SAFETY: an open relation's relcache entry lives in CacheMemoryContext,
     // where its rd_amcache belongs (PostgreSQL pfrees it with the entry's
-    // other parts on every invalidation).
+    // other parts on every invalidation). Read again: opening the table may
+    // have processed invalidations (`am::unlogged` opens relations), which
+    // free the one read above.
     unsafe {
+        let cache = (*rel).rd_amcache as *mut AmCache;
         let cache = if cache.is_null() {
             let c = pg_sys::MemoryContextAlloc(pg_sys::CacheMemoryContext, size_of::<AmCache>())
                 as *mut AmCache;

@@ -28,8 +28,8 @@
 //! missing again and repeats it) and runs under the relation extension
 //! lock, so two backends opening the table at once empty it once and the
 //! second one never empties rows the first one has written since.
-//! A relation made by a build without init forks has neither file and is
-//! left alone.
+//! A relation made by a build without init forks has neither file: it
+//! gets both when it is first opened, with its rows.
 
 use crate::pg::engine::{engine, report};
 use orioledb_engine::TreeId;
@@ -53,6 +53,30 @@ pub unsafe fn create_forks(
     }
     // SAFETY: per the contract.
     unsafe {
+        create_init_fork(srel, rnode);
+        create_marker(srel);
+    }
+}
+
+/// Creates the marker fork's (empty) file.
+///
+/// # Safety
+/// `srel` is open storage.
+unsafe fn create_marker(srel: pg_sys::SMgrRelation) {
+    // SAFETY: per the contract. `isRedo` lets a file that is there already
+    // be (a crash between its creation and ours cannot leave one, but an
+    // ERROR for it would stop the table's use for nothing).
+    unsafe { pg_sys::smgrcreate(srel, MARKER, true) };
+}
+
+/// Creates, WAL-logs and syncs the (empty) init fork of `rnode`, as heap
+/// does for an unlogged relation.
+///
+/// # Safety
+/// `srel` is the open storage of `rnode`.
+unsafe fn create_init_fork(srel: pg_sys::SMgrRelation, rnode: *const pg_sys::RelFileNode) {
+    // SAFETY: per the contract.
+    unsafe {
         pg_sys::smgrcreate(srel, pg_sys::ForkNumber::INIT_FORKNUM, false);
         // It may raise an ERROR (a longjmp): through PostgreSQL's guard.
         pg_sys::submodules::ffi::pg_guard_ffi_boundary(|| {
@@ -61,7 +85,6 @@ pub unsafe fn create_forks(
         // Replay recreates it, but only from the WAL after the next
         // checkpoint's redo point: sync it now, as heap does.
         pg_sys::smgrimmedsync(srel, pg_sys::ForkNumber::INIT_FORKNUM);
-        pg_sys::smgrcreate(srel, MARKER, false);
     }
 }
 
@@ -77,11 +100,25 @@ unsafe extern "C-unwind" {
 /// forks of an unlogged relation.
 const MARKER: pg_sys::ForkNumber::Type = pg_sys::ForkNumber::FSM_FORKNUM;
 
+/// What an unlogged relation's files say about its tree.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    /// Init fork and marker: emptied since the last crash.
+    Current,
+    /// Init fork without the marker: holds rows of before a crash,
+    /// promotion or restore.
+    Stale,
+    /// No init fork: made by a build that did not give unlogged relations
+    /// one.
+    Unmarked,
+}
+
 /// Empties unlogged table `rel`'s tree `id` (and its toast tree) if a
 /// crash, promotion or restore happened since it was last emptied; see the
 /// module documentation. A no-op for any other relation. On a server in
 /// recovery, where the tree cannot be emptied, an ERROR as PostgreSQL
-/// gives for unlogged tables there.
+/// gives for unlogged tables there. A table made by a build without init
+/// forks gets them now (its rows kept: no crash can be told from its files).
 ///
 /// # Safety
 /// `rel` is a valid, open, locked orioledb relation whose tree is `id`.
@@ -90,7 +127,7 @@ pub unsafe fn empty_after_crash(rel: pg_sys::Relation, id: TreeId) {
     unsafe {
         if (*(*rel).rd_rel).relpersistence as u8 != pg_sys::RELPERSISTENCE_UNLOGGED
             || crate::am::rows::is_toast(rel)
-            || !needs_emptying(rel)
+            || state(rel) == State::Current
         {
             return;
         }
@@ -101,30 +138,53 @@ pub unsafe fn empty_after_crash(rel: pg_sys::Relation, id: TreeId) {
                 "cannot access temporary or unlogged relations during recovery"
             );
         }
+        // Catalog reads and other locks first: nothing else may be locked
+        // while the extension lock is held (lock.c asserts it, and the
+        // deadlock detector does not see that lock's waits).
+        let desc = crate::am::pkey::KeyDesc::for_table(rel);
+        let toast = toast_tree_id(rel);
         pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as _);
-        if needs_emptying(rel) {
-            pgrx::log!(
-                "orioledb: emptying unlogged table \"{}\" after a crash or restore",
-                crate::am::rows::rel_name(rel)
-            );
-            empty_tree(id, true);
-            empty_toast(rel);
-            pg_sys::smgrcreate(storage(rel), MARKER, false);
+        let now = state(rel);
+        match now {
+            State::Current => {}
+            State::Stale => {
+                pgrx::log!(
+                    "orioledb: emptying unlogged table \"{}\" after a crash or restore",
+                    crate::am::rows::rel_name(rel)
+                );
+                empty_tree(id, desc.map(|d| d.encode()));
+                if let Some(t) = toast {
+                    empty_tree(t, None);
+                }
+            }
+            State::Unmarked => {
+                let node = (*rel).rd_node;
+                create_init_fork(storage(rel), &node);
+            }
+        }
+        if now != State::Current {
+            create_marker(storage(rel));
         }
         pg_sys::UnlockRelationForExtension(rel, pg_sys::ExclusiveLock as _);
     }
 }
 
-/// Whether `rel` has its init fork but not the marker.
+/// What `rel`'s files say (see [`State`]).
 ///
 /// # Safety
 /// `rel` is a valid, open relation.
-unsafe fn needs_emptying(rel: pg_sys::Relation) -> bool {
+unsafe fn state(rel: pg_sys::Relation) -> State {
     // SAFETY: per the contract. smgrexists looks at the file system afresh
     // (it closes a fork it had open first, outside recovery).
     unsafe {
         let srel = storage(rel);
-        pg_sys::smgrexists(srel, pg_sys::ForkNumber::INIT_FORKNUM) && !pg_sys::smgrexists(srel, MARKER)
+        if !pg_sys::smgrexists(srel, pg_sys::ForkNumber::INIT_FORKNUM) {
+            State::Unmarked
+        } else if pg_sys::smgrexists(srel, MARKER) {
+            State::Current
+        } else {
+            State::Stale
+        }
     }
 }
 
@@ -144,16 +204,15 @@ unsafe fn storage(rel: pg_sys::Relation) -> pg_sys::SMgrRelation {
     }
 }
 
-/// Empties tree `id` if it exists, keeping its key descriptor when `keyed`
-/// (what the table's indexes and layout say it is keyed by).
-fn empty_tree(id: TreeId, keyed: bool) {
+/// Empties tree `id` if it exists, then writes `desc` as its key
+/// descriptor: the one the table's primary key asks for now, not the one
+/// the tree held, which a crash between the two records (or an ERROR)
+/// would otherwise lose for good.
+fn empty_tree(id: TreeId, desc: Option<Vec<u8>>) {
     let e = engine();
-    let Ok(tree) = e.tree(id) else { return };
-    let desc = if keyed {
-        tree.get(crate::am::table::DESC_KEY).unwrap_or_else(|err| report(err))
-    } else {
-        None
-    };
+    if !e.has_tree(id) {
+        return;
+    }
     e.truncate_tree(id).unwrap_or_else(|err| report(err));
     if let Some(d) = desc {
         let tree = e.tree(id).unwrap_or_else(|err| report(err));
@@ -162,21 +221,21 @@ fn empty_tree(id: TreeId, keyed: bool) {
     crate::am::rows::forget_tree(id);
 }
 
-/// Empties the toast tree of `rel`, if it has one: its values belong to
-/// rows that are gone.
+/// The tree id of `rel`'s toast relation, if it has one: its values
+/// belong to rows that go with the table's.
 ///
 /// # Safety
 /// `rel` is a valid, open relation.
-unsafe fn empty_toast(rel: pg_sys::Relation) {
+unsafe fn toast_tree_id(rel: pg_sys::Relation) -> Option<TreeId> {
     // SAFETY: per the contract.
     unsafe {
         let toastoid = (*(*rel).rd_rel).reltoastrelid;
         if toastoid == pg_sys::InvalidOid {
-            return;
+            return None;
         }
         let toast = pg_sys::table_open(toastoid, pg_sys::AccessShareLock as _);
         let node = (*toast).rd_node;
         pg_sys::table_close(toast, pg_sys::NoLock as _);
-        empty_tree(crate::pg::engine::tree_id(node.dbNode, node.relNode), false);
+        Some(crate::pg::engine::tree_id(node.dbNode, node.relNode))
     }
 }
