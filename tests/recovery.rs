@@ -1418,20 +1418,7 @@ fn unlogged_tables_are_empty_after_a_crash() {
     crash_and_restart(&env);
     let mut c = connect(&env, db);
     assert_eq!(unlogged_counts(&mut c), (0, 0), "empty after the second crash too");
-    // Its contents go unlogged: 2,000 rows take a few WAL records (the
-    // transaction's), not one each.
-    let wal = |c: &mut Client| -> i64 {
-        c.query_one("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::int8", &[])
-            .unwrap()
-            .get(0)
-    };
-    let before = wal(&mut c);
     c.batch_execute("INSERT INTO u SELECT g, g, 'w' FROM generate_series(1, 10) g").unwrap();
-    c.batch_execute("UPDATE u SET v = v + 1").unwrap();
-    c.batch_execute("INSERT INTO u SELECT g, g, 'x' FROM generate_series(11, 2000) g").unwrap();
-    c.batch_execute("DELETE FROM u WHERE id > 10").unwrap();
-    let logged = wal(&mut c) - before;
-    assert!(logged < 16384, "{logged} bytes of WAL for 2,000 rows of an unlogged table");
     assert_eq!(unlogged_counts(&mut c), (10, 10));
     restart_server(&env);
     let mut c = connect(&env, db);

@@ -131,8 +131,7 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     }
     // A toast relation gets its tree with its first value.
     if !is_toast || leftover {
-        // SAFETY: `rel` is an open relation (contract).
-        open_or_create(id, level, unsafe { unlogged(rel) });
+        open_or_create(id, level);
         remember(id, When::DropAtAbort);
     }
     if replacing {
@@ -165,24 +164,11 @@ fn other_kind_has_file(db: u32, rel: u32, temp: bool) -> bool {
     })
 }
 
-/// Whether `rel` is an unlogged relation: its trees' contents go unlogged
-/// (the table is emptied after a crash anyway, `am::unlogged`), which is
-/// what makes unlogged tables faster.
-///
-/// # Safety
-/// `rel` is an open relation.
-unsafe fn unlogged(rel: pg_sys::Relation) -> bool {
-    // SAFETY: per the contract.
-    unsafe { (*(*rel).rd_rel).relpersistence as u8 == pg_sys::RELPERSISTENCE_UNLOGGED }
-}
-
-/// Opens tree `id`, creating it at compression `level` (its contents
-/// `unlogged` or not) if it does not exist (atomically: two processes
-/// asking at once get the same tree).
-fn open_or_create(id: TreeId, level: i32, unlogged: bool) -> orioledb_engine::Tree {
+/// Opens tree `id`, creating it at compression `level` if it does not
+/// exist (atomically: two processes asking at once get the same tree).
+fn open_or_create(id: TreeId, level: i32) -> orioledb_engine::Tree {
     let opts = TreeOptions {
         compress: level,
-        unlogged,
         ..Default::default()
     };
     let engine = engine();
@@ -241,8 +227,7 @@ pub unsafe fn create_toast_tree(rel: pg_sys::Relation) -> orioledb_engine::Tree 
     let level = unsafe { crate::am::levels::toast_owner(rel) }
         .map(|t| crate::am::levels::stored_levels(t).toast)
         .unwrap_or(-1);
-    // SAFETY: per the contract.
-    let tree = open_or_create(id, level, unsafe { unlogged(rel) });
+    let tree = open_or_create(id, level);
     if let Some(sub) = file_sub {
         remember_in(id, When::DropAtAbort, sub);
     }

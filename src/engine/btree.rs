@@ -570,7 +570,7 @@ impl Tree {
         // beyond the logged limit can be used before the record exists.
         let f = self.file();
         let (first, new_limit) = take(&f);
-        if let Some(limit) = new_limit.filter(|_| self.logs()) {
+        if let Some(limit) = new_limit {
             self.inner.log(&Record::IdLimit {
                 tree: self.id,
                 limit,
@@ -802,9 +802,9 @@ impl Tree {
         if self.lacks_room(p, (succ.key, new), val.len(), i, freed) {
             return Ok(InLeaf::No);
         }
-        let rec = match self.logs() {
-            false => None,
-            true => match self.update_record(key, old, val, succ, new) {
+        let rec = match self.inner.wal {
+            None => None,
+            Some(_) => match self.update_record(key, old, val, succ, new) {
                 Some(rec) => Some(rec),
                 None => return Ok(InLeaf::No),
             },
@@ -966,7 +966,7 @@ impl Tree {
             }
             if j > i {
                 g.mark_dirty(epoch);
-                if self.logs() {
+                if self.inner.wal.is_some() {
                     let items = items[i..j].iter().copied();
                     self.inner
                         .log_changed_encoded(&crate::wal::encode_put_run(self.id, items));
@@ -1019,7 +1019,7 @@ impl Tree {
                 self.inner.before_modify(&mut g)?;
                 g.page_mut().remove_at(i);
                 g.mark_dirty(epoch);
-                if !matches!(log, Log::No) && self.logs() {
+                if !matches!(log, Log::No) {
                     self.inner.log_changed(&Record::Delete {
                         tree: self.id,
                         key: key.to_vec(),
@@ -1065,7 +1065,7 @@ impl Tree {
         // fail — the pre-image write, pruning, a split's new page — fails
         // with the leaf unchanged and nothing logged), then the record is
         // logged under the same latch.
-        let rec = self.logs().then_some(()).and(match log {
+        let rec = self.inner.wal.as_ref().and(match log {
             Log::No => None,
             Log::As(r) => Some(std::borrow::Cow::Borrowed(r)),
             Log::Yes => Some(std::borrow::Cow::Owned(self.put_record(g.page(), pos, key, &val))),
@@ -1470,7 +1470,7 @@ impl Tree {
                         // Hint bits, in place as `prune_leaf_at` writes
                         // them (never refused); they free no room.
                         g.page_mut().replace_value(i, &v);
-                    } else if !self.logs()
+                    } else if self.inner.wal.is_none()
                         // Shrinking an item is for unlogged trees only: a
                         // later patch or delta of a logged one is replayed
                         // against the value as logged, whose length must

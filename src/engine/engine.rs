@@ -39,11 +39,6 @@ pub struct TreeOptions {
     pub cmp: Arc<dyn KeyCmp>,
     /// Consulted before a leaf splits (see [`crate::btree::Pruner`]).
     pub pruner: Option<Arc<dyn crate::btree::Pruner>>,
-    /// Only the tree's creation, truncation and drop are logged, not its
-    /// contents: after a crash its image holds whatever the last
-    /// checkpoint wrote, and the user must empty it before use (what
-    /// PostgreSQL's unlogged tables need). Fixed at creation.
-    pub unlogged: bool,
 }
 
 impl Default for TreeOptions {
@@ -52,7 +47,6 @@ impl Default for TreeOptions {
             compress: -1,
             cmp: Arc::new(Bytewise),
             pruner: None,
-            unlogged: false,
         }
     }
 }
@@ -922,7 +916,7 @@ impl Engine {
         let mut claimed = Vec::new();
         let loaded: Result<()> = maps.iter().try_for_each(|(id, map)| {
             let data = inner.data_path(*id);
-            let slot = self.claim_slot(&dir, *id, map.compress, map.unlogged)?;
+            let slot = self.claim_slot(&dir, *id, map.compress)?;
             claimed.push(slot);
             let f = meta.file(slot);
             f.raise_id_limit(map.id_limit);
@@ -945,7 +939,7 @@ impl Engine {
         });
         let loaded = loaded.and_then(|()| {
             damaged.iter().try_for_each(|(id, _)| {
-                let slot = self.claim_slot(&dir, *id, -1, false)?;
+                let slot = self.claim_slot(&dir, *id, -1)?;
                 claimed.push(slot);
                 meta.slot(slot).state.store(SLOT_DAMAGED, Ordering::Release);
                 Ok(())
@@ -1014,7 +1008,7 @@ impl Engine {
     /// holds the directory latch (`_dir`) from before this call until it
     /// publishes the slot as LIVE or frees it, so no other claimer can pick
     /// the same slot or create the same tree meanwhile.
-    fn claim_slot(&self, _dir: &MetaLatch, id: TreeId, compress: i32, unlogged: bool) -> Result<usize> {
+    fn claim_slot(&self, _dir: &MetaLatch, id: TreeId, compress: i32) -> Result<usize> {
         let meta = &self.inner.meta;
         let i = (0..meta.max_trees())
             .find(|&i| meta.slot(i).state.load(Ordering::Acquire) == SLOT_FREE)
@@ -1022,7 +1016,6 @@ impl Engine {
         let s = meta.slot(i);
         meta.file(i).reset();
         s.compress.store(compress, Ordering::Relaxed);
-        s.unlogged.store(unlogged as u32, Ordering::Relaxed);
         s.superseded.store(0, Ordering::Relaxed);
         s.superseded_xid.store(0, Ordering::Relaxed);
         s.superseded_rel.store(0, Ordering::Relaxed);
@@ -1096,7 +1089,7 @@ impl Engine {
             return Ok(Replayed::SkippedDamaged(id));
         }
         match rec {
-            Record::Create { compress, unlogged, .. } => {
+            Record::Create { compress, .. } => {
                 if state.is_none() {
                     self.create_tree(
                         id,
@@ -1104,7 +1097,6 @@ impl Engine {
                             compress,
                             cmp: cmp(id),
                             pruner: None,
-                            unlogged,
                         },
                         false,
                     )?;
@@ -1267,7 +1259,7 @@ impl Engine {
             drop(dir);
             return Err(inner.damage(id));
         }
-        let slot = self.claim_slot(&dir, id, opts.compress, opts.unlogged)?;
+        let slot = self.claim_slot(&dir, id, opts.compress)?;
         let created = (|| {
             let d = inner.db_dir(id.db);
             inner
@@ -1290,7 +1282,6 @@ impl Engine {
                 inner.log(&Record::Create {
                     tree: id,
                     compress: opts.compress,
-                    unlogged: opts.unlogged,
                 });
             }
             Ok(())
@@ -1334,7 +1325,6 @@ impl Engine {
                 compress: src.compress(),
                 cmp,
                 pruner: None,
-                unlogged: src.is_unlogged(),
             },
         )?;
         let next = src.next_id();
@@ -1617,7 +1607,6 @@ impl Engine {
                     checkpoint: n,
                     root,
                     compress: meta.slot(slot).compress.load(Ordering::Relaxed),
-                    unlogged: meta.slot(slot).unlogged.load(Ordering::Relaxed) != 0,
                     id_limit: f.checkpoint_id_limit(),
                     pages,
                 }
@@ -1856,17 +1845,6 @@ impl Tree {
             .slot(self.slot)
             .compress
             .load(Ordering::Relaxed)
-    }
-
-    /// Whether the tree's contents go unlogged (`TreeOptions::unlogged`).
-    pub fn is_unlogged(&self) -> bool {
-        self.inner.meta.slot(self.slot).unlogged.load(Ordering::Relaxed) != 0
-    }
-
-    /// Whether changes of this tree's contents are logged: the engine has
-    /// a log and the tree is not unlogged.
-    pub(crate) fn logs(&self) -> bool {
-        self.inner.wal.is_some() && !self.is_unlogged()
     }
 
     /// Statistics for monitoring: pages, resident/dirty buffers, file bytes.

@@ -30,7 +30,7 @@ use std::sync::Arc;
 pub const CHUNK: usize = 8192;
 const HEADER: usize = 128;
 /// Bytes of a slot's `Slot` fields.
-const SLOT_FIELDS: usize = 136;
+const SLOT_FIELDS: usize = 128;
 /// Units of a raw page image, the size most writes allocate (`fit_hint`).
 const FIT_UNITS: u32 = (crate::page::PAGE_SIZE / crate::store::image::UNIT) as u32;
 /// Entries of a slot's room table: block `b`'s entry is `b % ROOMS`.
@@ -98,8 +98,6 @@ pub(crate) struct Slot {
     pub state: AtomicU32,
     pub root: AtomicU32,
     pub compress: AtomicI32,
-    /// 1 when the tree's contents are not logged (`TreeOptions::unlogged`).
-    pub unlogged: AtomicU32,
     /// Epoch at which a DROPPED tree was dropped.
     pub dropped_at: AtomicU64,
     /// Row versions superseded (updated or deleted) since a background

@@ -120,8 +120,6 @@ pub enum Record {
     Create {
         tree: TreeId,
         compress: i32,
-        /// See `TreeOptions::unlogged`.
-        unlogged: bool,
     },
     Drop {
         tree: TreeId,
@@ -391,14 +389,7 @@ impl Record {
         b.extend_from_slice(&tree.db.to_le_bytes());
         b.extend_from_slice(&tree.rel.to_le_bytes());
         match self {
-            Record::Create { compress, unlogged, .. } => {
-                b.extend_from_slice(&compress.to_le_bytes());
-                // A trailing flag only for unlogged trees: a logged one's
-                // record is what it always was.
-                if *unlogged {
-                    b.push(1);
-                }
-            }
+            Record::Create { compress, .. } => b.extend_from_slice(&compress.to_le_bytes()),
             Record::Drop { .. } | Record::Truncate { .. } => {}
             Record::IdLimit { limit, .. } => b.extend_from_slice(&limit.to_le_bytes()),
             Record::Put { key, value, .. } => {
@@ -470,14 +461,6 @@ impl Record {
             1 => Record::Create {
                 tree,
                 compress: i32::from_le_bytes(r.take(4)?.try_into().unwrap()),
-                unlogged: match r.b.get(r.at) {
-                    None => false,
-                    Some(1) => {
-                        r.at += 1;
-                        true
-                    }
-                    Some(f) => return Err(format!("create record flag {f:#x} unknown")),
-                },
             },
             2 => Record::Drop { tree },
             6 => Record::Truncate { tree },
@@ -918,12 +901,6 @@ mod tests {
             Record::Create {
                 tree: t,
                 compress: 3,
-                unlogged: false,
-            },
-            Record::Create {
-                tree: t,
-                compress: -1,
-                unlogged: true,
             },
             Record::Drop { tree: t },
             Record::Put {

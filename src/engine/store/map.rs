@@ -3,7 +3,7 @@
 //! ```text
 //! 0  magic u32 "ORDM" | version u32
 //! 8  checkpoint u64
-//! 16 root u32 | npages u32 | compress i32 | flags u32 (1: unlogged tree)
+//! 16 root u32 | npages u32 | compress i32 | reserved u32
 //! 32 id limit u64 (row ids below it may be in use)
 //! 40 npages entries of 8 bytes: offset u32 (units) | length u16 (units) | flags u16
 //! end: crc32c u32 of everything before it
@@ -25,8 +25,6 @@ pub struct TreeMap {
     pub checkpoint: u64,
     pub root: u32,
     pub compress: i32,
-    /// The tree's contents are not logged (`TreeOptions::unlogged`).
-    pub unlogged: bool,
     /// The tree's row-id allocation limit at the checkpoint.
     pub id_limit: u64,
     pub pages: Vec<Option<Extent>>,
@@ -46,7 +44,7 @@ impl TreeMap {
         out.extend_from_slice(&self.root.to_le_bytes());
         out.extend_from_slice(&(self.pages.len() as u32).to_le_bytes());
         out.extend_from_slice(&self.compress.to_le_bytes());
-        out.extend_from_slice(&(self.unlogged as u32).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
         out.extend_from_slice(&self.id_limit.to_le_bytes());
         for p in &self.pages {
             let (off, len, flags) = match p {
@@ -83,11 +81,6 @@ impl TreeMap {
         let root = u32at(16);
         let npages = u32at(20) as usize;
         let compress = u32at(24) as i32;
-        let unlogged = match u32at(28) {
-            0 => false,
-            1 => true,
-            f => return Err(format!("map flags {f:#x} unknown")),
-        };
         let id_limit = u64::from_le_bytes(b[32..40].try_into().unwrap());
         if body.len() != HEAD + 8 * npages {
             return Err(format!("map file length does not match its {npages} pages"));
@@ -122,7 +115,6 @@ impl TreeMap {
             checkpoint,
             root,
             compress,
-            unlogged,
             id_limit,
             pages,
         })
@@ -139,7 +131,6 @@ mod tests {
             checkpoint: 5,
             root: 1,
             compress: 3,
-            unlogged: true,
             id_limit: 4096,
             pages: vec![
                 None,
