@@ -1480,3 +1480,56 @@ fn temporary_table_with_a_permanent_tables_file_number() {
     let n: i64 = c.query_one("SELECT count(*) FROM p", &[]).unwrap().get(0);
     assert_eq!(n, 100);
 }
+
+/// A standby has no unlogged table's rows (PostgreSQL refuses to read
+/// such tables in recovery), and once promoted the table is empty and
+/// usable, as heap's is: the tree replayed from the primary's WAL is
+/// emptied (its relation has an init fork and no marker there), and the
+/// orphan sweep keeps it although the standby has no main fork of it
+/// before promotion.
+#[test]
+fn unlogged_tables_are_empty_on_a_promoted_standby() {
+    let (env, _g) = require_server!();
+    let primary = ScratchCluster::new(&env, "ulprimary", OWN_CLUSTER);
+    let mut c = primary.connect("postgres");
+    c.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE UNLOGGED TABLE u (id int PRIMARY KEY, v int) USING orioledb;
+         CREATE INDEX u_v ON u (v);
+         INSERT INTO u SELECT g, g FROM generate_series(1, 100) g;
+         CREATE TABLE p (id int PRIMARY KEY) USING orioledb;
+         INSERT INTO p SELECT generate_series(1, 100);",
+    )
+    .unwrap();
+    drop(c);
+    let standby = primary.standby(&env, "ulstandby");
+    let mut c = primary.connect("postgres");
+    c.batch_execute(
+        "INSERT INTO u SELECT g, g FROM generate_series(101, 200) g;
+         INSERT INTO p SELECT generate_series(101, 200);
+         CHECKPOINT;",
+    )
+    .unwrap();
+    let mut s = connect_retry(&standby.env.host, standby.env.port, "postgres", Duration::from_secs(60));
+    let start = std::time::Instant::now();
+    loop {
+        let n: i64 = s.query_one("SELECT count(*) FROM p", &[]).unwrap().get(0);
+        if n == 200 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the standby replayed {n} of 200 rows");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    expect_sqlstate(&mut s, "SELECT count(*) FROM u", "0A000");
+    let promoted: bool = s.query_one("SELECT pg_promote()", &[]).unwrap().get(0);
+    assert!(promoted, "promotion: {}", standby.log_tail());
+    let mut s = standby.connect("postgres");
+    assert_eq!(unlogged_counts(&mut s), (0, 0), "an unlogged table is empty after promotion");
+    s.batch_execute("INSERT INTO u VALUES (5, 5)").unwrap();
+    expect_sqlstate(&mut s, "INSERT INTO u VALUES (5, 6)", "23505");
+    assert_eq!(unlogged_counts(&mut s), (1, 1));
+    let n: i64 = s.query_one("SELECT count(*) FROM p", &[]).unwrap().get(0);
+    assert_eq!(n, 200, "the permanent table has every row");
+    // The primary keeps its rows.
+    assert_eq!(unlogged_counts(&mut c), (200, 200));
+}

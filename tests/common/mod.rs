@@ -599,6 +599,60 @@ impl ScratchCluster {
     }
 }
 
+impl ScratchCluster {
+    /// A streaming standby of this cluster: its data directory copied while
+    /// it is stopped (then it is started again), with `standby.signal` and a
+    /// `primary_conninfo` naming it. Stopped and removed on drop.
+    pub fn standby(&self, base: &TestEnv, name: &str) -> ScratchCluster {
+        stop_server(&self.env);
+        let root = self.dir.parent().expect("a scratch cluster's directory has a parent");
+        let dir = root.join(format!("{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create standby dir");
+        chown_to(base, &dir);
+        let pgdata = dir.join("pgdata");
+        run_checked(
+            {
+                let mut c = Command::new("cp");
+                c.arg("-a").arg(self.env.pgdata.as_ref().expect("a scratch cluster has PGDATA")).arg(&pgdata);
+                c
+            },
+            "copy the primary's data directory",
+        );
+        let n = NEXT_SCRATCH_PORT.fetch_add(1, Ordering::SeqCst);
+        let port = base.port.wrapping_add(100 + n);
+        let conf_path = pgdata.join("postgresql.conf");
+        let mut conf = std::fs::read_to_string(&conf_path).expect("read postgresql.conf");
+        conf.push_str(&format!(
+            "\n# standby\nport = {port}\nunix_socket_directories = '{}'\n\
+             primary_conninfo = 'host={} port={} user=postgres'\n",
+            dir.display(),
+            self.env.host,
+            self.env.port
+        ));
+        std::fs::write(&conf_path, conf).expect("write postgresql.conf");
+        let signal = pgdata.join("standby.signal");
+        std::fs::write(&signal, b"").expect("write standby.signal");
+        chown_to(base, &signal);
+        let env = TestEnv {
+            host: dir.display().to_string(),
+            port,
+            pgdata: Some(pgdata),
+            bindir: base.bindir.clone(),
+            log: Some(dir.join("postgres.log")),
+            scratch: None,
+            os_user: base.os_user.clone(),
+        };
+        if let Some(log) = &env.log {
+            std::fs::write(log, b"").expect("create standby log");
+            chown_to(base, log);
+        }
+        start_server(&self.env);
+        start_server(&env);
+        ScratchCluster { env, dir }
+    }
+}
+
 impl Drop for ScratchCluster {
     fn drop(&mut self) {
         if let Some(pgdata) = &self.env.pgdata {
