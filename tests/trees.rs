@@ -1150,3 +1150,42 @@ fn databases_with_orioledb_tables_stay_in_the_default_tablespace() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CREATE DATABASE waits (up to five seconds) for the template's other
+/// sessions to leave, and one may create an orioledb table meanwhile: the
+/// copy must get that table's tree too, although the template had none
+/// when the statement began.
+#[test]
+fn a_table_made_in_the_template_while_create_database_waits_is_copied() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_trees_tpl_race");
+    let mut admin = connect(&env, "postgres");
+    admin.batch_execute("DROP DATABASE IF EXISTS itest_trees_tpl_race_copy").unwrap();
+    let waiter = {
+        let env = env.clone();
+        std::thread::spawn(move || {
+            let mut admin = connect(&env, "postgres");
+            admin.batch_execute("CREATE DATABASE itest_trees_tpl_race_copy TEMPLATE itest_trees_tpl_race")
+        })
+    };
+    // CREATE DATABASE is now waiting for this session to go.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    c.batch_execute(
+        "CREATE TABLE late (id int PRIMARY KEY, v text) USING orioledb;
+         INSERT INTO late SELECT g, 'v' || g FROM generate_series(1, 100) g;",
+    )
+    .unwrap();
+    drop(c);
+    waiter
+        .join()
+        .unwrap()
+        .unwrap_or_else(|e| panic!("CREATE DATABASE: {}", describe(&e)));
+    let mut copy = connect(&env, "itest_trees_tpl_race_copy");
+    let n: i64 = copy
+        .query_one("SELECT count(*) FROM late", &[])
+        .unwrap_or_else(|e| panic!("the copy's table: {}", describe(&e)))
+        .get(0);
+    assert_eq!(n, 100, "the copy has the table made while it waited");
+    drop(copy);
+    admin.batch_execute("DROP DATABASE itest_trees_tpl_race_copy").unwrap();
+}

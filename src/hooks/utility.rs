@@ -237,6 +237,21 @@ unsafe fn tables_stay_in_default_tablespace(
         .report(PgLogLevel::ERROR);
 }
 
+/// [`tables_stay_in_default_tablespace`] for a copy of `template` named
+/// `name` made by CREATE DATABASE with `options`.
+///
+/// # Safety
+/// `options` is a valid option list (or NULL), `name` a C string.
+unsafe fn refuse_copy_elsewhere(options: *mut pg_sys::List, template: &str, name: *const c_char) {
+    // SAFETY: per the contract.
+    unsafe {
+        let db = text_of(name);
+        tables_stay_in_default_tablespace(options, template, |ts| {
+            format!("cannot create database \"{db}\" in tablespace \"{ts}\"")
+        });
+    }
+}
+
 /// Raises SQLSTATE 0A000: our option on an index of a PostgreSQL index AM.
 fn index_not_compressed(am: &str, table: &str) -> ! {
     let table = if table.is_empty() { "..." } else { table };
@@ -548,10 +563,12 @@ enum After {
     /// Drop the trees of the dropped database.
     DropDatabase(pg_sys::Oid),
     /// Copy the template's trees into the database named `name`, which
-    /// PostgreSQL has just created from it.
+    /// PostgreSQL has just created from it (with the statement's
+    /// `options`, for the tablespace check).
     CopyDatabase {
         template: pg_sys::Oid,
         name: *const c_char,
+        options: *mut pg_sys::List,
     },
     /// Make the engine's trees durable too.
     Checkpoint,
@@ -597,17 +614,21 @@ unsafe extern "C-unwind" fn prepare(
                 }
                 let name = std::ffi::CString::new(template.clone()).unwrap_or_default();
                 let oid = pg_sys::get_database_oid(name.as_ptr(), true);
-                if oid != pg_sys::InvalidOid && crate::am::storage::database_has_trees(oid) {
-                    let db = text_of((*stmt).dbname);
-                    tables_stay_in_default_tablespace((*stmt).options, &template, |ts| {
-                        format!("cannot create database \"{db}\" in tablespace \"{ts}\"")
-                    });
+                if oid == pg_sys::InvalidOid {
+                    After::Nothing
+                } else {
+                    // Refused before the copy when we can tell now; asked
+                    // again after it (`finish`), when CREATE DATABASE holds
+                    // the template locked: its trees may have come while it
+                    // waited for the template's sessions to go.
+                    if crate::am::storage::database_has_trees(oid) {
+                        refuse_copy_elsewhere((*stmt).options, &template, (*stmt).dbname);
+                    }
                     After::CopyDatabase {
                         template: oid,
                         name: (*stmt).dbname,
+                        options: (*stmt).options,
                     }
-                } else {
-                    After::Nothing
                 }
             }
             pg_sys::NodeTag::T_AlterDatabaseStmt if crate::pg::preload::is_preloaded() => {
@@ -676,9 +697,18 @@ extern "C-unwind" fn finish(after: After) {
                     crate::am::storage::drop_database_trees(oid);
                 }
             }
-            After::CopyDatabase { template, name } => {
-                let new = pg_sys::get_database_oid(name, false);
-                crate::am::storage::copy_database_trees(template, new);
+            After::CopyDatabase {
+                template,
+                name,
+                options,
+            } => {
+                if crate::am::storage::database_has_trees(template) {
+                    let t = pg_sys::get_database_name(template);
+                    let t = if t.is_null() { String::new() } else { text_of(t) };
+                    refuse_copy_elsewhere(options, &t, name);
+                    let new = pg_sys::get_database_oid(name, false);
+                    crate::am::storage::copy_database_trees(template, new);
+                }
             }
             After::Checkpoint => {
                 if crate::pg::preload::is_preloaded() {
