@@ -1168,8 +1168,26 @@ fn a_table_made_in_the_template_while_create_database_waits_is_copied() {
             admin.batch_execute("CREATE DATABASE itest_trees_tpl_race_copy TEMPLATE itest_trees_tpl_race")
         })
     };
-    // CREATE DATABASE is now waiting for this session to go.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Until CREATE DATABASE is waiting for this session to go (it gives
+    // up after five seconds: the table comes at once then).
+    let start = std::time::Instant::now();
+    loop {
+        let waiting: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity \
+                 WHERE state = 'active' AND query LIKE 'CREATE DATABASE itest_trees_tpl_race_copy%'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            break;
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(60), "CREATE DATABASE never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // Past its look at the template (its ShareLock is taken before the wait).
+    std::thread::sleep(std::time::Duration::from_millis(300));
     c.batch_execute(
         "CREATE TABLE late (id int PRIMARY KEY, v text) USING orioledb;
          INSERT INTO late SELECT g, 'v' || g FROM generate_series(1, 100) g;",
