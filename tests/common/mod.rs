@@ -558,19 +558,7 @@ impl ScratchCluster {
         old.push_str(&text);
         std::fs::write(&conf_path, old).expect("write postgresql.conf");
 
-        let env = TestEnv {
-            host: sock.display().to_string(),
-            port,
-            pgdata: Some(pgdata),
-            bindir: base.bindir.clone(),
-            log: Some(dir.join("postgres.log")),
-            scratch: None,
-            os_user: base.os_user.clone(),
-        };
-        if let Some(log) = &env.log {
-            std::fs::write(log, b"").expect("create scratch log");
-            chown_to(base, log);
-        }
+        let env = cluster_env(base, &dir, pgdata, port);
         start_server(&env);
         ScratchCluster { env, dir }
     }
@@ -634,23 +622,30 @@ impl ScratchCluster {
         let signal = pgdata.join("standby.signal");
         std::fs::write(&signal, b"").expect("write standby.signal");
         chown_to(base, &signal);
-        let env = TestEnv {
-            host: dir.display().to_string(),
-            port,
-            pgdata: Some(pgdata),
-            bindir: base.bindir.clone(),
-            log: Some(dir.join("postgres.log")),
-            scratch: None,
-            os_user: base.os_user.clone(),
-        };
-        if let Some(log) = &env.log {
-            std::fs::write(log, b"").expect("create standby log");
-            chown_to(base, log);
-        }
+        let env = cluster_env(base, &dir, pgdata, port);
         start_server(&self.env);
         start_server(&env);
         ScratchCluster { env, dir }
     }
+}
+
+/// The settings of a cluster of our own in `dir` (its socket and log
+/// there), with an empty log file the server's user may write.
+fn cluster_env(base: &TestEnv, dir: &Path, pgdata: PathBuf, port: u16) -> TestEnv {
+    let env = TestEnv {
+        host: dir.display().to_string(),
+        port,
+        pgdata: Some(pgdata),
+        bindir: base.bindir.clone(),
+        log: Some(dir.join("postgres.log")),
+        scratch: None,
+        os_user: base.os_user.clone(),
+    };
+    if let Some(log) = &env.log {
+        std::fs::write(log, b"").expect("create the cluster's log");
+        chown_to(base, log);
+    }
+    env
 }
 
 impl Drop for ScratchCluster {
