@@ -222,20 +222,14 @@ fn empty_tree(id: TreeId, desc: Option<Vec<u8>>) {
 }
 
 /// The tree id of `rel`'s toast relation, if it has one: its values
-/// belong to rows that go with the table's.
+/// belong to rows that go with the table's. Read from its pg_class row
+/// (`storage::orioledb_relfile`): no relcache entry or lock of its own.
 ///
 /// # Safety
 /// `rel` is a valid, open relation.
 unsafe fn toast_tree_id(rel: pg_sys::Relation) -> Option<TreeId> {
     // SAFETY: per the contract.
-    unsafe {
-        let toastoid = (*(*rel).rd_rel).reltoastrelid;
-        if toastoid == pg_sys::InvalidOid {
-            return None;
-        }
-        let toast = pg_sys::table_open(toastoid, pg_sys::AccessShareLock as _);
-        let node = (*toast).rd_node;
-        pg_sys::table_close(toast, pg_sys::NoLock as _);
-        Some(crate::pg::engine::tree_id(node.dbNode, node.relNode))
-    }
+    let toastoid = unsafe { (*(*rel).rd_rel).reltoastrelid };
+    let (db, node) = crate::am::storage::orioledb_relfile(toastoid)?;
+    Some(crate::pg::engine::tree_id(db, node))
 }
