@@ -2,7 +2,9 @@
 //! engine every `orioledb.checkpoint_timeout` and once more at shutdown.
 //!
 //! PostgreSQL 15 has no checkpoint hook, so the engine keeps its own
-//! schedule; `CHECKPOINT` also runs one (see `hooks::utility`). At a clean
+//! schedule; it also checkpoints when the checkpointer asks at the end of a
+//! checkpoint someone waits for (a backup's start, `CHECKPOINT`), and
+//! holds its checkpoints off while a base backup runs (`pg::backup`). At a clean
 //! shutdown the postmaster stops background workers before its own shutdown
 //! checkpoint, and this worker's last checkpoint makes every tree durable.
 //! When the postmaster dies instead, the worker exits without one.
@@ -26,10 +28,44 @@ pub(crate) fn register() {
         .load();
 }
 
-fn checkpoint() {
-    if let Err(e) = crate::pg::engine::checkpoint() {
-        pgrx::warning!("orioledb: checkpoint failed: {e}");
+/// Runs an engine checkpoint; whether it completed.
+fn checkpoint() -> bool {
+    match crate::pg::engine::checkpoint() {
+        Ok(_) => true,
+        Err(e) => {
+            pgrx::warning!("orioledb: checkpoint failed: {e}");
+            false
+        }
     }
+}
+
+/// Answers the checkpointer's request (`pg::backup`): an engine checkpoint
+/// inside the PostgreSQL checkpoint that just completed, unless a backup
+/// is copying files, which no engine checkpoint may complete under.
+fn serve_request(seq: u64) {
+    use crate::pg::backup;
+    if backup::copying() {
+        pgrx::log!("orioledb: engine checkpoint skipped: a base backup is copying files");
+        backup::answer(seq, false);
+        return;
+    }
+    let ran = checkpoint();
+    backup::answer(seq, ran);
+}
+
+/// Says once per change that base backups cannot be restored with the
+/// current settings (they need the checkpointer's messages and the
+/// walsenders' progress reports, see `pg::backup`).
+fn warn_unsafe_backup_settings(warned: &mut bool) {
+    // SAFETY: plain reads of settings this process has loaded.
+    let (logged, tracked) = unsafe { (pg_sys::log_checkpoints, pg_sys::pgstat_track_activities) };
+    let unsafe_now = !logged || !tracked;
+    if unsafe_now && !*warned {
+        pgrx::warning!(
+            "orioledb: with log_checkpoints or track_activities off, base backups of this server cannot be restored: its orioledb tables would be missing changes"
+        );
+    }
+    *warned = unsafe_now;
 }
 
 /// Whether the engine's metadata is three quarters used, and the last
@@ -80,6 +116,9 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
     // Recovery is over when this worker starts: trees a crash orphaned
     // (their relation's file is gone) can go now.
     crate::am::storage::sweep_orphans();
+    crate::pg::backup::worker_started();
+    let mut warned = false;
+    warn_unsafe_backup_settings(&mut warned);
     let mut last = Instant::now();
     loop {
         let due = last + crate::pg::guc::checkpoint_timeout();
@@ -92,6 +131,7 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
             // SAFETY: the documented way for a background worker to reload
             // its configuration after SIGHUP.
             unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+            warn_unsafe_backup_settings(&mut warned);
         }
         if !alive {
             // SIGTERM is the postmaster's clean shutdown: make every tree
@@ -112,14 +152,27 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
                 if take(SKIP_SHUTDOWN_CHECKPOINT).is_some() {
                     pgrx::log!("orioledb: shutdown checkpoint skipped ({SKIP_SHUTDOWN_CHECKPOINT})");
                 } else {
-                    checkpoint();
+                    let pending = crate::pg::backup::pending_request();
+                    let ran = checkpoint();
+                    if let Some(seq) = pending {
+                        crate::pg::backup::answer(seq, ran);
+                    }
                 }
             }
+            crate::pg::backup::worker_stopping();
             break;
         }
-        if Instant::now() >= last + crate::pg::guc::checkpoint_timeout() || metadata_short(last) {
-            checkpoint();
+        if let Some(seq) = crate::pg::backup::pending_request() {
+            serve_request(seq);
             crate::am::storage::sweep_orphans();
+            last = Instant::now();
+        } else if Instant::now() >= last + crate::pg::guc::checkpoint_timeout() || metadata_short(last) {
+            // A backup that is starting or copying keeps the engine's
+            // durable checkpoint where its start put it.
+            if !crate::pg::backup::running() {
+                checkpoint();
+                crate::am::storage::sweep_orphans();
+            }
             last = Instant::now();
         }
         sweep_quiet_trees();

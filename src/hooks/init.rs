@@ -23,6 +23,7 @@ pub extern "C-unwind" fn _PG_init() {
     crate::pg::engine::check_control_at_start();
     crate::pg::guc::register();
     crate::pg::shmem::install_hooks();
+    crate::pg::backup::install_hooks();
     crate::hooks::utility::install_hook();
     crate::am::storage::install();
     crate::hooks::checkpointer::register();

@@ -571,7 +571,10 @@ enum After {
         options: *mut pg_sys::List,
     },
     /// Make the engine's trees durable too.
-    Checkpoint,
+    Checkpoint {
+        /// `pg::backup::checkpoints_ran()` before PostgreSQL's checkpoint.
+        ran_before: u64,
+    },
 }
 
 /// Checks and rewrites a statement the extension acts on, before it runs.
@@ -648,7 +651,9 @@ unsafe extern "C-unwind" fn prepare(
             }
             // PostgreSQL 15 has no checkpoint hook: CHECKPOINT also makes
             // the engine's trees durable, and returns when they are.
-            pg_sys::NodeTag::T_CheckPointStmt => After::Checkpoint,
+            pg_sys::NodeTag::T_CheckPointStmt => After::Checkpoint {
+                ran_before: crate::pg::backup::checkpoints_ran(),
+            },
             pg_sys::NodeTag::T_IndexStmt => {
                 let stmt = call.stmt() as *mut pg_sys::IndexStmt;
                 if let Some(&(_, _)) = ours_in((*stmt).options).first() {
@@ -710,10 +715,21 @@ extern "C-unwind" fn finish(after: After) {
                     crate::am::storage::copy_database_trees(template, new);
                 }
             }
-            After::Checkpoint => {
+            After::Checkpoint { ran_before } => {
                 if crate::pg::preload::is_preloaded() {
-                    crate::pg::engine::checkpoint()
-                        .unwrap_or_else(|e| crate::pg::engine::report(e));
+                    // The worker checkpoints the engine inside PostgreSQL's
+                    // checkpoint (`pg::backup`) when the checkpointer logs
+                    // it; otherwise (log_checkpoints off, no worker) this
+                    // backend does, unless a backup runs.
+                    // A session injecting checkpoint faults runs its own:
+                    // the injector is armed in this process only.
+                    let faults = crate::pg::guc::debug_checkpoint_crash_at() > 0
+                        || crate::pg::guc::debug_checkpoint_fail_at() > 0;
+                    let done = crate::pg::backup::checkpoints_ran() > ran_before && !faults;
+                    if !done && !crate::pg::backup::running() {
+                        crate::pg::engine::checkpoint()
+                            .unwrap_or_else(|e| crate::pg::engine::report(e));
+                    }
                     // PostgreSQL's checkpoint has just unlinked the files of
                     // dropped relations: their trees go now (as the worker
                     // does after its checkpoints).

@@ -101,6 +101,7 @@ unsafe extern "C-unwind" fn shmem_request() {
         pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), latches);
         pg_sys::RequestAddinShmemSpace(meta_region_bytes(nbuffers));
         pg_sys::RequestAddinShmemSpace(STATE_BYTES);
+        pg_sys::RequestAddinShmemSpace(crate::pg::backup::SHARED_BYTES);
         pg_sys::RequestNamedLWLockTranche(META_TRANCHE_NAME.as_ptr(), meta_latches);
     }
 }
@@ -159,6 +160,7 @@ unsafe extern "C-unwind" fn shmem_startup() {
             }
         }
         REPLAY_STATE.store(state, Ordering::Release);
+        crate::pg::backup::attach_shared();
         META_LATCH_BASE.store(
             pg_sys::GetNamedLWLockTranche(META_TRANCHE_NAME.as_ptr()),
             Ordering::Release,

@@ -509,18 +509,35 @@ pub fn replay_gap_once(state: &AtomicU32) {
     // changed (a patch whose key a later record deleted would find nothing
     // to patch): restart from the files, as PostgreSQL does when redo
     // fails.
-    pgrx::PgTryBuilder::new(|| {
+    let unreadable = pgrx::PgTryBuilder::new(|| {
         // SAFETY: reading WAL with PostgreSQL's local page reader.
         unsafe { replay_range(from) }
     })
-    .catch_others(|e| {
+    .catch_others(|e| -> Result<(), String> {
         pgrx::ereport!(
             pgrx::PgLogLevel::PANIC,
             pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
             format!("orioledb: replaying the engine's WAL from its redo point failed: {e:?}")
         );
+        unreachable!("PANIC does not return")
     })
     .execute();
+    if let Err(why) = unreadable {
+        // Outside the catch above, which would make the FATAL a PANIC.
+        if crate::pg::backup::restoring_a_backup() {
+            refuse_backup(from, &why);
+        }
+        // WAL was removed (no slot: wal_level = minimal or
+        // max_replication_slots = 0; pg_resetwal). Loud, but the server
+        // must start: after a clean shutdown (the engine checkpoints
+        // then) nothing is lost.
+        pgrx::warning!(
+            "orioledb: cannot read WAL from the engine's redo point {:X}/{:X}{}: changes to orioledb tables since the last engine checkpoint are lost",
+            from >> 32,
+            from as u32,
+            if why.is_empty() { String::new() } else { format!(" ({why})") }
+        );
+    }
     guard.1 = true;
     drop(guard);
 }
@@ -550,7 +567,8 @@ mod raw {
 
 /// Replays engine records from `from` to the end of what may be read now:
 /// PostgreSQL's redo start during recovery, the flushed end otherwise.
-unsafe fn replay_range(from: Lsn) {
+/// Err (with the reader's message, if any) when the WAL at `from` is gone.
+unsafe fn replay_range(from: Lsn) -> Result<(), String> {
     // SAFETY: the XLogReader is allocated, used and freed here; records are
     // only read up to positions the page reader allows.
     unsafe {
@@ -560,7 +578,7 @@ unsafe fn replay_range(from: Lsn) {
             pg_sys::GetFlushRecPtr(std::ptr::null_mut())
         };
         if from == 0 || from >= upto {
-            return;
+            return Ok(());
         }
         let mut routine = pg_sys::XLogReaderRoutine {
             // Never waits for WAL that is not there yet: in the startup
@@ -596,19 +614,9 @@ unsafe fn replay_range(from: Lsn) {
             pg_sys::XLogReaderFree(reader);
             if private.end_of_wal && gone.is_none() {
                 // Nothing complete to read from there yet.
-                return;
+                return Ok(());
             }
-            // WAL was removed (no slot: wal_level = minimal or
-            // max_replication_slots = 0; pg_resetwal). Loud, but the server
-            // must start: after a clean shutdown (the engine checkpoints
-            // then) nothing is lost.
-            pgrx::warning!(
-                "orioledb: cannot read WAL from the engine's redo point {:X}/{:X}{}: changes to orioledb tables since the last engine checkpoint are lost",
-                from >> 32,
-                from as u32,
-                gone.map(|m| format!(" ({m})")).unwrap_or_default()
-            );
-            return;
+            return Err(gone.unwrap_or_default());
         }
         pg_sys::XLogBeginRead(reader, start);
         let fail_at = injected_replay_failure();
@@ -651,6 +659,32 @@ unsafe fn replay_range(from: Lsn) {
             );
         }
     }
+    Ok(())
+}
+
+/// Stops a recovery that cannot replay the engine's WAL from its redo
+/// point (`pg::backup::restoring_a_backup`): starting would lose changes to
+/// orioledb tables without a word.
+fn refuse_backup(from: Lsn, why: &str) -> ! {
+    pgrx::pg_sys::panic::ErrorReport::new(
+        pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
+        format!(
+            "orioledb: cannot recover orioledb tables: the WAL from the engine's redo point {:X}/{:X} is missing{}",
+            from >> 32,
+            from as u32,
+            if why.is_empty() { String::new() } else { format!(" ({why})") }
+        ),
+        "orioledb_rs",
+    )
+    .set_detail(
+        "In a restored base backup: the engine's files belong to an engine checkpoint older than the \
+         backup's start (a second backup taken while another ran, log_checkpoints or track_activities \
+         off, or a backup of a standby). On a standby: its engine files are those of the copy it was \
+         made from, and its restartpoints have removed the WAL since.",
+    )
+    .set_hint("Take a new base backup of the primary (one at a time, with the default settings).")
+    .report(pgrx::PgLogLevel::FATAL);
+    unreachable!("FATAL does not return")
 }
 
 /// The record number `pg::injection::REPLAY_FAIL_AT` names, consuming

@@ -294,7 +294,7 @@ pub fn client_command(env: &TestEnv, bin: &str) -> Command {
     cmd
 }
 
-fn run_checked(mut cmd: Command, what: &str) {
+pub fn run_checked(mut cmd: Command, what: &str) {
     let out = cmd
         .stdin(Stdio::null())
         .output()
@@ -593,39 +593,64 @@ impl ScratchCluster {
     /// `primary_conninfo` naming it. Stopped and removed on drop.
     pub fn standby(&self, base: &TestEnv, name: &str) -> ScratchCluster {
         stop_server(&self.env);
-        let root = self.dir.parent().expect("a scratch cluster's directory has a parent");
+        let primary = format!("host={} port={} user=postgres", self.env.host, self.env.port);
+        let (standby, started) = ScratchCluster::from_copy(base, name, &[&format!("primary_conninfo = '{primary}'")], |pgdata| {
+            let mut c = Command::new("cp");
+            c.arg("-a").arg(self.env.pgdata.as_ref().expect("a scratch cluster has PGDATA")).arg(pgdata);
+            run_checked(c, "copy the primary's data directory");
+            let signal = pgdata.join("standby.signal");
+            std::fs::write(&signal, b"").expect("write standby.signal");
+            start_server(&self.env);
+        });
+        started.unwrap_or_else(|e| panic!("the standby did not start: {e}\n{}", standby.log_tail()));
+        standby
+    }
+
+    /// A cluster started from a copy of a data directory, which `fill`
+    /// writes at the path it is given (a base backup, a file copy, an
+    /// extracted archive); `conf` lines are added to its configuration,
+    /// after its own port and socket. Returns it with the outcome of its
+    /// start (a copy may rightly refuse to start); stopped and removed on
+    /// drop either way.
+    pub fn from_copy(
+        base: &TestEnv,
+        name: &str,
+        conf: &[&str],
+        fill: impl FnOnce(&Path),
+    ) -> (ScratchCluster, Result<(), String>) {
+        let root = base.scratch.clone().unwrap_or_else(|| {
+            pgdata(base).parent().expect("PGDATA has a parent").join("scratch")
+        });
         let dir = root.join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create standby dir");
+        std::fs::create_dir_all(&dir).expect("create the copy's dir");
         chown_to(base, &dir);
         let pgdata = dir.join("pgdata");
-        run_checked(
-            {
-                let mut c = Command::new("cp");
-                c.arg("-a").arg(self.env.pgdata.as_ref().expect("a scratch cluster has PGDATA")).arg(&pgdata);
-                c
-            },
-            "copy the primary's data directory",
-        );
+        fill(&pgdata);
         let n = NEXT_SCRATCH_PORT.fetch_add(1, Ordering::SeqCst);
         let port = base.port.wrapping_add(100 + n);
         let conf_path = pgdata.join("postgresql.conf");
-        let mut conf = std::fs::read_to_string(&conf_path).expect("read postgresql.conf");
-        conf.push_str(&format!(
-            "\n# standby\nport = {port}\nunix_socket_directories = '{}'\n\
-             primary_conninfo = 'host={} port={} user=postgres'\n",
-            dir.display(),
-            self.env.host,
-            self.env.port
+        let mut text = std::fs::read_to_string(&conf_path).expect("read postgresql.conf");
+        text.push_str(&format!(
+            "\n# copy\nport = {port}\nunix_socket_directories = '{}'\n",
+            dir.display()
         ));
-        std::fs::write(&conf_path, conf).expect("write postgresql.conf");
-        let signal = pgdata.join("standby.signal");
-        std::fs::write(&signal, b"").expect("write standby.signal");
-        chown_to(base, &signal);
+        for line in conf {
+            text.push_str(line);
+            text.push('\n');
+        }
+        std::fs::write(&conf_path, text).expect("write postgresql.conf");
+        run_checked(
+            {
+                let mut c = Command::new("chown");
+                c.arg("-R").arg(format!("{}:", base.os_user)).arg(&dir);
+                c
+            },
+            "hand the copy to the server's user",
+        );
         let env = cluster_env(base, &dir, pgdata, port);
-        start_server(&self.env);
-        start_server(&env);
-        ScratchCluster { env, dir }
+        let started = try_start_server(&env);
+        (ScratchCluster { env, dir }, started)
     }
 }
 

@@ -1,0 +1,315 @@
+//! Base backups of a server with orioledb tables (`pg::backup`). Copies
+//! taken while pgbench writes and the engine's own checkpoints are due
+//! every second — with `pg_basebackup` (plain and tar, WAL streamed and
+//! fetched, slowed down so that the copy takes seconds) and with
+//! `pg_backup_start()` / a file copy / `pg_backup_stop()` — start, recover,
+//! pass `pg_verifybackup`, balance, hold every row committed before the
+//! backup began with no gap after it, and pass the tree checker. A copy
+//! whose engine files predate its start is refused when restored.
+
+#[macro_use]
+mod common;
+
+use common::*;
+use std::path::Path;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Engine checkpoints due every second (the point of these runs): a copy
+/// that takes seconds would see several if backups did not hold them off.
+const PRIMARY: &[&str] = &[
+    "shared_preload_libraries = 'orioledb_rs'",
+    "shared_buffers = 16MB",
+    "orioledb.main_buffers = 16MB",
+    "orioledb.checkpoint_timeout = 1",
+    "default_table_access_method = orioledb",
+];
+
+const SCALE: i64 = 2;
+
+/// A primary with pgbench's tables and `seq`, a table the writers fill
+/// with consecutive ids.
+fn primary(env: &TestEnv, name: &str) -> ScratchCluster {
+    let p = ScratchCluster::new(env, name, PRIMARY);
+    p.connect("postgres")
+        .batch_execute("CREATE EXTENSION orioledb_rs; CREATE TABLE seq (id bigint PRIMARY KEY, pad text)")
+        .unwrap();
+    let mut init = client_command(&p.env, "pgbench");
+    init.args(["-i", "-q", "-s", &SCALE.to_string(), "postgres"]);
+    run_checked(init, "pgbench -i");
+    p
+}
+
+/// Writers on the primary while a backup is taken: pgbench, a session
+/// inserting consecutive ids into `seq` (one transaction each), and one
+/// running CHECKPOINT (each asks for an engine checkpoint, which must not
+/// happen while files are copied).
+struct Load {
+    stop: Arc<AtomicBool>,
+    /// The last id whose INSERT had committed.
+    committed: Arc<AtomicI64>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+    pgbench: std::process::Child,
+}
+
+impl Load {
+    fn start(p: &ScratchCluster) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let committed = Arc::new(AtomicI64::new(0));
+        let mut threads = Vec::new();
+        {
+            let (stop, committed) = (stop.clone(), committed.clone());
+            let mut c = p.connect("postgres");
+            threads.push(std::thread::spawn(move || {
+                let mut id = 0i64;
+                while !stop.load(Ordering::Acquire) {
+                    id += 1;
+                    c.execute("INSERT INTO seq VALUES ($1, repeat('x', 100))", &[&id]).unwrap();
+                    committed.store(id, Ordering::Release);
+                }
+            }));
+        }
+        {
+            let stop = stop.clone();
+            let mut c = p.connect("postgres");
+            threads.push(std::thread::spawn(move || {
+                while !stop.load(Ordering::Acquire) {
+                    std::thread::sleep(Duration::from_millis(1500));
+                    c.batch_execute("CHECKPOINT").unwrap();
+                }
+            }));
+        }
+        let pgbench = client_command(&p.env, "pgbench")
+            .args(["-n", "-c", "2", "-T", "600", "postgres"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start pgbench");
+        std::thread::sleep(Duration::from_millis(500));
+        Load {
+            stop,
+            committed,
+            threads,
+            pgbench,
+        }
+    }
+
+    fn committed(&self) -> i64 {
+        self.committed.load(Ordering::Acquire)
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::Release);
+        for t in self.threads.drain(..) {
+            t.join().expect("a writer failed");
+        }
+        let _ = self.pgbench.kill();
+        let _ = self.pgbench.wait();
+    }
+}
+
+/// What a restored copy must show: pgbench's books balance, every
+/// account is there, `seq` holds 1..n without a gap for an n of at least
+/// `floor`, the trees pass the checker, and the copy takes writes.
+fn verify(copy: &ScratchCluster, floor: i64) {
+    let mut c = copy.connect("postgres");
+    let sums = query_text(
+        &mut c,
+        "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' || (SELECT sum(bbalance) FROM pgbench_branches) \
+         || ' ' || (SELECT sum(tbalance) FROM pgbench_tellers) || ' ' || (SELECT coalesce(sum(delta), 0) FROM pgbench_history)",
+    );
+    let parts: Vec<&str> = sums.split(' ').collect();
+    assert!(parts.iter().all(|p| *p == parts[0]), "pgbench's sums disagree in the copy: {sums}");
+    let accounts: i64 = c.query_one("SELECT count(*) FROM pgbench_accounts", &[]).unwrap().get(0);
+    assert_eq!(accounts, 100_000 * SCALE);
+    let (n, max): (i64, Option<i64>) = {
+        let r = c.query_one("SELECT count(*), max(id) FROM seq", &[]).unwrap();
+        (r.get(0), r.get(1))
+    };
+    let max = max.unwrap_or(0);
+    assert_eq!(n, max, "seq has gaps in the copy: {n} rows up to {max}");
+    assert!(max >= floor, "the copy lost committed rows: seq ends at {max}, {floor} had committed before the backup began");
+    for t in ["pgbench_accounts", "pgbench_branches", "pgbench_tellers", "pgbench_history", "seq"] {
+        let r = query_text(&mut c, &format!("SELECT orioledb_check('{t}'::regclass)"));
+        assert!(r.starts_with("ok"), "checker on {t} in the copy: {r}");
+    }
+    c.batch_execute("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 1; INSERT INTO seq VALUES (-1, 'after')")
+        .unwrap();
+}
+
+fn pg_verifybackup(env: &TestEnv, dir: &Path) {
+    let mut v = Command::new(env.bindir.join("pg_verifybackup"));
+    v.arg(dir);
+    run_checked(v, "pg_verifybackup");
+}
+
+/// `pg_basebackup` of the primary under load, as `format` ("p" or "t")
+/// with WAL by `wal` ("stream" or "fetch"), restored and verified.
+fn basebackup_restores(format: &str, wal: &str) {
+    let (env, _g) = require_server!();
+    let p = primary(&env, &format!("bb{format}{wal}"));
+    let load = Load::start(&p);
+    let floor = load.committed();
+    let (copy, started) = ScratchCluster::from_copy(&env, &format!("bb{format}{wal}copy"), &[], |pgdata| {
+        let out = if format == "p" {
+            pgdata.to_path_buf()
+        } else {
+            pgdata.with_file_name("tar")
+        };
+        let mut bb = pg_command(&p.env, "pg_basebackup");
+        bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
+            .arg("-D")
+            .arg(&out)
+            // About 8 MB/s: the copy takes seconds, with engine
+            // checkpoints due every one of them.
+            .args(["-F", format, "-X", wal, "-c", "fast", "--max-rate=8M"]);
+        run_checked(bb, "pg_basebackup");
+        if format == "t" {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::create_dir_all(pgdata).unwrap();
+            std::fs::set_permissions(pgdata, std::fs::Permissions::from_mode(0o700)).unwrap();
+            let mut x = Command::new("tar");
+            x.arg("-xf").arg(out.join("base.tar")).arg("-C").arg(pgdata);
+            run_checked(x, "extract base.tar");
+            if wal == "stream" {
+                let mut x = Command::new("tar");
+                x.arg("-xf").arg(out.join("pg_wal.tar")).arg("-C").arg(pgdata.join("pg_wal"));
+                run_checked(x, "extract pg_wal.tar");
+            }
+            std::fs::copy(out.join("backup_manifest"), pgdata.join("backup_manifest")).unwrap();
+        }
+        pg_verifybackup(&env, pgdata);
+    });
+    load.stop();
+    started.unwrap_or_else(|e| panic!("the copy did not start: {e}\n{}", copy.log_tail()));
+    verify(&copy, floor);
+}
+
+#[test]
+fn pg_basebackup_plain_streamed_restores() {
+    basebackup_restores("p", "stream");
+}
+
+#[test]
+fn pg_basebackup_tar_fetched_restores() {
+    basebackup_restores("t", "fetch");
+}
+
+#[test]
+fn pg_basebackup_tar_streamed_restores() {
+    basebackup_restores("t", "stream");
+}
+
+/// Copies `src`'s data directory to `dst` as a file-level backup would:
+/// no server pid file, no slots, no WAL (added after the stop).
+fn copy_data_dir(src: &Path, dst: &Path) {
+    let mut cp = Command::new("cp");
+    cp.arg("-a").arg(src).arg(dst);
+    run_checked(cp, "copy the data directory");
+    let _ = std::fs::remove_file(dst.join("postmaster.pid"));
+    for d in ["pg_replslot", "pg_wal"] {
+        for e in std::fs::read_dir(dst.join(d)).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                std::fs::remove_dir_all(e.path()).unwrap();
+            } else {
+                std::fs::remove_file(e.path()).unwrap();
+            }
+        }
+    }
+    std::fs::create_dir_all(dst.join("pg_wal/archive_status")).unwrap();
+}
+
+/// The WAL segments from the one the backup label starts in, copied from
+/// the primary: what a backup holds (nothing before its start).
+fn copy_wal_from_start(src: &Path, dst: &Path, label: &str) {
+    let start = label
+        .lines()
+        .find_map(|l| l.strip_prefix("START WAL LOCATION: "))
+        .and_then(|l| l.split("(file ").nth(1))
+        .map(|f| f.trim_end_matches(')').to_string())
+        .unwrap_or_else(|| panic!("no start segment in the label:\n{label}"));
+    for e in std::fs::read_dir(src.join("pg_wal")).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if name.len() == 24 && name.as_str() >= start.as_str() {
+            std::fs::copy(e.path(), dst.join("pg_wal").join(&name)).unwrap();
+        }
+    }
+}
+
+/// Takes a low-level backup of `p` into `pgdata`: `pg_backup_start()`,
+/// `copy` (given the primary's data directory), `pg_backup_stop()`, the
+/// label written and the WAL from the start copied.
+fn low_level_backup(p: &ScratchCluster, pgdata: &Path, copy: impl FnOnce(&Path)) {
+    let src = p.env.pgdata.clone().expect("a scratch cluster has PGDATA");
+    let mut b = p.connect("postgres");
+    b.batch_execute("SELECT pg_backup_start('itest', true)").unwrap();
+    copy(&src);
+    let label: String = b
+        .query_one("SELECT labelfile FROM pg_backup_stop(false)", &[])
+        .unwrap()
+        .get(0);
+    std::fs::write(pgdata.join("backup_label"), &label).unwrap();
+    copy_wal_from_start(&src, pgdata, &label);
+}
+
+#[test]
+fn low_level_backup_with_a_file_copy_restores() {
+    let (env, _g) = require_server!();
+    let p = primary(&env, "lowlevel");
+    let load = Load::start(&p);
+    let floor = load.committed();
+    let (copy, started) = ScratchCluster::from_copy(&env, "lowlevelcopy", &[], |pgdata| {
+        low_level_backup(&p, pgdata, |src| {
+            copy_data_dir(src, pgdata);
+            // The engine's control file as copied first, its data files
+            // and maps again three seconds (three engine checkpoints due)
+            // later: a copy may read them in any order.
+            std::thread::sleep(Duration::from_secs(3));
+            let control = std::fs::read(pgdata.join("orioledb_data/control")).unwrap();
+            let mut cp = Command::new("cp");
+            cp.arg("-a").arg(src.join("orioledb_data/.")).arg(pgdata.join("orioledb_data"));
+            run_checked(cp, "copy the engine's files again");
+            std::fs::write(pgdata.join("orioledb_data/control"), control).unwrap();
+        });
+    });
+    load.stop();
+    started.unwrap_or_else(|e| panic!("the copy did not start: {e}\n{}", copy.log_tail()));
+    verify(&copy, floor);
+}
+
+#[test]
+fn a_copy_whose_engine_files_predate_the_backup_is_refused() {
+    let (env, _g) = require_server!();
+    let p = primary(&env, "stale");
+    let mut c = p.connect("postgres");
+    let staged = p.dir.join("stale-engine");
+    let src = p.env.pgdata.clone().unwrap();
+    // The engine's files from before the backup, then writes, engine
+    // checkpoints and WAL switches so that their redo point's WAL is not
+    // among the backup's.
+    c.batch_execute("CHECKPOINT").unwrap();
+    let mut cp = Command::new("cp");
+    cp.arg("-a").arg(src.join("orioledb_data")).arg(&staged);
+    run_checked(cp, "keep the engine's files");
+    for _ in 0..2 {
+        c.batch_execute("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 50 = 0; SELECT pg_switch_wal(); CHECKPOINT")
+            .unwrap();
+    }
+    let (copy, started) = ScratchCluster::from_copy(&env, "stalecopy", &[], |pgdata| {
+        low_level_backup(&p, pgdata, |src| {
+            copy_data_dir(src, pgdata);
+            std::fs::remove_dir_all(pgdata.join("orioledb_data")).unwrap();
+            let mut cp = Command::new("cp");
+            cp.arg("-a").arg(&staged).arg(pgdata.join("orioledb_data"));
+            run_checked(cp, "put the old engine files in the copy");
+        });
+    });
+    let log = copy.log_tail();
+    assert!(started.is_err(), "a copy without the WAL its engine files need started:\n{log}");
+    assert!(
+        log.contains("cannot recover orioledb tables"),
+        "the refusal names the problem:\n{log}"
+    );
+}
