@@ -12,6 +12,7 @@ mod common;
 
 use common::*;
 use std::path::Path;
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -81,7 +82,10 @@ impl Load {
                 }
             }));
         }
+        // In a process group of its own: it may run under `runuser`, which
+        // a kill of the child alone would not stop.
         let pgbench = client_command(&p.env, "pgbench")
+            .process_group(0)
             .args(["-n", "-c", "2", "-T", "600", "postgres"])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
@@ -105,7 +109,9 @@ impl Load {
         for t in self.threads.drain(..) {
             t.join().expect("a writer failed");
         }
-        let _ = self.pgbench.kill();
+        let _ = Command::new("kill")
+            .args(["-TERM", "--", &format!("-{}", self.pgbench.id())])
+            .status();
         let _ = self.pgbench.wait();
     }
 }
@@ -312,4 +318,160 @@ fn a_copy_whose_engine_files_predate_the_backup_is_refused() {
         log.contains("cannot recover orioledb tables"),
         "the refusal names the problem:\n{log}"
     );
+}
+
+/// pgbench's books, account count and `seq`'s extent, as one text.
+fn books(c: &mut Client) -> String {
+    query_text(
+        c,
+        "SELECT coalesce((SELECT sum(abalance) FROM pgbench_accounts), 0) || ' ' || coalesce((SELECT sum(bbalance) FROM pgbench_branches), 0) \
+         || ' ' || (SELECT count(*) FROM pgbench_history) || ' ' || (SELECT count(*) || '/' || coalesce(max(id), 0) FROM seq)",
+    )
+}
+
+/// `pg_basebackup -R` of the primary under load: the standby streams,
+/// answers reads as the primary at the same position, survives kill -9,
+/// and once promoted takes writes.
+#[test]
+fn a_standby_made_by_pg_basebackup_follows_and_is_promoted() {
+    let (env, _g) = require_server!();
+    let p = primary(&env, "bbstandby");
+    let load = Load::start(&p);
+    let (standby, started) = ScratchCluster::from_copy(&env, "bbstandbycopy", &[], |pgdata| {
+        let mut bb = pg_command(&p.env, "pg_basebackup");
+        bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
+            .arg("-D")
+            .arg(pgdata)
+            .args(["-R", "-X", "stream", "-c", "fast"]);
+        run_checked(bb, "pg_basebackup -R");
+    });
+    started.unwrap_or_else(|e| panic!("the standby did not start: {e}\n{}", standby.log_tail()));
+    std::thread::sleep(Duration::from_secs(2));
+    load.stop();
+    let mut pc = p.connect("postgres");
+    let mut sc = standby.connect("postgres");
+    let caught_up = |sc: &mut Client, pc: &mut Client| {
+        let lsn: String = pc.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+        let start = std::time::Instant::now();
+        loop {
+            let behind: bool = sc
+                .query_one("SELECT pg_last_wal_replay_lsn() < $1::text::pg_lsn", &[&lsn])
+                .unwrap()
+                .get(0);
+            if !behind {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(60), "the standby did not catch up");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    caught_up(&mut sc, &mut pc);
+    assert_eq!(books(&mut sc), books(&mut pc), "the standby reads what the primary has");
+    // kill -9 and a restart: it replays from its engine files again.
+    drop(sc);
+    crash_server(&standby.env);
+    start_server(&standby.env);
+    pc.batch_execute("UPDATE pgbench_accounts SET abalance = abalance + 7 WHERE aid % 1000 = 3").unwrap();
+    let mut sc = standby.connect("postgres");
+    caught_up(&mut sc, &mut pc);
+    assert_eq!(books(&mut sc), books(&mut pc), "after the standby's crash");
+    let promoted: bool = sc.query_one("SELECT pg_promote()", &[]).unwrap().get(0);
+    assert!(promoted, "promotion: {}", standby.log_tail());
+    let mut sc = standby.connect("postgres");
+    sc.batch_execute("INSERT INTO seq VALUES (-5, 'promoted'); CHECKPOINT").unwrap();
+    for t in ["pgbench_accounts", "seq"] {
+        let r = query_text(&mut sc, &format!("SELECT orioledb_check('{t}'::regclass)"));
+        assert!(r.starts_with("ok"), "checker on {t} after promotion: {r}");
+    }
+}
+
+/// Point-in-time recovery: a base backup plus archived WAL, recovered to
+/// a named restore point, has what was committed before it and nothing
+/// after.
+#[test]
+fn point_in_time_recovery_from_archived_wal() {
+    let (env, _g) = require_server!();
+    let archive_dir = |root: &Path| root.join("archive");
+    let p = primary(&env, "pitr");
+    let archive = archive_dir(&p.dir);
+    std::fs::create_dir_all(&archive).unwrap();
+    run_checked(
+        {
+            let mut c = Command::new("chown");
+            c.arg(format!("{}:", env.os_user)).arg(&archive);
+            c
+        },
+        "hand the archive to the server's user",
+    );
+    let mut c = p.connect("postgres");
+    c.batch_execute("ALTER SYSTEM SET archive_mode = on").unwrap();
+    c.batch_execute(&format!("ALTER SYSTEM SET archive_command = 'cp %p {}/%f'", archive.display()))
+        .unwrap();
+    drop(c);
+    restart_server(&p.env);
+    let mut c = p.connect("postgres");
+    let (copy, started) = ScratchCluster::from_copy(
+        &env,
+        "pitrcopy",
+        &[
+            &format!("restore_command = 'cp {}/%f %p'", archive.display()),
+            "recovery_target_name = 'before_second'",
+            "recovery_target_action = 'promote'",
+            "archive_mode = off",
+        ],
+        |pgdata| {
+            let mut bb = pg_command(&p.env, "pg_basebackup");
+            bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
+                .arg("-D")
+                .arg(pgdata)
+                .args(["-X", "fetch", "-c", "fast"]);
+            run_checked(bb, "pg_basebackup");
+            // After the backup: a first batch, the restore point, a second
+            // batch, all archived.
+            c.batch_execute(
+                "INSERT INTO seq SELECT g, 'first' FROM generate_series(1, 3000) g;
+                 UPDATE pgbench_accounts SET abalance = abalance - 1 WHERE aid <= 5000;",
+            )
+            .unwrap();
+            let want = books(&mut c);
+            c.batch_execute(
+                "SELECT pg_create_restore_point('before_second');
+                 INSERT INTO seq SELECT g, 'second' FROM generate_series(3001, 4000) g;
+                 UPDATE pgbench_accounts SET abalance = abalance + 100 WHERE aid <= 5000;",
+            )
+            .unwrap();
+            let wal: String = c
+                .query_one("SELECT pg_walfile_name(pg_switch_wal() - 1)", &[])
+                .unwrap()
+                .get(0);
+            // Wait until the segment holding the second batch is archived.
+            let start = std::time::Instant::now();
+            loop {
+                let last: Option<String> = c
+                    .query_one("SELECT last_archived_wal FROM pg_stat_archiver", &[])
+                    .unwrap()
+                    .get(0);
+                if last.is_some_and(|l| l.as_str() >= wal.as_str()) {
+                    break;
+                }
+                assert!(start.elapsed() < Duration::from_secs(60), "WAL was not archived");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            std::fs::write(pgdata.join("recovery.signal"), b"").unwrap();
+            std::fs::write(pgdata.join("want"), want).unwrap();
+        },
+    );
+    started.unwrap_or_else(|e| panic!("the recovery did not start: {e}\n{}", copy.log_tail()));
+    let want = std::fs::read_to_string(copy.env.pgdata.as_ref().unwrap().join("want")).unwrap();
+    let mut r = copy.connect("postgres");
+    let start = std::time::Instant::now();
+    while query_text(&mut r, "SELECT pg_is_in_recovery()::text") == "true" {
+        assert!(start.elapsed() < Duration::from_secs(60), "recovery did not end\n{}", copy.log_tail());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(books(&mut r), want, "the copy at the restore point");
+    for t in ["pgbench_accounts", "seq"] {
+        let s = query_text(&mut r, &format!("SELECT orioledb_check('{t}'::regclass)"));
+        assert!(s.starts_with("ok"), "checker on {t}: {s}");
+    }
 }
