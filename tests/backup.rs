@@ -250,12 +250,16 @@ fn copy_wal_from_start(src: &Path, dst: &Path, label: &str) {
 fn low_level_backup(p: &ScratchCluster, pgdata: &Path, copy: impl FnOnce(&Path)) {
     let src = p.env.pgdata.clone().expect("a scratch cluster has PGDATA");
     let mut b = p.connect("postgres");
-    b.batch_execute("SELECT pg_backup_start('itest', true)").unwrap();
+    // In a transaction block with the extended protocol, as a driver runs
+    // it: the client has its row before the statement's ExecutorEnd.
+    let mut t = b.transaction().unwrap();
+    t.query_one("SELECT pg_backup_start('itest', true)::text", &[]).unwrap();
     copy(&src);
-    let label: String = b
+    let label: String = t
         .query_one("SELECT labelfile FROM pg_backup_stop(false)", &[])
         .unwrap()
         .get(0);
+    t.commit().unwrap();
     std::fs::write(pgdata.join("backup_label"), &label).unwrap();
     copy_wal_from_start(&src, pgdata, &label);
 }
@@ -295,10 +299,13 @@ fn a_copy_whose_engine_files_predate_the_backup_is_refused() {
     // The engine's files from before the backup, then writes, engine
     // checkpoints and WAL switches so that their redo point's WAL is not
     // among the backup's.
-    c.batch_execute("CHECKPOINT").unwrap();
+    // Copied inside a backup of their own, so that no engine checkpoint
+    // completes under the copy (the worker's are due every second).
+    c.batch_execute("SELECT pg_backup_start('stage', true)").unwrap();
     let mut cp = Command::new("cp");
     cp.arg("-a").arg(src.join("orioledb_data")).arg(&staged);
     run_checked(cp, "keep the engine's files");
+    c.batch_execute("SELECT pg_backup_stop(false)").unwrap();
     for _ in 0..2 {
         c.batch_execute("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid % 50 = 0; SELECT pg_switch_wal(); CHECKPOINT")
             .unwrap();
@@ -346,7 +353,34 @@ fn a_standby_made_by_pg_basebackup_follows_and_is_promoted() {
         run_checked(bb, "pg_basebackup -R");
     });
     started.unwrap_or_else(|e| panic!("the standby did not start: {e}\n{}", standby.log_tail()));
-    std::thread::sleep(Duration::from_secs(2));
+    // Reads while replay changes the tables: each answer is one snapshot's
+    // (pgbench's books balance in it, every branch is there), or the
+    // query is cancelled for a conflict with recovery (40001).
+    let mut sc = standby.connect("postgres");
+    let deadline = std::time::Instant::now() + Duration::from_secs(8);
+    let (mut answered, mut cancelled) = (0, 0);
+    while std::time::Instant::now() < deadline {
+        match sc.query_one(
+            "SELECT coalesce((SELECT sum(abalance) FROM pgbench_accounts)::text, 'none') || ' ' \
+             || coalesce((SELECT sum(bbalance) FROM pgbench_branches)::text, 'none') || ' ' \
+             || (SELECT count(*) FROM pgbench_branches)",
+            &[],
+        ) {
+            Ok(row) => {
+                let r: String = row.get(0);
+                let parts: Vec<&str> = r.split(' ').collect();
+                assert!(
+                    parts.len() == 3 && parts[0] == parts[1] && parts[2] == SCALE.to_string(),
+                    "a standby query under replay saw no single snapshot's rows: {r}"
+                );
+                answered += 1;
+            }
+            Err(e) if e.code().is_some_and(|c| c.code() == "40001") => cancelled += 1,
+            Err(e) => panic!("standby query: {e}"),
+        }
+    }
+    assert!(answered > 0, "no standby query completed ({cancelled} cancelled)");
+    drop(sc);
     load.stop();
     let mut pc = p.connect("postgres");
     let mut sc = standby.connect("postgres");
@@ -474,4 +508,29 @@ fn point_in_time_recovery_from_archived_wal() {
         let s = query_text(&mut r, &format!("SELECT orioledb_check('{t}'::regclass)"));
         assert!(s.starts_with("ok"), "checker on {t}: {s}");
     }
+}
+
+/// A `pg_backup_stop()` that fails after ending the backup (its wait for
+/// archiving cancelled) does not leave the engine's checkpoints held off.
+#[test]
+fn a_failed_backup_stop_lets_engine_checkpoints_resume() {
+    let (env, _g) = require_server!();
+    let p = primary(&env, "failedstop");
+    let mut c = p.connect("postgres");
+    c.batch_execute("ALTER SYSTEM SET archive_mode = on").unwrap();
+    c.batch_execute("ALTER SYSTEM SET archive_command = 'false'").unwrap();
+    drop(c);
+    restart_server(&p.env);
+    let control = p.env.pgdata.clone().unwrap().join("orioledb_data/control");
+    let mut b = p.connect("postgres");
+    b.batch_execute("SELECT pg_backup_start('fails', true)").unwrap();
+    b.batch_execute("SET statement_timeout = '1s'").unwrap();
+    let stopped = b.batch_execute("SELECT pg_backup_stop(true)");
+    assert!(stopped.is_err(), "pg_backup_stop returned without its WAL archived");
+    let mut c = p.connect("postgres");
+    let before = std::fs::read(&control).unwrap();
+    c.batch_execute("UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 1; CHECKPOINT")
+        .unwrap();
+    let after = std::fs::read(&control).unwrap();
+    assert_ne!(before, after, "CHECKPOINT ran no engine checkpoint: the failed backup still holds them off");
 }

@@ -183,9 +183,9 @@ fn in_update_order(members: &mut Vec<(u64, Vec<u8>)>, root: u64) {
 /// update goes again with a new id. A version that owns toast values is
 /// never replaced (removing it would have to queue them, and a crash after
 /// the update would lose that). Like pruning, this asks only this server's
-/// snapshots: a hot standby's queries on orioledb tables would need the
-/// replaced version's xid in the record for recovery conflicts (not built:
-/// see "Not built yet").
+/// snapshots: the update's record carries the replaced version's updater
+/// (`Pruner::conflict_horizon`) for replay on a hot standby to cancel the
+/// queries that may still see it.
 pub fn reusable_root(table: &Table, old: u64) -> Option<u64> {
     table.desc()?;
     let root = root_of_id(table, old)?;

@@ -224,6 +224,21 @@ impl Pruner for VersionPruner {
         replaceable_version(key, value, &self.horizon())
     }
 
+    /// The replaced version's updater: snapshots that do not see it
+    /// committed still see the version (heap's prune records carry the
+    /// same horizon). 0 for a version no snapshot ever saw.
+    fn conflict_horizon(&self, key: &[u8], value: &[u8]) -> u32 {
+        let Some(h) = Header::decode(value, orioledb_engine::keys::own_id(key)) else {
+            return 0;
+        };
+        let updater: u32 = version::update_xid(&h, &PgXacts).into();
+        if updater >= pg_sys::FirstNormalTransactionId.into() {
+            updater
+        } else {
+            0
+        }
+    }
+
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
         if !crate::am::table::is_version_key(key) {
             return Prune::Keep;

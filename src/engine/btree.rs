@@ -167,6 +167,14 @@ pub trait Pruner: Send + Sync {
     fn replaceable(&self, _key: &[u8], _value: &[u8]) -> bool {
         false
     }
+
+    /// For a value [`Pruner::replaceable`] allowed to be overwritten: the
+    /// transaction id up to which snapshots could still see it (0: none
+    /// could), which the update's record carries so that replay on a hot
+    /// standby cancels the queries that still might.
+    fn conflict_horizon(&self, _key: &[u8], _value: &[u8]) -> u32 {
+        0
+    }
 }
 
 /// What a descent looks for.
@@ -802,9 +810,13 @@ impl Tree {
         if self.lacks_room(p, (succ.key, new), val.len(), i, freed) {
             return Ok(InLeaf::No);
         }
+        let conflict = match (&replaced, self.pruner.as_ref()) {
+            (Some(dead), Some(pr)) => pr.conflict_horizon(succ.key, dead),
+            _ => 0,
+        };
         let rec = match self.inner.wal {
             None => None,
-            Some(_) => match self.update_record(key, old, val, succ, new) {
+            Some(_) => match self.update_record(key, old, val, succ, new, conflict) {
                 Some(rec) => Some(rec),
                 None => return Ok(InLeaf::No),
             },
@@ -812,7 +824,8 @@ impl Tree {
         self.inner.before_modify(g)?;
         let mut i = i;
         if replaced.is_some() {
-            // Pruned (unlogged, as pruning is; replay overwrites the key).
+            // Pruned (unlogged, as pruning is; replay overwrites the key,
+            // first cancelling standby queries up to `conflict`).
             g.page_mut().remove_at(j);
             g.mark_dirty(epoch);
             if j < i {
@@ -874,6 +887,7 @@ impl Tree {
         val: &[u8],
         succ: &Successor<'_>,
         new: &[u8],
+        conflict: u32,
     ) -> Option<Vec<u8>> {
         let edit = Edit::between(old, val, crate::keys::own_id(key))
             .filter(|e| !matches!(e, Edit::Ranges(r) if r.len() > u8::MAX as usize));
@@ -889,6 +903,7 @@ impl Tree {
             first: succ.first.map(|(k, v)| (k.to_vec(), v.to_vec())),
             new_key: succ.key.to_vec(),
             delta,
+            conflict,
         };
         Some(rec.encode())
     }

@@ -188,6 +188,11 @@ pub enum Record {
         first: Option<(Vec<u8>, Vec<u8>)>,
         new_key: Vec<u8>,
         delta: Delta,
+        /// When `new_key` held a dead value that the update overwrote (a
+        /// row id taken back, unlogged as pruning is): the transaction
+        /// id up to which snapshots could still see it, for replay on a
+        /// hot standby to cancel those queries first; 0 otherwise.
+        conflict: u32,
     },
 }
 
@@ -356,6 +361,8 @@ const FIRST_SPELLED: u8 = 8;
 /// delta's head is empty.
 const CTID_IMPLIED: u8 = 16;
 const HEAD_IMPLIED: u8 = 32;
+/// Flag of an UPDATE record: a conflict horizon (varint) follows the flags.
+const CONFLICT: u8 = 64;
 
 /// What a leaf's worth of items takes, to size the buffer once.
 const PAGE_SIZE_HINT: usize = 8192 + 1024;
@@ -556,6 +563,7 @@ fn encode_update(b: &mut Vec<u8>, rec: &Record) {
         first,
         new_key,
         delta,
+        conflict,
         ..
     } = rec
     else {
@@ -577,7 +585,11 @@ fn encode_update(b: &mut Vec<u8>, rec: &Record) {
         }
         _ => (0, None),
     };
-    b.push(edit_kind | first_flags(first.as_ref(), new_key) | implied);
+    let conflict_flag = if *conflict != 0 { CONFLICT } else { 0 };
+    b.push(edit_kind | first_flags(first.as_ref(), new_key) | implied | conflict_flag);
+    if *conflict != 0 {
+        put_var(b, *conflict as u64);
+    }
     match edit {
         Edit::Ranges(ranges) => {
             b.push(ranges.len() as u8);
@@ -768,12 +780,17 @@ fn decode_update(r: &mut Reader, tree: TreeId) -> Result<Record, String> {
     let key = r.var_bytes()?;
     let len = r.u16var()?;
     let flags = r.byte()?;
-    if flags & !(3 | FIRST_DERIVED | FIRST_SPELLED | CTID_IMPLIED | HEAD_IMPLIED) != 0 {
+    if flags & !(3 | FIRST_DERIVED | FIRST_SPELLED | CTID_IMPLIED | HEAD_IMPLIED | CONFLICT) != 0 {
         return Err(format!("update record has unknown flags {flags:#x}"));
     }
     if flags & (CTID_IMPLIED | HEAD_IMPLIED) != 0 && flags & 3 != 2 {
         return Err(format!("update record implies header fields of no header edit ({flags:#x})"));
     }
+    let conflict = if flags & CONFLICT != 0 {
+        r.var(u32::MAX as u64)? as u32
+    } else {
+        0
+    };
     let edit = match flags & 3 {
         0 => {
             let n = r.byte()?;
@@ -827,6 +844,7 @@ fn decode_update(r: &mut Reader, tree: TreeId) -> Result<Record, String> {
         first,
         new_key,
         delta,
+        conflict,
     })
 }
 
@@ -954,6 +972,7 @@ mod tests {
                 edit: Edit::Ranges(vec![(4, vec![1; 4]), (20, vec![2; 8])]),
                 first: Some((b"m".to_vec(), b"pfx".to_vec())),
                 new_key: b"k5-new!".to_vec(),
+                conflict: 77,
                 delta: Delta {
                     head: vec![3; 32],
                     from: 32,
@@ -971,6 +990,7 @@ mod tests {
                 edit: Edit::Ranges(vec![]),
                 first: None,
                 new_key: b"x".to_vec(),
+                conflict: 0,
                 delta: Delta {
                     head: vec![],
                     from: 0,
@@ -992,6 +1012,7 @@ mod tests {
                 },
                 first: Some((b"m".to_vec(), b"p".to_vec())),
                 new_key: b"k7".to_vec(),
+                conflict: 0,
                 delta: Delta {
                     head: vec![3; 15],
                     from: 32,
@@ -1036,6 +1057,7 @@ mod tests {
                 }),
                 first: None,
                 new_key: b"k11".to_vec(),
+                conflict: u32::MAX,
                 delta: Delta {
                     head: vec![3; 16],
                     from: 16,
@@ -1176,6 +1198,7 @@ mod tests {
             first: None,
             new_key: new_key.clone(),
             delta: Delta::between(new, version::header_len(new), &val, version::header_len(&val)).unwrap(),
+            conflict: 0,
         };
         let implied = record(&new);
         let b = implied.encode();
@@ -1246,6 +1269,7 @@ mod tests {
             first: Some(first),
             new_key: vkey.clone(),
             delta: delta.clone(),
+            conflict: 0,
         };
         // The entry of another row id, or another prefix, is spelled out.
         let other_id = (crate::keys::map_key(4243).to_vec(), map.1.clone());

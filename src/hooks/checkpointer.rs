@@ -49,7 +49,14 @@ fn serve_request(seq: u64) {
         backup::answer(seq, false);
         return;
     }
+    let since = Instant::now();
     let ran = checkpoint();
+    if since.elapsed() >= backup::WAIT_LIMIT {
+        pgrx::warning!(
+            "orioledb: an engine checkpoint PostgreSQL's checkpoint asked for took longer than the checkpointer waits ({} s); a base backup started then may be refused when restored",
+            backup::WAIT_LIMIT.as_secs()
+        );
+    }
     backup::answer(seq, ran);
 }
 
@@ -58,11 +65,12 @@ fn serve_request(seq: u64) {
 /// walsenders' progress reports, see `pg::backup`).
 fn warn_unsafe_backup_settings(warned: &mut bool) {
     // SAFETY: plain reads of settings this process has loaded.
-    let (logged, tracked) = unsafe { (pg_sys::log_checkpoints, pg_sys::pgstat_track_activities) };
-    let unsafe_now = !logged || !tracked;
+    let (logged, tracked, min) =
+        unsafe { (pg_sys::log_checkpoints, pg_sys::pgstat_track_activities, pg_sys::log_min_messages) };
+    let unsafe_now = !logged || !tracked || min >= pg_sys::FATAL as i32;
     if unsafe_now && !*warned {
         pgrx::warning!(
-            "orioledb: with log_checkpoints or track_activities off, base backups of this server cannot be restored: its orioledb tables would be missing changes"
+            "orioledb: with log_checkpoints or track_activities off, or log_min_messages above LOG, base backups of this server cannot be restored: its orioledb tables would be missing changes"
         );
     }
     *warned = unsafe_now;

@@ -686,6 +686,8 @@ unsafe extern "C-unwind" fn prepare(
 #[pg_guard]
 #[allow(improper_ctypes_definitions)]
 extern "C-unwind" fn finish(after: After) {
+    // `CALL` and `DO` may have started or stopped a low-level backup.
+    crate::pg::backup::note_session_backup();
     // SAFETY: `rv` is the statement's RangeVar, alive for the statement.
     unsafe {
         match after {

@@ -20,8 +20,9 @@
 //! * **No engine checkpoint while a backup copies.** A backup is *copying*
 //!   from its start checkpoint's end to its stop: a `pg_basebackup`
 //!   walsender past `waiting for checkpoint to finish` in its progress
-//!   report, or a session whose low-level backup is running (published at
-//!   the end of each of its statements, [`note_session_backup`]). While
+//!   report, or a session whose low-level backup is running (published
+//!   after each query, utility statement and transaction end,
+//!   [`note_session_backup`]). While
 //!   any backup runs, the worker's scheduled checkpoints wait; a request
 //!   from the checkpointer is answered without a checkpoint while one is
 //!   copying. WAL from the kept checkpoint is retained by the engine's slot
@@ -102,15 +103,20 @@ thread_local! {
     static WAITED_FOR: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Chains [`log_hook`] in front of any previous `emit_log_hook` (from
-/// `_PG_init`, during preload).
+/// Chains [`log_hook`] in front of any previous `emit_log_hook`, and the
+/// places that publish a session's low-level backup (from `_PG_init`,
+/// during preload).
 pub(crate) fn install_hooks() {
     // SAFETY: single-threaded `_PG_init`; the documented way to chain hooks.
     unsafe {
         PREV_EMIT_LOG_HOOK = pg_sys::emit_log_hook;
         pg_sys::emit_log_hook = Some(log_hook);
+        PREV_EXECUTOR_RUN = pg_sys::ExecutorRun_hook;
+        pg_sys::ExecutorRun_hook = Some(executor_run);
         PREV_EXECUTOR_END = pg_sys::ExecutorEnd_hook;
         pg_sys::ExecutorEnd_hook = Some(executor_end);
+        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
+        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
     }
 }
 
@@ -154,7 +160,13 @@ unsafe fn c_str<'a>(p: *const std::ffi::c_char) -> Option<&'a [u8]> {
 /// stopped at shutdown after its own final checkpoint).
 fn request_and_wait() {
     let Some(s) = shared() else { return };
+    // No worker, no request: one left pending would be answered later by a
+    // checkpoint that is nobody's, as if it were a waiting backup's.
+    if s.worker_pid.load(Ordering::Acquire) == 0 {
+        return;
+    }
     let seq = s.requested.fetch_add(1, Ordering::AcqRel) + 1;
+    let since = std::time::Instant::now();
     let latch = s.worker_latch.load(Ordering::Acquire);
     if latch != 0 {
         // SAFETY: the worker's PGPROC latch, in shared memory for the life
@@ -167,6 +179,12 @@ fn request_and_wait() {
         if pid == 0 || unsafe { libc_kill(pid, 0) } != 0 {
             return;
         }
+        // A hung worker must not hang the checkpointer (which also absorbs
+        // fsync requests and signal barriers): the worker warns when it
+        // answers this late.
+        if since.elapsed() >= WAIT_LIMIT {
+            return;
+        }
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
 }
@@ -175,6 +193,9 @@ extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, sig: std::ffi::c_int) -> std::ffi::c_int;
 }
+
+/// How long the checkpointer waits for an answer at most.
+pub const WAIT_LIMIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 // ------------------------------------------------------------ the worker
 
@@ -208,7 +229,7 @@ pub fn pending_request() -> Option<u64> {
 pub fn answer(seq: u64, ran: bool) {
     let Some(s) = shared() else { return };
     if ran {
-        for (slot, pid) in s.served_pids.iter().zip(waiting_walsenders().into_iter().chain(std::iter::repeat(0))) {
+        for (slot, pid) in s.served_pids.iter().zip(served_walsenders().into_iter().chain(std::iter::repeat(0))) {
             slot.store(pid, Ordering::Release);
         }
         s.ran.fetch_add(1, Ordering::AcqRel);
@@ -252,10 +273,25 @@ fn basebackups() -> Vec<(i32, i64)> {
     out
 }
 
-fn waiting_walsenders() -> Vec<i32> {
+/// The base-backup walsenders whose start checkpoint is the one the
+/// checkpointer is finishing now (it waits for our answer): still before
+/// their copy, and waiting for that checkpoint to be done. One waiting for
+/// a checkpoint to *start* asked while this one ran: the next is theirs.
+fn served_walsenders() -> Vec<i32> {
     basebackups()
         .into_iter()
-        .filter(|&(_, phase)| phase <= PHASE_WAIT_CHECKPOINT)
+        .filter(|&(pid, phase)| {
+            // SAFETY: BackendPidGetProc takes ProcArrayLock and returns the
+            // live PGPROC of `pid` or NULL; the wait event is one word the
+            // process itself writes.
+            phase <= PHASE_WAIT_CHECKPOINT
+                && unsafe {
+                    let proc_ = pg_sys::BackendPidGetProc(pid);
+                    !proc_.is_null()
+                        && std::ptr::read_volatile(&raw const (*proc_).wait_event_info)
+                            == pg_sys::WaitEventIPC::WAIT_EVENT_CHECKPOINT_DONE
+                }
+        })
         .map(|(pid, _)| pid)
         .collect()
 }
@@ -283,6 +319,7 @@ pub fn running() -> bool {
 
 // ------------------------------------------------------------ low-level backups
 
+static mut PREV_EXECUTOR_RUN: pg_sys::ExecutorRun_hook_type = None;
 static mut PREV_EXECUTOR_END: pg_sys::ExecutorEnd_hook_type = None;
 
 thread_local! {
@@ -290,6 +327,26 @@ thread_local! {
     static COUNTED: Cell<bool> = const { Cell::new(false) };
     /// Whether the exit callback is registered.
     static EXIT_HOOKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// After a query's rows are produced: with the extended protocol the
+/// client may have them (and copy files) before `ExecutorEnd`, which can
+/// wait for the portal's cleanup.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn executor_run(
+    query: *mut pg_sys::QueryDesc,
+    direction: pg_sys::ScanDirection::Type,
+    count: u64,
+    execute_once: bool,
+) {
+    // SAFETY: the executor passes valid arguments to the hook chain.
+    unsafe {
+        match PREV_EXECUTOR_RUN {
+            Some(prev) => prev(query, direction, count, execute_once),
+            None => pg_sys::standard_ExecutorRun(query, direction, count, execute_once),
+        }
+    }
+    note_session_backup();
 }
 
 #[pgrx::pg_guard]
@@ -304,10 +361,29 @@ unsafe extern "C-unwind" fn executor_end(query: *mut pg_sys::QueryDesc) {
     note_session_backup();
 }
 
-/// Publishes whether this session's low-level backup runs: at the end of
-/// every statement, so before the client that called `pg_backup_start()`
-/// hears back and copies a file.
-fn note_session_backup() {
+/// At commit and abort: a `pg_backup_stop()` that failed after it ended
+/// the backup (its wait for archiving cancelled, say) never reaches
+/// `ExecutorEnd`, and a PL/pgSQL expression never reaches the executor.
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn xact_callback(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
+    note_session_backup();
+}
+
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn subxact_callback(
+    _event: pg_sys::SubXactEvent::Type,
+    _my: pg_sys::SubTransactionId,
+    _parent: pg_sys::SubTransactionId,
+    _arg: *mut std::ffi::c_void,
+) {
+    note_session_backup();
+}
+
+/// Publishes whether this session's low-level backup runs: after every
+/// query's execution, utility statement (`hooks::utility`) and transaction
+/// or subtransaction end, so before the client that called
+/// `pg_backup_start()` hears back and copies a file.
+pub fn note_session_backup() {
     // SAFETY: reads this session's backup state (a plain static of xlog.c).
     let running = unsafe { pg_sys::get_backup_status() } == pg_sys::SessionBackupState::SESSION_BACKUP_RUNNING;
     if running == COUNTED.with(Cell::get) {

@@ -251,6 +251,11 @@ fn forget_map_of_created(info: u8, bytes: &[u8]) {
 
 fn replay_one(bytes: &[u8]) {
     let rec = Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e));
+    if let Record::Update { tree, conflict, .. } = &rec {
+        if *conflict != 0 {
+            resolve_conflict(*conflict, *tree);
+        }
+    }
     let changes_order = match &rec {
         Record::Put { tree, key, .. }
         | Record::Delete { tree, key, .. }
@@ -295,6 +300,29 @@ fn replay_one(bytes: &[u8]) {
     forget();
     if let Replayed::SkippedDamaged(id) = done {
         warn_skipped(id);
+    }
+}
+
+/// On a hot standby, before replay overwrites a version that snapshots up
+/// to transaction `xid` could still see (a row id an update took back on
+/// the primary, whose horizon knew nothing of this standby's queries):
+/// cancels the queries of the tree's database whose snapshots might, as
+/// heap's prune records do (after `max_standby_streaming_delay`).
+fn resolve_conflict(xid: u32, tree: TreeId) {
+    // SAFETY: a state word of the startup process; the conflict resolution
+    // signals and waits for backends as heap's redo does.
+    unsafe {
+        if pg_sys::standbyState < pg_sys::HotStandbyState::STANDBY_SNAPSHOT_PENDING {
+            return;
+        }
+        pg_sys::ResolveRecoveryConflictWithSnapshot(
+            xid.into(),
+            pg_sys::RelFileNode {
+                spcNode: pg_sys::DEFAULTTABLESPACE_OID,
+                dbNode: tree.db.into(),
+                relNode: tree.rel.into(),
+            },
+        );
     }
 }
 
