@@ -14,9 +14,11 @@ PGRX_VERSION=0.18.1
 # What the brief asks for, plus what building cargo-pgrx (openssl-sys) and
 # pgrx (a C compiler, pkg-config) need on a minimal image.
 # locales: the tests key tables by text under a libc language collation
-# (en_US.UTF-8, generated below).
+# (en_US.UTF-8, generated below). postgresql-15-wal2json: the logical
+# decoding tests check the output plugin change-data-capture tools use.
 PACKAGES=(postgresql-15 postgresql-server-dev-15 libclang-dev clang sudo
-          build-essential pkg-config libssl-dev ca-certificates locales)
+          build-essential pkg-config libssl-dev ca-certificates locales
+          postgresql-15-wal2json)
 
 say "setup: checking Debian packages"
 missing=()

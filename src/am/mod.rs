@@ -8,6 +8,7 @@ pub mod fill;
 pub mod handler;
 pub mod hot;
 pub mod levels;
+pub mod logical;
 pub mod modify;
 pub mod pkey;
 pub mod pkscan;

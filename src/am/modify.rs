@@ -92,6 +92,10 @@ pub unsafe fn insert(
         set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
         rows::after_change_of(rel, tree.tree.id());
+        // A speculative insertion is logged once confirmed.
+        if spec_token.is_none() {
+            crate::am::logical::inserted(rel, slot);
+        }
     }
 }
 
@@ -159,6 +163,11 @@ pub unsafe fn insert_many(
         crate::am::ssi::check_in(rel, None);
         pg_sys::pgstat_count_heap_insert(rel, slots.len() as _);
         rows::after_change_of(rel, tree.tree.id());
+        if crate::am::logical::wanted(rel) {
+            for &slot in slots {
+                crate::am::logical::inserted(rel, slot);
+            }
+        }
     }
 }
 
@@ -260,6 +269,9 @@ pub unsafe fn complete_speculative(
             (Change::Put(nv), ())
         });
         rows::after_change();
+        if succeeded {
+            crate::am::logical::inserted(rel, slot);
+        }
     }
 }
 
@@ -874,10 +886,34 @@ pub unsafe fn delete(
     }
     .unwrap_or_else(|| unreachable_taken());
     if r == pg_sys::TM_Result::TM_Ok {
-        // SAFETY: valid relation.
-        unsafe { pg_sys::pgstat_count_heap_delete(rel) };
+        // SAFETY: valid relation and TID; the deleted version stays in the
+        // tree while our transaction runs (its xmax is ours).
+        unsafe {
+            pg_sys::pgstat_count_heap_delete(rel);
+            log_old_version(rel, &*tidp, |old, id| crate::am::logical::deleted(rel, old, id));
+        }
     }
     r
+}
+
+/// Runs `log` on the version at `tid` (just changed by this transaction)
+/// when `rel`'s changes are logged for logical decoding.
+///
+/// # Safety
+/// `rel` is an open orioledb table.
+unsafe fn log_old_version(rel: pg_sys::Relation, tid: &pg_sys::ItemPointerData, log: impl FnOnce(&[u8], u64)) {
+    // SAFETY: per the contract.
+    unsafe {
+        if !crate::am::logical::wanted(rel) {
+            return;
+        }
+        let Some(id) = from_item_pointer(tid) else {
+            return;
+        };
+        if let Some(v) = get_version(&table_of(rel), id).filter(|v| Header::decode(v, id).is_some()) {
+            log(&v, id);
+        }
+    }
 }
 
 pub unsafe fn update(
@@ -970,6 +1006,7 @@ pub unsafe fn update(
         let h = Header::decode(&v, new_id).unwrap_or(h);
         set_slot_header(rel, slot, new_id, &h);
         pg_sys::pgstat_count_heap_update(rel, hot);
+        log_old_version(rel, &*otid, |old, id| crate::am::logical::updated(rel, old, id, slot));
         r
     }
 }

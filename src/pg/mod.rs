@@ -5,6 +5,7 @@
 //! Everything that talks to `pg_sys` about server-wide state lives here; the
 //! engine (`orioledb_engine`) only ever sees the traits this layer implements.
 pub mod backup;
+pub mod decode;
 pub mod engine;
 pub mod guc;
 pub mod injection;

@@ -39,10 +39,11 @@ use std::sync::Arc;
 /// (wiki.postgresql.org/wiki/CustomWALResourceManagers; OrioleDB has 129).
 pub const RM_ID: u8 = 201;
 
-/// `info >> 4` of the redo-point marker an engine checkpoint logs. Not an
-/// engine record (the engine's kinds are 1..14, and 14 is the last free
-/// one: `info` has four bits for the kind): replay skips it.
-const KIND_REDO_POINT: u8 = 15;
+/// `info >> 4` of our records that are not engine records (the engine's
+/// kinds take the other fifteen values of `info`'s four bits): an engine
+/// checkpoint's redo-point marker (8 bytes) or a row change for logical
+/// decoding (`pg::decode`). Replay skips both.
+pub(crate) const KIND_MARKER: u8 = 15;
 
 /// The replication slot that keeps WAL from the engine's redo point.
 pub const SLOT_NAME: &CStr = c"orioledb_rs";
@@ -59,7 +60,7 @@ pub(crate) fn register() {
         rm_startup: Some(startup),
         rm_cleanup: None,
         rm_mask: None,
-        rm_decode: None,
+        rm_decode: Some(crate::pg::decode::decode),
     };
     // SAFETY: _PG_init runs once during preload; RegisterCustomRmgr keeps
     // the pointer, and RMGR is static and never modified after this.
@@ -125,7 +126,7 @@ impl WalSink for PgWal {
             pg_sys::XLogBeginInsert();
             pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
             pg_sys::XLogRegisterData(data.as_ptr() as *mut c_char, data.len() as i32);
-            pg_sys::XLogInsert(RM_ID, KIND_REDO_POINT << 4);
+            pg_sys::XLogInsert(RM_ID, KIND_MARKER << 4);
             pg_sys::ProcLastRecPtr
         }
     }
@@ -221,7 +222,7 @@ fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
 /// changes nothing and is skipped — so replaying it twice, or on a
 /// standby, is harmless.
 fn replay_wal_record(info: u8, bytes: &[u8]) {
-    if info >> 4 == KIND_REDO_POINT {
+    if info >> 4 == KIND_MARKER {
         return;
     }
     replay_one(bytes);
@@ -348,7 +349,7 @@ fn warn_skipped(id: TreeId) {
 ///
 /// # Safety
 /// `rec` is a valid decoded record.
-unsafe fn main_data<'a>(rec: *const pg_sys::DecodedXLogRecord) -> &'a [u8] {
+pub(crate) unsafe fn main_data<'a>(rec: *const pg_sys::DecodedXLogRecord) -> &'a [u8] {
     // SAFETY: per the contract; main_data holds main_data_len bytes.
     unsafe {
         if (*rec).main_data.is_null() || (*rec).main_data_len == 0 {
@@ -400,7 +401,7 @@ unsafe extern "C-unwind" fn identify(info: u8) -> *const c_char {
         4 => c"PUT_PAIR_DELTA",
         12 => c"PUT_RUN",
         14 => c"SPLICE",
-        KIND_REDO_POINT => c"REDO_POINT",
+        KIND_MARKER => c"MARKER",
         _ => c"UNKNOWN",
     };
     name.as_ptr()
@@ -412,10 +413,11 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
     unsafe {
         let rec = (*record).record;
         let data = main_data(rec);
-        let text = if (*rec).header.xl_info >> 4 == KIND_REDO_POINT {
-            match <[u8; 8]>::try_from(data) {
-                Ok(n) => format!("engine checkpoint {}", u64::from_le_bytes(n)),
-                Err(_) => format!("undecodable: {} bytes", data.len()),
+        let text = if (*rec).header.xl_info >> 4 == KIND_MARKER {
+            match (<[u8; 8]>::try_from(data), crate::pg::decode::RowChange::decode(data)) {
+                (Ok(n), _) => format!("engine checkpoint {}", u64::from_le_bytes(n)),
+                (_, Some(c)) => c.describe(),
+                _ => format!("undecodable: {} bytes", data.len()),
             }
         } else {
             match Record::decode(data) {
@@ -673,7 +675,7 @@ unsafe fn replay_range(from: Lsn) -> Result<(), String> {
                     );
                 }
                 replay_wal_record(info, main_data(d));
-                if info >> 4 != KIND_REDO_POINT {
+                if info >> 4 != KIND_MARKER {
                     n += 1;
                 }
             }
