@@ -419,6 +419,109 @@ fn a_standby_made_by_pg_basebackup_follows_and_is_promoted() {
     }
 }
 
+/// Waits until `sc` (a standby) has replayed what `pc` (its primary) has
+/// written so far.
+fn wait_for_replay(sc: &mut Client, pc: &mut Client) {
+    let lsn: String = pc.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+    let start = std::time::Instant::now();
+    loop {
+        let behind: bool = sc
+            .query_one("SELECT pg_last_wal_replay_lsn() < $1::text::pg_lsn", &[&lsn])
+            .unwrap()
+            .get(0);
+        if !behind {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the standby did not catch up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A standby checkpoints the engine on its own (restartpoints of the
+/// engine, kept by its own slot): once PostgreSQL's restartpoints have
+/// removed the WAL since its base backup, it still restarts — after
+/// kill -9 and cleanly — and reads what the primary has; so does a
+/// standby that streams from it (cascaded).
+#[test]
+fn a_standby_restarts_after_its_restartpoints_removed_its_base_backups_wal() {
+    let (env, _g) = require_server!();
+    let p = primary(&env, "rpstandby");
+    let mut pc = p.connect("postgres");
+    let first: String = pc.query_one("SELECT pg_walfile_name(pg_current_wal_lsn())", &[]).unwrap().get(0);
+    // Restartpoints come from the WAL volume (each two segments replayed),
+    // not from CHECKPOINT on the standby, which would checkpoint the
+    // engine in its session too.
+    let conf = ["wal_keep_size = 0", "max_wal_size = 32MB", "min_wal_size = 32MB"];
+    let (standby, started) = ScratchCluster::from_copy(&env, "rpstandbycopy", &conf, |pgdata| {
+        let mut bb = pg_command(&p.env, "pg_basebackup");
+        bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
+            .arg("-D")
+            .arg(pgdata)
+            .args(["-R", "-X", "stream", "-c", "fast"]);
+        run_checked(bb, "pg_basebackup -R");
+    });
+    started.unwrap_or_else(|e| panic!("the standby did not start: {e}\n{}", standby.log_tail()));
+    let load = Load::start(&p);
+    let mut sc = standby.connect("postgres");
+    // New WAL segments and checkpoints on the primary, until the standby's
+    // restartpoints have removed the segment the backup began in.
+    let mut gone = false;
+    for _ in 0..40 {
+        pc.batch_execute("SELECT pg_switch_wal(); CHECKPOINT").unwrap();
+        wait_for_replay(&mut sc, &mut pc);
+        std::thread::sleep(Duration::from_millis(1000));
+        let left: i64 = sc
+            .query_one("SELECT count(*) FROM pg_ls_waldir() WHERE name <= $1", &[&first])
+            .unwrap()
+            .get(0);
+        if left == 0 {
+            gone = true;
+            break;
+        }
+    }
+    assert!(gone, "the standby's restartpoints never removed the WAL of its base backup");
+    load.stop();
+    wait_for_replay(&mut sc, &mut pc);
+    assert_eq!(books(&mut sc), books(&mut pc), "the standby reads what the primary has");
+    drop(sc);
+    crash_server(&standby.env);
+    try_start_server(&standby.env)
+        .unwrap_or_else(|e| panic!("the standby did not restart after kill -9: {e}\n{}", standby.log_tail()));
+    pc.batch_execute("UPDATE pgbench_accounts SET abalance = abalance + 3 WHERE aid % 500 = 7").unwrap();
+    let mut sc = standby.connect("postgres");
+    wait_for_replay(&mut sc, &mut pc);
+    assert_eq!(books(&mut sc), books(&mut pc), "after the standby's crash");
+    drop(sc);
+    stop_server(&standby.env);
+    try_start_server(&standby.env)
+        .unwrap_or_else(|e| panic!("the standby did not restart cleanly: {e}\n{}", standby.log_tail()));
+    let mut sc = standby.connect("postgres");
+    wait_for_replay(&mut sc, &mut pc);
+    assert_eq!(books(&mut sc), books(&mut pc), "after the standby's clean restart");
+    // A cascaded standby: copied from the primary, streaming from the
+    // standby.
+    let upstream = format!("host={} port={} user=postgres", standby.env.host, standby.env.port);
+    let (cascaded, started) = ScratchCluster::from_copy(&env, "rpcascaded", &[], |pgdata| {
+        let mut bb = pg_command(&p.env, "pg_basebackup");
+        bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
+            .arg("-D")
+            .arg(pgdata)
+            .args(["-R", "-X", "stream", "-c", "fast"]);
+        run_checked(bb, "pg_basebackup -R");
+        let auto = pgdata.join("postgresql.auto.conf");
+        let mut text = std::fs::read_to_string(&auto).unwrap();
+        text.push_str(&format!("primary_conninfo = '{upstream}'\n"));
+        std::fs::write(&auto, text).unwrap();
+    });
+    started.unwrap_or_else(|e| panic!("the cascaded standby did not start: {e}\n{}", cascaded.log_tail()));
+    pc.batch_execute("UPDATE pgbench_accounts SET abalance = abalance - 5 WHERE aid % 300 = 11").unwrap();
+    let mut cc = cascaded.connect("postgres");
+    wait_for_replay(&mut cc, &mut pc);
+    assert_eq!(books(&mut cc), books(&mut pc), "the cascaded standby reads what the primary has");
+    let upstream_of: String = cc.query_one("SELECT sender_port::text FROM pg_stat_wal_receiver", &[]).unwrap().get(0);
+    assert_eq!(upstream_of, standby.env.port.to_string(), "the cascaded standby streams from the standby");
+}
+
 /// Point-in-time recovery: a base backup plus archived WAL, recovered to
 /// a named restore point, has what was committed before it and nothing
 /// after.

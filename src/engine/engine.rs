@@ -1055,6 +1055,16 @@ impl Engine {
         self.inner.meta.redo().load(Ordering::Acquire)
     }
 
+    /// Runs `f` inside one checkpoint barrier entry (the tree operations it
+    /// makes enter nested): a checkpoint's image holds all of what `f`
+    /// changes or none of it, and whatever `f` records beside its changes
+    /// (recovery's position: the last record replayed) is exact for the
+    /// image. `f` must not wait for other processes.
+    pub fn atomically<T>(&self, f: impl FnOnce() -> T) -> T {
+        let _b = Barrier::enter(&self.inner.pool);
+        f()
+    }
+
     /// Re-applies one logged change (recovery). Idempotent: every record sets
     /// a final state. `cmp` gives the key order of a tree it creates or
     /// opens. Nothing is logged while replaying. Records of a damaged tree

@@ -7,7 +7,10 @@
 //! holds its checkpoints off while a base backup runs (`pg::backup`). At a clean
 //! shutdown the postmaster stops background workers before its own shutdown
 //! checkpoint, and this worker's last checkpoint makes every tree durable.
-//! When the postmaster dies instead, the worker exits without one.
+//! When the postmaster dies instead, the worker exits without one. On a hot
+//! standby it starts once recovery is consistent and only checkpoints the
+//! engine on its schedule (the standby's restartpoints of the engine) until
+//! it is promoted.
 
 use pgrx::bgworkers::{
     BackgroundWorker, BackgroundWorkerBuilder, BgWorkerStartTime, SignalWakeFlags,
@@ -23,7 +26,7 @@ pub(crate) fn register() {
         .set_function("orioledb_checkpointer_main")
         .set_library("orioledb_rs")
         .enable_shmem_access(None)
-        .set_start_time(BgWorkerStartTime::RecoveryFinished)
+        .set_start_time(BgWorkerStartTime::ConsistentState)
         .set_restart_time(Some(Duration::from_secs(5)))
         .load();
 }
@@ -121,8 +124,11 @@ fn park_outside_proc_array() {
 pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
     BackgroundWorker::attach_signal_handlers(SignalWakeFlags::SIGHUP | SignalWakeFlags::SIGTERM);
     park_outside_proc_array();
-    // Recovery is over when this worker starts: trees a crash orphaned
-    // (their relation's file is gone) can go now.
+    if !standby_restartpoints() {
+        return;
+    }
+    // Recovery is over: trees a crash orphaned (their relation's file is
+    // gone) can go now.
     crate::am::storage::sweep_orphans();
     crate::pg::backup::worker_started();
     let mut warned = false;
@@ -185,6 +191,34 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
         }
         sweep_quiet_trees();
     }
+}
+
+/// On a hot standby (the worker starts once recovery is consistent):
+/// engine checkpoints every `orioledb.checkpoint_timeout`, the first at
+/// once, so that the WAL the engine replays from at a restart is recent and
+/// kept by the slot, while PostgreSQL's restartpoints remove what is older
+/// (without them a standby could not restart once they had removed the WAL
+/// since its base backup). Nothing else: the standby's trees change only
+/// by replay. Returns when recovery ends (promotion: true) or the server
+/// stops (false; replay from the last engine checkpoint covers the rest).
+fn standby_restartpoints() -> bool {
+    // SAFETY: a flag read from shared memory.
+    let in_recovery = || unsafe { pg_sys::RecoveryInProgress() };
+    let mut last: Option<Instant> = None;
+    while in_recovery() {
+        if last.is_none_or(|l| l.elapsed() >= crate::pg::guc::checkpoint_timeout()) {
+            checkpoint();
+            last = Some(Instant::now());
+        }
+        if !BackgroundWorker::wait_latch(Some(Duration::from_secs(1))) {
+            return false;
+        }
+        if BackgroundWorker::sighup_received() {
+            // SAFETY: as in the main loop.
+            unsafe { pg_sys::ProcessConfigFile(pg_sys::GucContext::PGC_SIGHUP) };
+        }
+    }
+    true
 }
 
 /// A round of sweeping tables nobody writes any more (`am::quiet`), at

@@ -50,6 +50,10 @@ static META_BASE: AtomicPtr<u8> = AtomicPtr::new(std::ptr::null_mut());
 /// The engine-log replay state word (see `pg::wal::replay_gap_once`).
 static REPLAY_STATE: AtomicPtr<std::sync::atomic::AtomicU32> = AtomicPtr::new(std::ptr::null_mut());
 const REPLAY_STATE_NAME: &std::ffi::CStr = c"orioledb_rs replay state";
+/// The end of the last engine record recovery applied (see
+/// `pg::wal::replayed_end`), or null before shmem startup.
+static REPLAYED_END: AtomicPtr<std::sync::atomic::AtomicU64> = AtomicPtr::new(std::ptr::null_mut());
+const REPLAYED_END_NAME: &std::ffi::CStr = c"orioledb_rs replayed end";
 /// First LWLock of the metadata tranche, or null before shmem startup.
 static META_LATCH_BASE: AtomicPtr<pg_sys::LWLockPadded> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -101,6 +105,7 @@ unsafe extern "C-unwind" fn shmem_request() {
         pg_sys::RequestNamedLWLockTranche(TRANCHE_NAME.as_ptr(), latches);
         pg_sys::RequestAddinShmemSpace(meta_region_bytes(nbuffers));
         pg_sys::RequestAddinShmemSpace(STATE_BYTES);
+        pg_sys::RequestAddinShmemSpace(8);
         pg_sys::RequestAddinShmemSpace(crate::pg::backup::SHARED_BYTES);
         pg_sys::RequestNamedLWLockTranche(META_TRANCHE_NAME.as_ptr(), meta_latches);
     }
@@ -160,6 +165,13 @@ unsafe extern "C-unwind" fn shmem_startup() {
             }
         }
         REPLAY_STATE.store(state, Ordering::Release);
+        let mut end_found = false;
+        let end = pg_sys::ShmemInitStruct(REPLAYED_END_NAME.as_ptr(), 8, &mut end_found)
+            as *mut std::sync::atomic::AtomicU64;
+        if !end_found {
+            end.write(std::sync::atomic::AtomicU64::new(0));
+        }
+        REPLAYED_END.store(end, Ordering::Release);
         crate::pg::backup::attach_shared();
         META_LATCH_BASE.store(
             pg_sys::GetNamedLWLockTranche(META_TRANCHE_NAME.as_ptr()),
@@ -300,6 +312,15 @@ pub fn replay_state() -> Option<&'static std::sync::atomic::AtomicU32> {
     let p = REPLAY_STATE.load(Ordering::Acquire);
     // SAFETY: set once at shmem startup to a word in shared memory that
     // lives as long as the process.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
+
+/// The shared word holding the end of the last engine record recovery
+/// applied, if shared memory was set up.
+pub fn replayed_end() -> Option<&'static std::sync::atomic::AtomicU64> {
+    let p = REPLAYED_END.load(Ordering::Acquire);
+    // SAFETY: set once at shmem startup to an 8-byte-aligned word in shared
+    // memory (ShmemInitStruct MAXALIGNs) that lives as long as the process.
     (!p.is_null()).then(|| unsafe { &*p })
 }
 

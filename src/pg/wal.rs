@@ -117,11 +117,11 @@ impl WalSink for PgWal {
         // SAFETY: XLogRegisterData only keeps the pointer until XLogInsert,
         // which copies the data; ProcLastRecPtr is this process's start of
         // the record it inserted last, i.e. the marker. During recovery
-        // nothing is logged and the replay position stands in (replay runs
-        // records under the barrier too).
+        // nothing is logged and the exact replay position stands in
+        // ([`replayed_end`]).
         unsafe {
             if pg_sys::RecoveryInProgress() {
-                return pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut());
+                return replayed_end();
             }
             pg_sys::XLogBeginInsert();
             pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
@@ -221,11 +221,38 @@ fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
 /// engine record, or an engine checkpoint's redo-point marker, which
 /// changes nothing and is skipped — so replaying it twice, or on a
 /// standby, is harmless.
-fn replay_wal_record(info: u8, bytes: &[u8]) {
+/// `end`: where the record ends, when PostgreSQL's redo replays it (see
+/// [`replayed_end`]).
+fn replay_wal_record(info: u8, bytes: &[u8], end: Option<Lsn>) {
     if info >> 4 == KIND_MARKER {
         return;
     }
-    replay_one(bytes);
+    replay_one(bytes, end);
+}
+
+/// The redo point of an engine checkpoint taken during recovery (a
+/// standby's restartpoint of the engine), read while the checkpoint holds
+/// the barrier: every engine record that lies wholly before it is in the
+/// image, and none that starts at or after it.
+///
+/// PostgreSQL's replay position alone (`GetXLogReplayRecPtr`, the end of
+/// the last record whose redo returned) is not exact: between our redo
+/// releasing the barrier and the startup process moving that position on,
+/// a checkpoint would see the record applied but the position still at its
+/// start, and replay would apply it twice (a delta over its own result).
+/// So redo also notes the end of each engine record it applied, under the
+/// barrier ([`replay_one`]). And while redo skips the records before the
+/// engine's last redo point (the image it loaded has them: a standby
+/// consistent again soon after a restart), the pool is ahead of both: the
+/// durable redo point is a floor. The latest of the three is the point;
+/// the record the startup process waits to apply (blocked on the barrier)
+/// starts at or after each.
+fn replayed_end() -> Lsn {
+    // SAFETY: reads of recovery's shared replay position.
+    let replayed = unsafe { pg_sys::GetXLogReplayRecPtr(std::ptr::null_mut()) };
+    let noted = crate::pg::shmem::replayed_end().map_or(0, |e| e.load(Ordering::Acquire));
+    let durable = crate::pg::engine::engine().redo_position();
+    replayed.max(noted).max(durable)
 }
 
 /// A tree created before the engine's redo point is in the engine's image,
@@ -250,7 +277,7 @@ fn forget_map_of_created(info: u8, bytes: &[u8]) {
     }
 }
 
-fn replay_one(bytes: &[u8]) {
+fn replay_one(bytes: &[u8], end: Option<Lsn>) {
     let rec = Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e));
     if let Record::Update { tree, conflict, .. } = &rec {
         if *conflict != 0 {
@@ -295,8 +322,18 @@ fn replay_one(bytes: &[u8]) {
             (hooks().at_startup)(&[*tree]);
         }
     }
-    let done = crate::pg::engine::engine()
-        .replay_record(rec, &replay_order)
+    // Applied and noted as one step for a checkpoint taken meanwhile
+    // ([`replayed_end`]); the recovery conflict above was resolved first,
+    // outside the barrier, since it waits for standby queries.
+    let engine = crate::pg::engine::engine();
+    let done = engine
+        .atomically(|| {
+            let r = engine.replay_record(rec, &replay_order);
+            if let (Some(end), Some(noted)) = (end, crate::pg::shmem::replayed_end()) {
+                noted.fetch_max(end, Ordering::AcqRel);
+            }
+            r
+        })
         .unwrap_or_else(|e| crate::pg::engine::report(e));
     forget();
     if let Replayed::SkippedDamaged(id) = done {
@@ -373,7 +410,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
             forget_map_of_created((*rec).header.xl_info, data);
             return;
         }
-        replay_wal_record((*rec).header.xl_info, data);
+        replay_wal_record((*rec).header.xl_info, data, Some((*record).EndRecPtr));
     }
 }
 
@@ -674,7 +711,7 @@ unsafe fn replay_range(from: Lsn) -> Result<(), String> {
                         crate::pg::injection::REPLAY_FAIL_AT
                     );
                 }
-                replay_wal_record(info, main_data(d));
+                replay_wal_record(info, main_data(d), None);
                 if info >> 4 != KIND_MARKER {
                     n += 1;
                 }
@@ -733,8 +770,7 @@ fn injected_replay_failure() -> Option<u64> {
 fn slot_possible() -> bool {
     // SAFETY: reads of settings fixed at server start.
     unsafe {
-        !pg_sys::RecoveryInProgress()
-            && pg_sys::max_replication_slots > 0
+        pg_sys::max_replication_slots > 0
             && pg_sys::wal_level >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32
     }
 }
