@@ -20,6 +20,14 @@
 #                             heap (results in <run dir>/regress/temp-as-heap/);
 #                             from when orioledb refused temporary and unlogged
 #                             tables: no longer needed, kept for comparisons
+#   --standby                 (orioledb) also run a streaming standby of the
+#                             cluster (pg_basebackup -R before the tests, port
+#                             +10); afterwards, once it has replayed everything,
+#                             pg_dump of "regression" on both must be the same
+#                             (left out: sequence positions and unlogged
+#                             tables' rows, which a standby does not have as
+#                             the primary has them, and pg_dump's random
+#                             \restrict keys); a difference fails the run
 #   --keep                    leave the clusters running afterwards (for debugging;
 #                             connect with psql -h <out>/<am> -p <port> -U postgres regression)
 #   -h, --help
@@ -103,11 +111,13 @@ SUBSET=no
 TEMP_HEAP=no
 AMS=""
 KEEP=no
+STANDBY=no
 while [ $# -gt 0 ]; do
     case "$1" in
         --subset) SUBSET=yes ;;
         --am) shift; AMS="${1:-}" ;;
         --keep) KEEP=yes ;;
+        --standby) STANDBY=yes ;;
         --temp-as-heap) TEMP_HEAP=yes ;;
         -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
         *) die "unknown argument '$1' (see --help)" ;;
@@ -232,6 +242,57 @@ EOF
     chmod -R a+rX "$LIB"
 }
 
+# ------------------------------------------------------------------ the standby
+# start_standby DIR PORT: a streaming standby of the cluster in DIR (made by
+# pg_basebackup -R while the cluster is idle), in DIR/standby on PORT+10.
+start_standby() {
+    local dir="$1" port="$2" sdir="$1/standby"
+    local spg="$sdir/pgdata"
+    mkdir -p "$sdir"
+    chown "$PG_USER": "$sdir"
+    chmod 755 "$sdir"
+    say "[standby] pg_basebackup -R of the cluster on port $port ($spg)"
+    (cd / && as_pg "$PG_BINDIR/pg_basebackup" -h "$dir" -p "$port" -U postgres -D "$spg" -R -X stream -c fast) \
+        || die "[standby] pg_basebackup failed"
+    {
+        echo "port = $((port + 10))"
+        echo "unix_socket_directories = '$sdir'"
+    } >>"$spg/postgresql.conf"
+    touch "$sdir/postmaster.log"
+    chown "$PG_USER": "$sdir/postmaster.log"
+    start_cluster "$spg" "$sdir/postmaster.log"
+    STARTED+=("$spg")
+}
+
+# compare_standby DIR PORT: waits until the standby has replayed all of the
+# cluster's WAL, then compares pg_dump of "regression" on both.
+compare_standby() {
+    local dir="$1" port="$2" sdir="$1/standby" sport=$(( $2 + 10 ))
+    local lsn behind=1 i
+    suite_psql "$dir" "$port"
+    lsn="$(cd / && "${SUITE_PSQL[@]}" -Atc "SELECT pg_current_wal_lsn()")"
+    for i in $(seq 1 600); do
+        behind="$(cd / && "$PG_BINDIR/psql" -X -h "$sdir" -p "$sport" -U postgres -Atc \
+            "SELECT pg_last_wal_replay_lsn() < '$lsn'::pg_lsn" 2>/dev/null || echo t)"
+        [ "$behind" = f ] && break
+        sleep 0.2
+    done
+    [ "$behind" = f ] || die "[standby] did not replay up to $lsn in two minutes (log: $sdir/postmaster.log)"
+    local opts=(-U postgres -d regression --no-unlogged-table-data)
+    (cd / && as_pg "$PG_BINDIR/pg_dump" -h "$dir" -p "$port" "${opts[@]}") | grep -v -e 'pg_catalog.setval' -e '^.restrict ' -e '^.unrestrict ' >"$sdir/primary.sql" \
+        || die "[standby] pg_dump of the primary failed"
+    (cd / && as_pg "$PG_BINDIR/pg_dump" -h "$sdir" -p "$sport" "${opts[@]}") | grep -v -e 'pg_catalog.setval' -e '^.restrict ' -e '^.unrestrict ' >"$sdir/standby.sql" \
+        || die "[standby] pg_dump of the standby failed"
+    if ! diff -u "$sdir/primary.sql" "$sdir/standby.sql" >"$sdir/dump.diff"; then
+        head -n 40 "$sdir/dump.diff" >&2
+        die "[standby] its dump differs from the primary's ($sdir/dump.diff)"
+    fi
+    if grep -E 'PANIC|FATAL:  orioledb' "$sdir/postmaster.log" >&2; then
+        die "[standby] its log has errors ($sdir/postmaster.log)"
+    fi
+    say "[standby] replayed everything; its dump of \"regression\" ($(wc -l <"$sdir/primary.sql") lines) is the primary's"
+}
+
 # ------------------------------------------------------------------ one run
 # run_suite AM PORT: fresh cluster, the suite, results in $OUT/<am>
 run_suite() {
@@ -258,6 +319,9 @@ run_suite() {
         { suite_create_extension "$dir" "$port" && suite_create_database "$dir" "$port" regression; } \
             || die "[$am] creating the extension and the database failed"
         opts+=(--use-existing)
+    fi
+    if [ "$STANDBY" = yes ] && [ "$am" = orioledb ]; then
+        start_standby "$dir" "$port"
     fi
 
     local tests=()
@@ -288,9 +352,15 @@ run_suite() {
     suite_scan_log "$am" "$dir"
     suite_check_exit "$am" "$rc" "$TIMEOUT" REGRESS_TIMEOUT "$dir/pg_regress.log"
     suite_results "$am" "$dir" "$dir/pg_regress.log"
+    if [ "$STANDBY" = yes ] && [ "$am" = orioledb ]; then
+        compare_standby "$dir" "$port"
+    fi
 
     if [ "$KEEP" = no ]; then
         stop_cluster "$pgdata"
+        if [ "$STANDBY" = yes ] && [ "$am" = orioledb ]; then
+            stop_cluster "$dir/standby/pgdata"
+        fi
     fi
 }
 

@@ -206,8 +206,9 @@ fi
 # A fixed subset of PostgreSQL 15's own regression suite on a cluster whose
 # default table access method is orioledb (docs/regression.md). The first run
 # downloads the Debian source package of postgresql-15 for the test files.
+# A streaming standby replays the run; its pg_dump must equal the primary's.
 if [ "$INSTALL_RESULT" = PASS ]; then
-    step regress 1200 --no-count scripts/regress.sh --subset
+    step regress 1200 --no-count scripts/regress.sh --subset --standby
 else
     record regress "SKIPPED (install failed)" 0 ""
 fi

@@ -522,6 +522,54 @@ fn a_standby_restarts_after_its_restartpoints_removed_its_base_backups_wal() {
     assert_eq!(upstream_of, standby.env.port.to_string(), "the cascaded standby streams from the standby");
 }
 
+/// VACUUM's freezing on the primary makes versions visible to every
+/// snapshot: a standby query whose snapshot still counts their inserter as
+/// running is cancelled before replay freezes them, never shown the rows.
+#[test]
+fn freezing_never_shows_a_standby_snapshot_rows_it_must_not_see() {
+    let (env, _g) = require_server!();
+    let p = ScratchCluster::new(
+        &env,
+        "freezeconflict",
+        &["shared_preload_libraries = 'orioledb_rs'", "max_standby_streaming_delay = 0"],
+    );
+    let mut pc = p.connect("postgres");
+    pc.batch_execute(
+        "CREATE EXTENSION orioledb_rs;
+         CREATE TABLE f (id int PRIMARY KEY, v text) USING orioledb;
+         CREATE TABLE other (id int) USING orioledb;
+         INSERT INTO f VALUES (1, 'early')",
+    )
+    .unwrap();
+    drop(pc);
+    let standby = p.standby(&env, "freezeconflictstandby");
+    let mut pc = p.connect("postgres");
+    let mut late = p.connect("postgres");
+    late.batch_execute("BEGIN; INSERT INTO f VALUES (2, 'late')").unwrap();
+    // A commit flushes WAL (the open insert's record with it) to the standby.
+    pc.batch_execute("INSERT INTO other VALUES (1)").unwrap();
+    let mut watcher = standby.connect("postgres");
+    wait_for_replay(&mut watcher, &mut pc);
+    let mut reader = standby.connect("postgres");
+    reader.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    let before: i64 = reader.query_one("SELECT count(*) FROM f", &[]).unwrap().get(0);
+    assert_eq!(before, 1, "the standby snapshot sees the open insert");
+    late.batch_execute("COMMIT").unwrap();
+    pc.batch_execute("VACUUM (FREEZE) f").unwrap();
+    wait_for_replay(&mut watcher, &mut pc);
+    match reader.query_one("SELECT count(*) FROM f", &[]) {
+        Ok(row) => {
+            let n: i64 = row.get(0);
+            assert_eq!(n, 1, "a standby snapshot saw a row committed after it");
+        }
+        Err(e) => assert!(
+            e.code().is_some_and(|c| c.code() == "40001") || e.is_closed() || e.as_db_error().is_none(),
+            "the standby query failed otherwise: {e}"
+        ),
+    }
+    assert!(standby.log_tail().contains("conflict with recovery"), "no recovery conflict: {}", standby.log_tail());
+}
+
 /// Point-in-time recovery: a base backup plus archived WAL, recovered to
 /// a named restore point, has what was committed before it and nothing
 /// after.

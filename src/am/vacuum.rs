@@ -295,6 +295,9 @@ struct Counter<'a> {
     /// The row-id chain root whose versions the walk is in (key order:
     /// a root's own key comes before its members').
     root: Option<u64>,
+    /// Whether the recovery-conflict horizon of this VACUUM's freezing is
+    /// logged (once, before its first freeze).
+    conflict_logged: bool,
 }
 
 impl Counter<'_> {
@@ -314,6 +317,7 @@ impl Counter<'_> {
                 ..Counts::default()
             },
             root: None,
+            conflict_logged: false,
         }
     }
 
@@ -407,6 +411,19 @@ impl Counter<'_> {
         let f = version::freeze(&h, &rows::PgXacts, &old);
         if f.header.is_none() {
             return Some((h, f));
+        }
+        // Before the first freeze of this VACUUM reaches WAL: a hot standby
+        // cancels the queries whose snapshots still count an xid below the
+        // freeze limit as running (a frozen version is visible to every
+        // snapshot), as heap's freeze records make it do.
+        if !self.conflict_logged {
+            self.conflict_logged = true;
+            // TransactionIdRetreat: the normal xid before the limit.
+            let horizon = match freeze_limit.wrapping_sub(1) {
+                x if x < 3 => u32::MAX,
+                x => x,
+            };
+            crate::pg::wal::log_conflict(horizon, self.table.tree.id());
         }
         // Decided again on the current value under its leaf latch: a
         // concurrent change may have come in between.

@@ -206,7 +206,10 @@ fn standby_restartpoints() -> bool {
     let in_recovery = || unsafe { pg_sys::RecoveryInProgress() };
     let mut last: Option<Instant> = None;
     while in_recovery() {
-        if last.is_none_or(|l| l.elapsed() >= crate::pg::guc::checkpoint_timeout()) {
+        // Backups of a standby are not supported; one that runs anyway
+        // is not made to restore silently wrong by a checkpoint under it.
+        let due = last.is_none_or(|l| l.elapsed() >= crate::pg::guc::checkpoint_timeout());
+        if due && !crate::pg::backup::running() {
             checkpoint();
             last = Some(Instant::now());
         }

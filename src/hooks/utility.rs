@@ -734,8 +734,11 @@ extern "C-unwind" fn finish(after: After) {
                     }
                     // PostgreSQL's checkpoint has just unlinked the files of
                     // dropped relations: their trees go now (as the worker
-                    // does after its checkpoints).
-                    crate::am::storage::sweep_orphans();
+                    // does after its checkpoints). Not on a standby: replay
+                    // drops them (a drop logs, which recovery cannot).
+                    if !pg_sys::RecoveryInProgress() {
+                        crate::am::storage::sweep_orphans();
+                    }
                 }
             }
         }

@@ -329,10 +329,31 @@ thread_local! {
     static EXIT_HOOKED: Cell<bool> = const { Cell::new(false) };
 }
 
+// The executor's entry point itself, not pgrx's wrapper of it (see
+// `executor_run`).
+extern "C-unwind" {
+    #[link_name = "standard_ExecutorRun"]
+    fn raw_standard_executor_run(
+        query: *mut pg_sys::QueryDesc,
+        direction: pg_sys::ScanDirection::Type,
+        count: u64,
+        execute_once: bool,
+    );
+    #[link_name = "standard_ExecutorEnd"]
+    fn raw_standard_executor_end(query: *mut pg_sys::QueryDesc);
+}
+
 /// After a query's rows are produced: with the extended protocol the
 /// client may have them (and copy files) before `ExecutorEnd`, which can
 /// wait for the portal's cleanup.
-#[pgrx::pg_guard]
+///
+/// Not a `#[pg_guard]` function, and the executor is called directly: an
+/// ERROR raised by any query would otherwise cross a Rust error boundary,
+/// and pgrx 0.18.1 re-raises it without its CONTEXT, table, schema and
+/// constraint fields (a unique violation inside a DO block lost
+/// `ef_pkey`: test `extension::errors_keep_their_context_and_fields`).
+/// PostgreSQL's longjmp passes over this frame, which holds nothing to
+/// drop; the note after the run is guarded on its own.
 unsafe extern "C-unwind" fn executor_run(
     query: *mut pg_sys::QueryDesc,
     direction: pg_sys::ScanDirection::Type,
@@ -343,22 +364,27 @@ unsafe extern "C-unwind" fn executor_run(
     unsafe {
         match PREV_EXECUTOR_RUN {
             Some(prev) => prev(query, direction, count, execute_once),
-            None => pg_sys::standard_ExecutorRun(query, direction, count, execute_once),
+            None => raw_standard_executor_run(query, direction, count, execute_once),
         }
+        note_session_backup_guarded();
     }
-    note_session_backup();
 }
 
 #[pgrx::pg_guard]
+unsafe extern "C-unwind" fn note_session_backup_guarded() {
+    note_session_backup();
+}
+
+/// Unguarded for the same reason as [`executor_run`].
 unsafe extern "C-unwind" fn executor_end(query: *mut pg_sys::QueryDesc) {
     // SAFETY: the executor passes a valid QueryDesc to the hook chain.
     unsafe {
         match PREV_EXECUTOR_END {
             Some(prev) => prev(query),
-            None => pg_sys::standard_ExecutorEnd(query),
+            None => raw_standard_executor_end(query),
         }
+        note_session_backup_guarded();
     }
-    note_session_backup();
 }
 
 /// At commit and abort: a `pg_backup_stop()` that failed after it ended

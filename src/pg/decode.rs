@@ -148,9 +148,26 @@ pub unsafe fn logically_logged(rel: pg_sys::Relation) -> bool {
     }
 }
 
+/// The largest row-change record: WAL readers refuse records past
+/// `MaxAllocSize` (1 GB), and PostgreSQL 16 caps them at 1020 MB.
+const MAX_RECORD: usize = 1020 * 1024 * 1024;
+
 /// Logs `change` (inside the changing transaction, after its row change).
+/// A change too large for one WAL record (its rows, out-of-line values
+/// inline, past 1020 MB) is an ERROR: written, no reader could read it.
 pub fn log(change: &RowChange) {
     let bytes = change.encode();
+    if bytes.len() > MAX_RECORD {
+        pgrx::ereport!(
+            PgLogLevel::ERROR,
+            PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+            format!(
+                "orioledb: a row change of {} MB is too large to log for logical decoding (wal_level = logical)",
+                bytes.len() >> 20
+            ),
+            "The limit is 1020 MB for the new row and the old row's replica identity together, with out-of-line values inline."
+        );
+    }
     // SAFETY: XLogRegisterData keeps the pointer only until XLogInsert,
     // which copies the data; the origin is included as heap includes it,
     // so a subscriber's own changes can be filtered out downstream.

@@ -41,8 +41,10 @@ pub const RM_ID: u8 = 201;
 
 /// `info >> 4` of our records that are not engine records (the engine's
 /// kinds take the other fifteen values of `info`'s four bits): an engine
-/// checkpoint's redo-point marker (8 bytes) or a row change for logical
-/// decoding (`pg::decode`). Replay skips both.
+/// checkpoint's redo-point marker (8 bytes), a row change for logical
+/// decoding (`pg::decode`, first byte 1..3) or a recovery-conflict horizon
+/// ([`log_conflict`], first byte 4, 13 bytes). Replay changes nothing for
+/// them.
 pub(crate) const KIND_MARKER: u8 = 15;
 
 /// The replication slot that keeps WAL from the engine's redo point.
@@ -151,14 +153,16 @@ impl WalSink for PgWal {
         unreachable!("PANIC does not return")
     }
 
+    /// Makes WAL up to `upto` durable before the control file names an
+    /// image with that redo point. During recovery nothing is written, and
+    /// `XLogFlush` moves the minimum recovery point instead: a standby
+    /// whose engine image holds changes up to `upto` must not count as
+    /// consistent (open for queries, or follow a new timeline that forks)
+    /// before replay has passed them again.
     fn flush(&self, upto: Lsn) {
         // SAFETY: flushing WAL written so far (`upto` is the start of the
-        // marker `redo_point` inserted); no-op during recovery.
-        unsafe {
-            if !pg_sys::RecoveryInProgress() {
-                pg_sys::XLogFlush(upto);
-            }
-        }
+        // marker `redo_point` inserted), or in recovery a replay position.
+        unsafe { pg_sys::XLogFlush(upto) }
     }
 }
 
@@ -225,9 +229,48 @@ fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
 /// [`replayed_end`]).
 fn replay_wal_record(info: u8, bytes: &[u8], end: Option<Lsn>) {
     if info >> 4 == KIND_MARKER {
+        if let Some((xid, tree)) = decode_conflict(bytes) {
+            resolve_conflict(xid, tree);
+        }
         return;
     }
     replay_one(bytes, end);
+}
+
+/// First byte of a conflict marker (a row change's is 1..3).
+const CONFLICT_MARKER: u8 = 4;
+/// Bytes of a conflict marker: the byte, the horizon, the tree.
+const CONFLICT_BYTES: usize = 13;
+
+/// Logs that the changes of tree `tree` logged next (VACUUM's freezing)
+/// make versions visible to standby snapshots that still count
+/// transactions up to `horizon` as running: replay on a hot standby cancels
+/// those queries first, as heap's freeze records do (an `info` kind 15
+/// marker: replay changes nothing for it).
+pub fn log_conflict(horizon: u32, tree: TreeId) {
+    let mut b = Vec::with_capacity(CONFLICT_BYTES);
+    b.push(CONFLICT_MARKER);
+    for n in [horizon, tree.db, tree.rel] {
+        b.extend_from_slice(&n.to_le_bytes());
+    }
+    // SAFETY: XLogRegisterData keeps the pointer until XLogInsert copies it.
+    unsafe {
+        if pg_sys::wal_level < pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32 {
+            return;
+        }
+        pg_sys::XLogBeginInsert();
+        pg_sys::XLogRegisterData(b.as_ptr() as *mut c_char, b.len() as i32);
+        pg_sys::XLogInsert(RM_ID, KIND_MARKER << 4);
+    }
+}
+
+/// The horizon and tree of a conflict marker ([`log_conflict`]).
+fn decode_conflict(b: &[u8]) -> Option<(u32, TreeId)> {
+    if b.len() != CONFLICT_BYTES || b[0] != CONFLICT_MARKER {
+        return None;
+    }
+    let u32at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    Some((u32at(1), TreeId::new(u32at(5), u32at(9))))
 }
 
 /// The redo point of an engine checkpoint taken during recovery (a
@@ -324,17 +367,31 @@ fn replay_one(bytes: &[u8], end: Option<Lsn>) {
     }
     // Applied and noted as one step for a checkpoint taken meanwhile
     // ([`replayed_end`]); the recovery conflict above was resolved first,
-    // outside the barrier, since it waits for standby queries.
+    // outside the barrier, since it waits for standby queries. A drop or
+    // truncate takes the checkpoint latch and then the barrier itself (as
+    // a checkpoint does): holding the barrier first would invert that
+    // order against a checkpoint waiting for the barrier under the latch.
+    // They hold the latch throughout, so no checkpoint starts inside them,
+    // and applying one again over its own result changes nothing: noted
+    // after.
     let engine = crate::pg::engine::engine();
-    let done = engine
-        .atomically(|| {
+    let note = || {
+        if let (Some(end), Some(noted)) = (end, crate::pg::shmem::replayed_end()) {
+            noted.fetch_max(end, Ordering::AcqRel);
+        }
+    };
+    let done = if matches!(rec, Record::Drop { .. } | Record::Truncate { .. }) {
+        let r = engine.replay_record(rec, &replay_order);
+        note();
+        r
+    } else {
+        engine.atomically(|| {
             let r = engine.replay_record(rec, &replay_order);
-            if let (Some(end), Some(noted)) = (end, crate::pg::shmem::replayed_end()) {
-                noted.fetch_max(end, Ordering::AcqRel);
-            }
+            note();
             r
         })
-        .unwrap_or_else(|e| crate::pg::engine::report(e));
+    }
+    .unwrap_or_else(|e| crate::pg::engine::report(e));
     forget();
     if let Replayed::SkippedDamaged(id) = done {
         warn_skipped(id);
@@ -451,9 +508,10 @@ unsafe extern "C-unwind" fn desc(buf: pg_sys::StringInfo, record: *mut pg_sys::X
         let rec = (*record).record;
         let data = main_data(rec);
         let text = if (*rec).header.xl_info >> 4 == KIND_MARKER {
-            match (<[u8; 8]>::try_from(data), crate::pg::decode::RowChange::decode(data)) {
-                (Ok(n), _) => format!("engine checkpoint {}", u64::from_le_bytes(n)),
-                (_, Some(c)) => c.describe(),
+            match (<[u8; 8]>::try_from(data), crate::pg::decode::RowChange::decode(data), decode_conflict(data)) {
+                (Ok(n), ..) => format!("engine checkpoint {}", u64::from_le_bytes(n)),
+                (_, Some(c), _) => c.describe(),
+                (.., Some((xid, t))) => format!("recovery conflict horizon {xid} tree {}/{}", t.db, t.rel),
                 _ => format!("undecodable: {} bytes", data.len()),
             }
         } else {
