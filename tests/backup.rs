@@ -564,10 +564,126 @@ fn freezing_never_shows_a_standby_snapshot_rows_it_must_not_see() {
         }
         Err(e) => assert!(
             e.code().is_some_and(|c| c.code() == "40001") || e.is_closed() || e.as_db_error().is_none(),
-            "the standby query failed otherwise: {e}"
+            "the standby query failed otherwise: {}", describe(&e)
         ),
     }
     assert!(standby.log_tail().contains("conflict with recovery"), "no recovery conflict: {}", standby.log_tail());
+}
+
+/// The primary deletes a pruned version's toast values (logged; its
+/// pruning is not): a standby query that still sees the version and reads
+/// the value again is cancelled first, never told a chunk is missing.
+#[test]
+fn pruned_toast_values_never_go_missing_under_a_standby_query() {
+    standby_reads_a_toasted_value_the_primary_replaces(false);
+}
+
+/// With `hot_standby_feedback`, the primary keeps what the standby's
+/// snapshot needs: the same standby query is neither cancelled nor wrong.
+#[test]
+fn hot_standby_feedback_keeps_what_standby_queries_read() {
+    standby_reads_a_toasted_value_the_primary_replaces(true);
+}
+
+/// A REPEATABLE READ standby transaction reads a toasted value, the
+/// primary replaces it and VACUUMs, and the transaction reads it again
+/// once replay has caught up: the same value, or (without feedback) a
+/// recovery-conflict cancellation.
+fn standby_reads_a_toasted_value_the_primary_replaces(feedback: bool) {
+    let (env, _g) = require_server!();
+    let name = if feedback { "toastfeedback" } else { "toastconflict" };
+    let conf = [
+        "shared_preload_libraries = 'orioledb_rs'",
+        "max_standby_streaming_delay = 0",
+        if feedback { "hot_standby_feedback = on" } else { "hot_standby_feedback = off" },
+        "wal_receiver_status_interval = 1",
+    ];
+    let p = ScratchCluster::new(&env, name, &conf);
+    let big = |seed: &str| {
+        format!("(SELECT string_agg(md5('{seed}' || g), '') FROM generate_series(1, 400) g)")
+    };
+    p.connect("postgres")
+        .batch_execute(&format!(
+            "CREATE EXTENSION orioledb_rs;
+             CREATE TABLE tt (id int PRIMARY KEY, big text) USING orioledb;
+             CREATE TABLE other (id int) USING orioledb;
+             INSERT INTO tt VALUES (1, {})",
+            big("a")
+        ))
+        .unwrap();
+    let standby = p.standby(&env, &format!("{name}standby"));
+    let mut reader = standby.connect("postgres");
+    reader.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    let first: String = reader.query_one("SELECT md5(big) FROM tt", &[]).unwrap().get(0);
+    let mut pc = p.connect("postgres");
+    if feedback {
+        // Until the primary has the standby's snapshot horizon.
+        let start = std::time::Instant::now();
+        while query_text(&mut pc, "SELECT count(backend_xmin)::text FROM pg_stat_replication") != "1" {
+            assert!(start.elapsed() < Duration::from_secs(30), "no hot standby feedback arrived");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    pc.batch_execute(&format!("UPDATE tt SET big = {} WHERE id = 1", big("b"))).unwrap();
+    // The old version is dead to every snapshot of the primary: VACUUM
+    // prunes it, and this session's next change deletes its values (a
+    // change elsewhere: an UPDATE of the row could take its row id back,
+    // whose record carries a conflict of its own).
+    pc.batch_execute("VACUUM tt").unwrap();
+    pc.batch_execute("INSERT INTO other VALUES (1)").unwrap();
+    let mut watcher = standby.connect("postgres");
+    wait_for_replay(&mut watcher, &mut pc);
+    match reader.query_one("SELECT md5(big) FROM tt", &[]) {
+        Ok(row) => {
+            let again: String = row.get(0);
+            assert_eq!(again, first, "the standby snapshot's value changed");
+        }
+        Err(e) => assert!(
+            !feedback
+                && (e.code().is_some_and(|c| c.code() == "40001") || e.is_closed() || e.as_db_error().is_none()),
+            "the standby query failed{}: {}",
+            if feedback { " although hot_standby_feedback is on" } else { " otherwise" },
+            describe(&e)
+        ),
+    }
+}
+
+/// `CREATE DATABASE ... TEMPLATE` (both strategies) of a database with
+/// orioledb tables reaches a standby: it replays the copies, which are
+/// independent of the template there too.
+#[test]
+fn a_database_copied_from_a_template_reaches_the_standby() {
+    let (env, _g) = require_server!();
+    let p = ScratchCluster::new(&env, "tplstandby", &["shared_preload_libraries = 'orioledb_rs'"]);
+    p.connect("postgres").batch_execute("CREATE DATABASE tpl").unwrap();
+    p.connect("tpl")
+        .batch_execute(
+            "CREATE EXTENSION orioledb_rs;
+             CREATE TABLE t (id int PRIMARY KEY, v text) USING orioledb;
+             INSERT INTO t SELECT g, repeat(md5(g::text), 1 + g % 100) FROM generate_series(1, 3000) g",
+        )
+        .unwrap();
+    let standby = p.standby(&env, "tplstandbycopy");
+    let mut pc = p.connect("postgres");
+    for strategy in ["WAL_LOG", "FILE_COPY"] {
+        let db = format!("copy_{}", strategy.to_lowercase());
+        pc.batch_execute(&format!("CREATE DATABASE {db} TEMPLATE tpl STRATEGY = {strategy}"))
+            .unwrap();
+        p.connect(&db)
+            .batch_execute("UPDATE t SET v = 'copy' WHERE id <= 100; DELETE FROM t WHERE id > 2900")
+            .unwrap();
+    }
+    p.connect("tpl").batch_execute("DELETE FROM t WHERE id <= 10").unwrap();
+    let mut watcher = standby.connect("postgres");
+    wait_for_replay(&mut watcher, &mut pc);
+    let sums = "SELECT count(*) || ' ' || sum(length(v)) || ' ' || count(*) FILTER (WHERE v = 'copy') FROM t";
+    for db in ["tpl", "copy_wal_log", "copy_file_copy"] {
+        let on_primary = query_text(&mut p.connect(db), sums);
+        let on_standby = query_text(&mut standby.connect(db), sums);
+        assert_eq!(on_standby, on_primary, "database {db} on the standby");
+        let check = query_text(&mut p.connect(db), "SELECT orioledb_check('t'::regclass)");
+        assert!(check.starts_with("ok"), "checker on the primary's {db}: {check}");
+    }
 }
 
 /// Point-in-time recovery: a base backup plus archived WAL, recovered to

@@ -256,7 +256,7 @@ impl Pruner for VersionPruner {
             VacuumState::Dead => {
                 let (_, owned) = version::tail_and_toast(&h, value);
                 if !owned.is_empty() {
-                    crate::am::toast::doom(owned);
+                    crate::am::toast::doom(owned, self.conflict_horizon(key, value));
                 }
                 // A chain's redirect stays: index entries name the chain by
                 // it (am::hot).

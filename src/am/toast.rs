@@ -365,16 +365,23 @@ thread_local! {
     /// Toast values nothing refers to any more, to delete outside latches:
     /// those of versions pruned under a latch, and those stored for a new
     /// version that was never put in its tree (its UPDATE failed or its
-    /// transaction aborted first).
-    static DOOMED: RefCell<Vec<(u32, u32)>> = const { RefCell::new(Vec::new()) };
+    /// transaction aborted first). Each is (toast relation, value id,
+    /// recovery-conflict horizon: see [`doom`]).
+    static DOOMED: RefCell<Vec<(u32, u32, u32)>> = const { RefCell::new(Vec::new()) };
     /// Toast values stored for the new version this backend is about to
     /// put in a tree; moved to DOOMED when that does not happen.
     static UNPLACED: RefCell<Vec<(u32, u32)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Queues toast values of a pruned version (called under a leaf latch).
-pub fn doom(values: Vec<(u32, u32)>) {
-    DOOMED.with(|d| d.borrow_mut().extend(values));
+/// `horizon`: the newest transaction a snapshot that still sees the version
+/// may count as running (its deleter or updater; 0 for a version no
+/// snapshot ever saw). Pruning is not logged, so a hot standby keeps the
+/// version, but the deletion of its values is: replay first cancels the
+/// standby queries that might still read them (a conflict marker), as for
+/// heap's pruning of toast tuples — instead of a "missing chunk" error.
+pub fn doom(values: Vec<(u32, u32)>, horizon: u32) {
+    DOOMED.with(|d| d.borrow_mut().extend(values.into_iter().map(|(r, v)| (r, v, horizon))));
 }
 
 thread_local! {
@@ -433,7 +440,7 @@ pub fn begin_version() {
 /// Moves the values recorded since [`begin_version`] to the doomed ones.
 fn doom_unplaced() {
     let work = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
-    doom(work);
+    doom(work, 0);
 }
 
 /// The new version recorded since [`begin_version`] is in its tree.
@@ -472,7 +479,8 @@ pub fn delete_doomed() {
 fn delete_doomed_waiting(wait: bool) {
     let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
     let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
-    for (toastrelid, valueid) in work {
+    let mut logged: Option<(orioledb_engine::TreeId, u32)> = None;
+    for (toastrelid, valueid, horizon) in work {
         let oid = pg_sys::Oid::from(toastrelid);
         // SAFETY: a lock on an OID, dropped relation or not.
         if !wait && !unsafe { pg_sys::ConditionalLockRelationOid(oid, mode) } {
@@ -499,6 +507,10 @@ fn delete_doomed_waiting(wait: bool) {
                 )
                 .filter_map(|kv| kv.ok().map(|(k, _)| k))
                 .collect();
+            if horizon != 0 && !keys.is_empty() && logged != Some((tree.id(), horizon)) {
+                crate::pg::wal::log_conflict(horizon, tree.id());
+                logged = Some((tree.id(), horizon));
+            }
             for k in keys {
                 tree.modify(&k, |_| (Change::Delete, ()))
                     .unwrap_or_else(|e| crate::pg::engine::report(e));
