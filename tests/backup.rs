@@ -345,12 +345,7 @@ fn a_standby_made_by_pg_basebackup_follows_and_is_promoted() {
     let p = primary(&env, "bbstandby");
     let load = Load::start(&p);
     let (standby, started) = ScratchCluster::from_copy(&env, "bbstandbycopy", &[], |pgdata| {
-        let mut bb = pg_command(&p.env, "pg_basebackup");
-        bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
-            .arg("-D")
-            .arg(pgdata)
-            .args(["-R", "-X", "stream", "-c", "fast"]);
-        run_checked(bb, "pg_basebackup -R");
+        standby_copy(&p, pgdata);
     });
     started.unwrap_or_else(|e| panic!("the standby did not start: {e}\n{}", standby.log_tail()));
     // Reads while replay changes the tables: each answer is one snapshot's
@@ -384,22 +379,7 @@ fn a_standby_made_by_pg_basebackup_follows_and_is_promoted() {
     load.stop();
     let mut pc = p.connect("postgres");
     let mut sc = standby.connect("postgres");
-    let caught_up = |sc: &mut Client, pc: &mut Client| {
-        let lsn: String = pc.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
-        let start = std::time::Instant::now();
-        loop {
-            let behind: bool = sc
-                .query_one("SELECT pg_last_wal_replay_lsn() < $1::text::pg_lsn", &[&lsn])
-                .unwrap()
-                .get(0);
-            if !behind {
-                break;
-            }
-            assert!(start.elapsed() < Duration::from_secs(60), "the standby did not catch up");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    };
-    caught_up(&mut sc, &mut pc);
+    wait_for_replay(&mut sc, &mut pc);
     assert_eq!(books(&mut sc), books(&mut pc), "the standby reads what the primary has");
     // kill -9 and a restart: it replays from its engine files again.
     drop(sc);
@@ -407,7 +387,7 @@ fn a_standby_made_by_pg_basebackup_follows_and_is_promoted() {
     start_server(&standby.env);
     pc.batch_execute("UPDATE pgbench_accounts SET abalance = abalance + 7 WHERE aid % 1000 = 3").unwrap();
     let mut sc = standby.connect("postgres");
-    caught_up(&mut sc, &mut pc);
+    wait_for_replay(&mut sc, &mut pc);
     assert_eq!(books(&mut sc), books(&mut pc), "after the standby's crash");
     let promoted: bool = sc.query_one("SELECT pg_promote()", &[]).unwrap().get(0);
     assert!(promoted, "promotion: {}", standby.log_tail());
@@ -417,6 +397,16 @@ fn a_standby_made_by_pg_basebackup_follows_and_is_promoted() {
         let r = query_text(&mut sc, &format!("SELECT orioledb_check('{t}'::regclass)"));
         assert!(r.starts_with("ok"), "checker on {t} after promotion: {r}");
     }
+}
+
+/// Writes a standby of `p` at `pgdata` (`pg_basebackup -R`, WAL streamed).
+fn standby_copy(p: &ScratchCluster, pgdata: &Path) {
+    let mut bb = pg_command(&p.env, "pg_basebackup");
+    bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
+        .arg("-D")
+        .arg(pgdata)
+        .args(["-R", "-X", "stream", "-c", "fast"]);
+    run_checked(bb, "pg_basebackup -R");
 }
 
 /// Waits until `sc` (a standby) has replayed what `pc` (its primary) has
@@ -453,12 +443,7 @@ fn a_standby_restarts_after_its_restartpoints_removed_its_base_backups_wal() {
     // engine in its session too.
     let conf = ["wal_keep_size = 0", "max_wal_size = 32MB", "min_wal_size = 32MB"];
     let (standby, started) = ScratchCluster::from_copy(&env, "rpstandbycopy", &conf, |pgdata| {
-        let mut bb = pg_command(&p.env, "pg_basebackup");
-        bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
-            .arg("-D")
-            .arg(pgdata)
-            .args(["-R", "-X", "stream", "-c", "fast"]);
-        run_checked(bb, "pg_basebackup -R");
+        standby_copy(&p, pgdata);
     });
     started.unwrap_or_else(|e| panic!("the standby did not start: {e}\n{}", standby.log_tail()));
     let load = Load::start(&p);
@@ -502,12 +487,7 @@ fn a_standby_restarts_after_its_restartpoints_removed_its_base_backups_wal() {
     // standby.
     let upstream = format!("host={} port={} user=postgres", standby.env.host, standby.env.port);
     let (cascaded, started) = ScratchCluster::from_copy(&env, "rpcascaded", &[], |pgdata| {
-        let mut bb = pg_command(&p.env, "pg_basebackup");
-        bb.args(["-h", &p.env.host, "-p", &p.env.port.to_string(), "-U", "postgres"])
-            .arg("-D")
-            .arg(pgdata)
-            .args(["-R", "-X", "stream", "-c", "fast"]);
-        run_checked(bb, "pg_basebackup -R");
+        standby_copy(&p, pgdata);
         let auto = pgdata.join("postgresql.auto.conf");
         let mut text = std::fs::read_to_string(&auto).unwrap();
         text.push_str(&format!("primary_conninfo = '{upstream}'\n"));

@@ -22,6 +22,7 @@ const SERVER: &[&str] = &[
     "logical_decoding_work_mem = 64kB",
     "max_wal_senders = 10",
     "max_replication_slots = 10",
+    "max_prepared_transactions = 4",
 ];
 
 /// The statements run on each access method (`TBL` is the table name
@@ -164,6 +165,46 @@ fn wal2json_shows_orioledb_changes_as_heap_ones() {
     // transaction would compare as a few long lines).
     let (h, o) = decoded(c, "wal2json", ", 'format-version', '2', 'include-xids', '0', 'include-timestamp', '0', 'include-lsn', '0', 'include-type-oids', '0'", "h", "o");
     assert_same(&h, &o, "wal2json", r#""action":"U""#);
+}
+
+/// Prepared transactions decoded at PREPARE (a two-phase slot) and a
+/// transaction past `logical_decoding_work_mem` streamed while in progress
+/// (`stream-changes`) decode on orioledb as on heap.
+#[test]
+fn prepared_and_streamed_transactions_decode_as_on_heap() {
+    let (env, _g) = require_server!();
+    let s = ScratchCluster::new(&env, "decoding2pc", SERVER);
+    let mut c = s.connect("postgres");
+    c.batch_execute("CREATE EXTENSION orioledb_rs").unwrap();
+    let script = |t: &str, am: &str| {
+        format!(
+            "CREATE TABLE {t} (id int PRIMARY KEY, v text) USING {am};
+             BEGIN; INSERT INTO {t} VALUES (1, 'prepared'); UPDATE {t} SET v = 'p2' WHERE id = 1;
+             PREPARE TRANSACTION 'committed';
+             COMMIT PREPARED 'committed';
+             BEGIN; INSERT INTO {t} VALUES (2, 'rolled back'); PREPARE TRANSACTION 'aborted';
+             ROLLBACK PREPARED 'aborted';
+             BEGIN; INSERT INTO {t} SELECT g, 'row ' || g FROM generate_series(10, 3000) g;
+             UPDATE {t} SET v = v || '!' WHERE id % 2 = 0; DELETE FROM {t} WHERE id % 7 = 0; COMMIT;"
+        )
+    };
+    let mut outputs = Vec::new();
+    for (t, am) in [("h", "heap"), ("o", "orioledb")] {
+        c.batch_execute("SELECT pg_create_logical_replication_slot('s2', 'test_decoding', false, true)")
+            .unwrap();
+        // One statement at a time: a simple query of several runs in one
+        // implicit transaction, which COMMIT PREPARED refuses.
+        for stmt in script(t, am).split(';').map(str::trim).filter(|q| !q.is_empty()) {
+            c.batch_execute(stmt).unwrap_or_else(|e| panic!("{stmt}: {}", describe(&e)));
+        }
+        let lines = changes(&mut c, "s2", ", 'include-xids', '0', 'stream-changes', '1', 'skip-empty-xacts', '1'");
+        c.batch_execute("SELECT pg_drop_replication_slot('s2')").unwrap();
+        outputs.push(normalize(&lines, t));
+    }
+    let (h, o) = (&outputs[0], &outputs[1]);
+    assert!(h.iter().any(|l| l.contains("PREPARE TRANSACTION")), "no prepared transaction decoded: {:?}", &h[..h.len().min(10)]);
+    assert!(h.iter().any(|l| l.contains("opening a streamed block")), "nothing streamed: {:?}", &h[..h.len().min(10)]);
+    assert_same(h, o, "two-phase and streamed test_decoding", "streaming change");
 }
 
 /// Waits until `sql` gives the same rows on both sides.
