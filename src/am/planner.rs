@@ -60,19 +60,43 @@ unsafe extern "C-unwind" fn relation_info(
     }
 }
 
-#[pg_guard]
+// The executor's entry point itself, not pgrx's wrapper of it.
+extern "C-unwind" {
+    #[link_name = "standard_ExecutorStart"]
+    fn raw_standard_executor_start(query: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int);
+}
+
+/// Not a `#[pg_guard]` function, and the executor is called directly: an
+/// ERROR raised while a query starts (permissions, initial partition
+/// pruning running user functions) would otherwise cross a Rust error
+/// boundary, which pgrx 0.18.1 re-raises without its CONTEXT and fields.
+/// PostgreSQL's longjmp passes over this frame, which holds nothing to
+/// drop; our own work before and after is guarded on its own.
 unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags: std::ffi::c_int) {
-    // SAFETY: the executor passes a valid QueryDesc; after ExecutorStart
-    // its plan state tree and the subplans' trees are built and ours to
-    // adjust until the first ExecProcNode.
+    // SAFETY: the executor passes a valid QueryDesc to the hook chain.
     unsafe {
-        // The last version read is exact within one statement only: once
-        // its snapshot is gone, a HOT-like chain may take its row id back.
-        crate::am::table::forget_last_read();
+        before_start();
         match PREV_EXECUTOR_START {
             Some(prev) => prev(query, eflags),
-            None => pg_sys::standard_ExecutorStart(query, eflags),
+            None => raw_standard_executor_start(query, eflags),
         }
+        after_start(query);
+    }
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn before_start() {
+    // The last version read is exact within one statement only: once its
+    // snapshot is gone, a HOT-like chain may take its row id back.
+    crate::am::table::forget_last_read();
+}
+
+#[pg_guard]
+unsafe extern "C-unwind" fn after_start(query: *mut pg_sys::QueryDesc) {
+    // SAFETY: after ExecutorStart the query's plan state tree and the
+    // subplans' trees are built and ours to adjust until the first
+    // ExecProcNode.
+    unsafe {
         no_prefetch((*query).planstate);
         let estate = (*query).estate;
         if !estate.is_null() {

@@ -508,7 +508,7 @@ fn delete_doomed_waiting(wait: bool) {
                 .filter_map(|kv| kv.ok().map(|(k, _)| k))
                 .collect();
             if horizon != 0 && !keys.is_empty() && logged != Some((tree.id(), horizon)) {
-                crate::pg::wal::log_conflict(horizon, tree.id());
+                crate::pg::wal::log_conflict_for(r, horizon, tree.id());
                 logged = Some((tree.id(), horizon));
             }
             for k in keys {

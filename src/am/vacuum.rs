@@ -423,7 +423,8 @@ impl Counter<'_> {
                 x if x < 3 => u32::MAX,
                 x => x,
             };
-            crate::pg::wal::log_conflict(horizon, self.table.tree.id());
+            // SAFETY: `rel` is the open relation VACUUM works on.
+            unsafe { crate::pg::wal::log_conflict_for(self.rel, horizon, self.table.tree.id()) };
         }
         // Decided again on the current value under its leaf latch: a
         // concurrent change may have come in between.

@@ -247,7 +247,7 @@ const CONFLICT_BYTES: usize = 13;
 /// transactions up to `horizon` as running: replay on a hot standby cancels
 /// those queries first, as heap's freeze records do (an `info` kind 15
 /// marker: replay changes nothing for it).
-pub fn log_conflict(horizon: u32, tree: TreeId) {
+fn log_conflict(horizon: u32, tree: TreeId) {
     let mut b = Vec::with_capacity(CONFLICT_BYTES);
     b.push(CONFLICT_MARKER);
     for n in [horizon, tree.db, tree.rel] {
@@ -261,6 +261,19 @@ pub fn log_conflict(horizon: u32, tree: TreeId) {
         pg_sys::XLogBeginInsert();
         pg_sys::XLogRegisterData(b.as_ptr() as *mut c_char, b.len() as i32);
         pg_sys::XLogInsert(RM_ID, KIND_MARKER << 4);
+    }
+}
+
+/// [`log_conflict`] for tree `tree` of relation `rel`, when standbys can
+/// have queries on it at all (a permanent relation: a standby refuses to
+/// read unlogged ones, and temporary ones are their session's).
+///
+/// # Safety
+/// `rel` is an open relation.
+pub unsafe fn log_conflict_for(rel: pg_sys::Relation, horizon: u32, tree: TreeId) {
+    // SAFETY: per the contract.
+    if unsafe { (*(*rel).rd_rel).relpersistence } == pg_sys::RELPERSISTENCE_PERMANENT as c_char {
+        log_conflict(horizon, tree);
     }
 }
 
