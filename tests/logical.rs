@@ -5,7 +5,8 @@
 //! values (unchanged ones reported as heap reports them), rolled-back
 //! savepoints, ON CONFLICT, COPY, and a transaction larger than
 //! `logical_decoding_work_mem` (spilled to disk) — and publications carry
-//! orioledb tables to subscribers in every direction.
+//! orioledb tables to subscribers in every direction, large transactions
+//! streamed while in progress.
 
 #[macro_use]
 mod common;
@@ -251,7 +252,7 @@ fn publications_carry_orioledb_tables_to_subscribers() {
     // would wait for itself creating one.
     let conn = format!("host={} port={} user=postgres dbname=src", s.env.host, s.env.port);
     dst.batch_execute(&format!(
-        "CREATE SUBSCRIPTION sub CONNECTION '{conn}' PUBLICATION pub WITH (create_slot = false, slot_name = 'sub')"
+        "CREATE SUBSCRIPTION sub CONNECTION '{conn}' PUBLICATION pub WITH (create_slot = false, slot_name = 'sub', streaming = on)"
     ))
     .unwrap();
     let all = |t: &str| format!("SELECT id, v, md5(big) FROM {t} ORDER BY id");
@@ -274,6 +275,13 @@ fn publications_carry_orioledb_tables_to_subscribers() {
     for (t, ..) in tables {
         wait_equal(&mut src, &mut dst, &all(t));
     }
+    // Transactions past logical_decoding_work_mem went to the subscriber
+    // while in progress (`streaming = on`).
+    let streamed = text_rows(&mut src, "SELECT stream_txns FROM pg_stat_replication_slots WHERE slot_name = 'sub'").unwrap();
+    assert!(
+        streamed.first().and_then(|n| n.parse::<i64>().ok()).is_some_and(|n| n > 0),
+        "no transaction was streamed: {streamed:?}"
+    );
     // A table added to the publication reaches the subscriber after
     // REFRESH: its rows copied, then its changes streamed.
     for c in [&mut src, &mut dst] {
