@@ -168,15 +168,9 @@ pub fn log(change: &RowChange) {
             "The limit is 1020 MB for the new row and the old row's replica identity together, with out-of-line values inline."
         );
     }
-    // SAFETY: XLogRegisterData keeps the pointer only until XLogInsert,
-    // which copies the data; the origin is included as heap includes it,
-    // so a subscriber's own changes can be filtered out downstream.
-    unsafe {
-        pg_sys::XLogBeginInsert();
-        pg_sys::XLogSetRecordFlags(pg_sys::XLOG_INCLUDE_ORIGIN as u8);
-        pg_sys::XLogRegisterData(bytes.as_ptr() as *mut c_char, bytes.len() as i32);
-        pg_sys::XLogInsert(crate::pg::wal::RM_ID, crate::pg::wal::KIND_MARKER << 4);
-    }
+    // The origin is included as heap includes it, so a subscriber's own
+    // changes can be filtered out downstream.
+    crate::pg::wal::log_marker(&bytes, pg_sys::XLOG_INCLUDE_ORIGIN as u8);
 }
 
 /// `rm_decode`: every record of ours gets its transaction id noted (as for

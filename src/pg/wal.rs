@@ -115,22 +115,13 @@ impl WalSink for PgWal {
     /// so an idle server's engine checkpoints do not count as activity for
     /// PostgreSQL's checkpoint skipping or `archive_timeout`.
     fn redo_point(&self, checkpoint: u64) -> Lsn {
-        let data = checkpoint.to_le_bytes();
-        // SAFETY: XLogRegisterData only keeps the pointer until XLogInsert,
-        // which copies the data; ProcLastRecPtr is this process's start of
-        // the record it inserted last, i.e. the marker. During recovery
-        // nothing is logged and the exact replay position stands in
-        // ([`replayed_end`]).
-        unsafe {
-            if pg_sys::RecoveryInProgress() {
-                return replayed_end();
-            }
-            pg_sys::XLogBeginInsert();
-            pg_sys::XLogSetRecordFlags(pg_sys::XLOG_MARK_UNIMPORTANT as u8);
-            pg_sys::XLogRegisterData(data.as_ptr() as *mut c_char, data.len() as i32);
-            pg_sys::XLogInsert(RM_ID, KIND_MARKER << 4);
-            pg_sys::ProcLastRecPtr
+        // During recovery nothing is logged and the exact replay position
+        // stands in ([`replayed_end`]).
+        // SAFETY: a flag read from shared memory.
+        if unsafe { pg_sys::RecoveryInProgress() } {
+            return replayed_end();
         }
+        log_marker(&checkpoint.to_le_bytes(), pg_sys::XLOG_MARK_UNIMPORTANT as u8)
     }
 
     fn enter_critical(&self) {
@@ -222,9 +213,10 @@ fn replay_order(id: TreeId) -> Arc<dyn KeyCmp> {
 }
 
 /// Replays one WAL record of our resource manager (`info` as logged): an
-/// engine record, or an engine checkpoint's redo-point marker, which
-/// changes nothing and is skipped — so replaying it twice, or on a
-/// standby, is harmless.
+/// engine record, or a marker (a redo point or a row change: skipped; a
+/// conflict horizon: standby queries it conflicts with are cancelled). A
+/// marker changes nothing, so replaying it twice, or on a standby, is
+/// harmless.
 /// `end`: where the record ends, when PostgreSQL's redo replays it (see
 /// [`replayed_end`]).
 fn replay_wal_record(info: u8, bytes: &[u8], end: Option<Lsn>) {
@@ -253,14 +245,26 @@ fn log_conflict(horizon: u32, tree: TreeId) {
     for n in [horizon, tree.db, tree.rel] {
         b.extend_from_slice(&n.to_le_bytes());
     }
-    // SAFETY: XLogRegisterData keeps the pointer until XLogInsert copies it.
+    // SAFETY: a read of a setting fixed at server start.
+    if unsafe { pg_sys::wal_level } >= pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32 {
+        log_marker(&b, 0);
+    }
+}
+
+/// Logs `data` as a record of kind [`KIND_MARKER`] with `flags`
+/// (`XLogSetRecordFlags`); returns the record's start.
+pub(crate) fn log_marker(data: &[u8], flags: u8) -> Lsn {
+    // SAFETY: XLogRegisterData keeps the pointer only until XLogInsert,
+    // which copies the data; ProcLastRecPtr is this process's start of the
+    // record it inserted last.
     unsafe {
-        if pg_sys::wal_level < pg_sys::WalLevel::WAL_LEVEL_REPLICA as i32 {
-            return;
-        }
         pg_sys::XLogBeginInsert();
-        pg_sys::XLogRegisterData(b.as_ptr() as *mut c_char, b.len() as i32);
+        if flags != 0 {
+            pg_sys::XLogSetRecordFlags(flags);
+        }
+        pg_sys::XLogRegisterData(data.as_ptr() as *mut c_char, data.len() as i32);
         pg_sys::XLogInsert(RM_ID, KIND_MARKER << 4);
+        pg_sys::ProcLastRecPtr
     }
 }
 
@@ -817,8 +821,9 @@ fn refuse_backup(from: Lsn, why: &str) -> ! {
     .set_detail(
         "In a restored base backup: the engine's files belong to an engine checkpoint older than the \
          backup's start (a second backup taken while another ran, log_checkpoints or track_activities \
-         off, or a backup of a standby). On a standby: its engine files are those of the copy it was \
-         made from, and its restartpoints have removed the WAL since.",
+         off, or a backup of a standby). On a standby that checkpoints no engine (hot_standby off): its \
+         engine files are those of the copy it was made from, and its restartpoints have removed the \
+         WAL since.",
     )
     .set_hint("Take a new base backup of the primary (one at a time, with the default settings).")
     .report(pgrx::PgLogLevel::FATAL);
