@@ -31,7 +31,7 @@ fn orioledb_pool_info() -> TableIterator<
 > {
     pg::require_preloaded();
     let info = pg::shmem::pool_info().unwrap_or_else(|| {
-        pgrx::error!("orioledb_rs: shared page pool was not created");
+        pg::error::internal("orioledb_rs: shared page pool was not created");
     });
     TableIterator::once((info.buffers as i64, info.bytes as i64, info.latches as i64))
 }
@@ -111,7 +111,7 @@ LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
 /// tree); ERROR if `rel` is not an orioledb table.
 #[pg_extern]
 fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
-    let Some((db, relnode)) = am::storage::orioledb_relfile(rel) else {
+    let Some((db, relnode)) = pg::orioledb_relfile(rel) else {
         // Raises the "not an orioledb table" ERROR.
         let _ = orioledb_tree_of(rel);
         return 0;
@@ -129,7 +129,7 @@ fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
             .flatten()
             .filter(|o| *o != pg_sys::InvalidOid);
             if let Some(t) = toastrel {
-                if let Some((_, n)) = am::storage::orioledb_relfile(t) {
+                if let Some((_, n)) = pg::orioledb_relfile(t) {
                     nodes.push(n.to_u32());
                 }
             }
@@ -170,7 +170,7 @@ fn held_bytes(m: &std::fs::Metadata) -> u64 {
 /// the engine); an ERROR (42809) naming `rel` if it is not an orioledb table.
 fn orioledb_tree_of(rel: pg_sys::Oid) -> orioledb_engine::Result<orioledb_engine::Tree> {
     pg::require_preloaded();
-    let Some((db, relnode)) = am::storage::orioledb_relfile(rel) else {
+    let Some((db, relnode)) = pg::orioledb_relfile(rel) else {
         // SAFETY: name lookup for the message; NULL (no such relation) is handled.
         let name = unsafe {
             let n = pg_sys::get_rel_name(rel);
@@ -180,10 +180,9 @@ fn orioledb_tree_of(rel: pg_sys::Oid) -> orioledb_engine::Result<orioledb_engine
                 format!("\"{}\"", std::ffi::CStr::from_ptr(n).to_string_lossy())
             }
         };
-        pgrx::ereport!(
-            ERROR,
+        pg::error::raise(
             PgSqlErrorCode::ERRCODE_WRONG_OBJECT_TYPE,
-            format!("relation {name} is not an orioledb table")
+            format!("relation {name} is not an orioledb table"),
         );
     };
     pg::engine::engine().tree(pg::engine::tree_id(db, relnode))
@@ -218,13 +217,9 @@ fn orioledb_check(rel: pg_sys::Oid) -> String {
             r.levels, r.pages, r.keys
         ),
         Err(v) => {
-            pgrx::ereport!(
-                ERROR,
+            pg::error::raise(
                 PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                format!(
-                    "orioledb: tree of relation {} is damaged: {v}",
-                    rel.to_u32()
-                )
+                format!("orioledb: tree of relation {} is damaged: {v}", rel.to_u32()),
             );
         }
     }

@@ -126,7 +126,7 @@ impl IcuOrder {
                 let cap = out.len() as i32;
                 let need = f(self.ucol, u, n, out.as_mut_ptr(), cap);
                 if need <= 0 {
-                    pgrx::error!("orioledb: ICU could not compute a sort key");
+                    crate::pg::error::internal("orioledb: ICU could not compute a sort key");
                 }
                 if need <= cap {
                     out.truncate(need as usize);

@@ -8,7 +8,6 @@
 //! `hooks::utility`, one layer up.
 
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 
 use crate::pg::guc::{COMPRESS_MAX, COMPRESS_OFF};
@@ -216,13 +215,10 @@ fn read_reloptions(reloid: pg_sys::Oid) -> Vec<String> {
         })
     };
     let Some(entries) = entries else {
-        ErrorReport::new(
+        crate::pg::error::raise(
             PgSqlErrorCode::ERRCODE_UNDEFINED_TABLE,
             format!("relation with OID {} does not exist", reloid.to_u32()),
-            "orioledb_rs",
-        )
-        .report(PgLogLevel::ERROR);
-        unreachable!("ERROR does not return");
+        );
     };
     entries.into_iter().flatten().collect()
 }
@@ -285,10 +281,10 @@ pub(crate) unsafe fn write_levels(reloid: pg_sys::Oid, levels: Option<Levels>) {
             pg_sys::Datum::from(0usize),
         );
         if tup.is_null() {
-            pgrx::error!(
+            crate::pg::error::internal(format!(
                 "orioledb_rs: cache lookup failed for relation {}",
                 reloid.to_u32()
-            );
+            ));
         }
         let newtup = pg_sys::heap_modify_tuple(
             tup,
@@ -307,9 +303,9 @@ pub(crate) unsafe fn write_levels(reloid: pg_sys::Oid, levels: Option<Levels>) {
     if let Some(l) = levels {
         // Pages written from now on use the new levels: the primary tree
         // the primary level, the toast tree the toast level.
-        crate::am::storage::set_tree_compression(reloid, l.primary);
+        set_tree_compression(reloid, l.primary);
         if let Some(toast) = toast_relation_of(reloid) {
-            crate::am::storage::set_tree_compression(toast, l.toast);
+            set_tree_compression(toast, l.toast);
         }
     }
 }
@@ -343,6 +339,18 @@ pub unsafe fn toast_owner(toast: pg_sys::Relation) -> Option<pg_sys::Oid> {
         .parse::<u32>()
         .ok()
         .map(pg_sys::Oid::from)
+}
+
+
+/// Sets the compression level of relation `reloid`'s primary tree (pages
+/// written from now on), if it is an orioledb table with a tree.
+pub fn set_tree_compression(reloid: pg_sys::Oid, level: i32) {
+    let Some((db, relnode)) = crate::pg::orioledb_relfile(reloid) else {
+        return;
+    };
+    if let Ok(t) = crate::pg::engine::engine().tree(crate::pg::engine::tree_id(db, relnode)) {
+        t.set_compress(level).unwrap_or_else(|e| crate::pg::engine::report(e));
+    }
 }
 
 #[cfg(test)]

@@ -13,12 +13,13 @@
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use crate::am::rows::{
-    self, decode, from_item_pointer, get_version, raise, store_version, table_of, to_item_pointer,
+    self, decode, from_item_pointer, get_version, store_version, table_of, to_item_pointer,
     PgXacts,
 };
 use crate::am::table::Table;
 use orioledb_engine::btree::Change;
 use orioledb_engine::version::{self, bits, tid, Header, Hints, LockMode, UpdateCheck, Xid};
+use crate::pg::error::raise;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
@@ -34,7 +35,7 @@ fn refuse_in_parallel_worker() {
     if unsafe { pg_sys::ParallelWorkerNumber } >= 0 {
         raise(
             PgSqlErrorCode::ERRCODE_INVALID_TRANSACTION_STATE,
-            "cannot insert tuples in a parallel worker".into(),
+            "cannot insert tuples in a parallel worker",
         );
     }
 }
@@ -50,7 +51,7 @@ unsafe fn id_in_use(rel: pg_sys::Relation, id: u64) -> ! {
         format!(
             "orioledb: row id {id} of table \"{}\" is already in use",
             // SAFETY: per the contract.
-            unsafe { rows::rel_name(rel) }
+            unsafe { crate::pg::rel_name(rel) }
         ),
     )
 }
@@ -218,7 +219,7 @@ unsafe fn check_id_limit(rel: pg_sys::Relation, id: u64) {
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             // SAFETY: caller passes an open relation.
             format!("orioledb: table \"{}\" ran out of row ids", unsafe {
-                rows::rel_name(rel)
+                crate::pg::rel_name(rel)
             }),
         );
     }
@@ -708,7 +709,7 @@ impl TupLock {
                                 PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
                                 format!(
                                     "could not obtain lock on row in relation \"{}\"",
-                                    rows::rel_name(self.rel)
+                                    crate::pg::rel_name(self.rel)
                                 ),
                             );
                         }
@@ -747,7 +748,7 @@ fn holds_row_lock(tree: &Table, id: u64) -> bool {
 fn unreachable_taken() -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-        "orioledb: a change that takes no row id reported one taken".into(),
+        "orioledb: a change that takes no row id reported one taken",
     )
 }
 
@@ -1173,7 +1174,7 @@ unsafe fn wait_for(
                         PgSqlErrorCode::ERRCODE_LOCK_NOT_AVAILABLE,
                         format!(
                             "could not obtain lock on row in relation \"{}\"",
-                            rows::rel_name(rel)
+                            crate::pg::rel_name(rel)
                         ),
                     );
                 }
@@ -1207,7 +1208,7 @@ unsafe fn follow_update(
             if h.ctid == rows::MOVED {
                 raise(
                     PgSqlErrorCode::ERRCODE_T_R_SERIALIZATION_FAILURE,
-                    "tuple to be locked was already moved to another partition due to concurrent update".into(),
+                    "tuple to be locked was already moved to another partition due to concurrent update",
                 );
             }
             let prior = version::update_xid(&h, &PgXacts);

@@ -377,7 +377,7 @@ impl KeyDesc {
             }
         }
         Ok(Some(Arc::new(ColumnOrder {
-            tag: crate::am::table::VERSION_TAG,
+            tag: orioledb_engine::keys::VERSION_TAG,
             cols,
         })))
     }
@@ -515,9 +515,9 @@ impl KeyDesc {
                     let ok = orioledb_engine::keys::encode_decimal(s, out);
                     pg_sys::pfree(p.cast());
                     if !ok {
-                        crate::am::rows::raise(
+                        crate::pg::error::raise(
                             PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-                            "orioledb: cannot encode a numeric key value".into(),
+                            "orioledb: cannot encode a numeric key value",
                         );
                     }
                 }
@@ -582,7 +582,7 @@ impl KeyDesc {
                         let Some(order) =
                             crate::am::collate::icu_order(pg_sys::Oid::from(col.coll))
                         else {
-                            crate::am::rows::raise(
+                            crate::pg::error::raise(
                                 PgSqlErrorCode::ERRCODE_INDETERMINATE_COLLATION,
                                 format!(
                                     "orioledb: collation {} of a primary key column is no longer an ICU collation",
@@ -634,7 +634,7 @@ impl KeyDesc {
         // SAFETY: per the contract.
         let out = unsafe { self.try_prefix(values, nulls) };
         if let Err(len) = out {
-            crate::am::rows::raise(
+            crate::pg::error::raise(
                 PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
                 format!(
                     "orioledb: primary key value of table \"{}\" is too long: {len} bytes encoded, maximum {MAX_PREFIX}",

@@ -51,7 +51,7 @@ unsafe extern "C-unwind" fn relation_info(
         // map (a lookup per row), so it stays serial. A toast relation
         // holds chunks, not versions: its (unused) index is built serially.
         if std::ptr::eq((*r).rd_tableam, &raw const crate::am::ROUTINE)
-            && (crate::am::rows::is_toast(r)
+            && (crate::pg::is_toast(r)
                 || crate::am::rows::table_of(r).desc().is_some())
         {
             (*rel).rel_parallel_workers = 0;

@@ -106,9 +106,12 @@ pub fn has_pending() -> bool {
     PENDING.with(|p| !p.borrow().is_empty())
 }
 
-/// Forgets pending work (transaction end).
-pub fn forget_pending() {
-    PENDING.with(|p| p.borrow_mut().clear());
+/// Forgets pending work at a transaction's end (`pg::xact`).
+pub fn at_event(e: crate::pg::xact::Event) {
+    use crate::pg::xact::Event::*;
+    if matches!(e, Prepare | Commit | Abort) {
+        PENDING.with(|p| p.borrow_mut().clear());
+    }
 }
 
 /// Re-keys the tables whose primary key was built over rows, at the end of
@@ -256,12 +259,12 @@ unsafe fn copy_in(rel: pg_sys::Relation, to: &Table, id: u64, prefix: &[u8], v: 
 /// # Safety
 /// `rel` is an open relation.
 unsafe fn appears_twice(rel: pg_sys::Relation, id: u64) -> ! {
-    rows::raise(
+    crate::pg::error::raise(
         pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         format!(
             // SAFETY: per the contract.
             "orioledb: row id {id} of table \"{}\" appears twice",
-            unsafe { rows::rel_name(rel) }
+            unsafe { crate::pg::rel_name(rel) }
         ),
     )
 }
@@ -518,10 +521,10 @@ pub unsafe fn copy_for_cluster(
     use orioledb_engine::version::{Hints, VacuumState, Xid};
     // SAFETY: per the contract.
     unsafe {
-        let name = rows::rel_name(old);
-        if rows::is_toast(old) {
+        let name = crate::pg::rel_name(old);
+        if crate::pg::is_toast(old) {
             // Chunks, not versions: rewritten with the table that owns them.
-            rows::raise(
+            crate::pg::error::raise(
                 pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                 format!(
                     "orioledb: VACUUM FULL of toast relation \"{name}\" is not supported yet; VACUUM FULL its table"
@@ -534,7 +537,7 @@ pub unsafe fn copy_for_cluster(
             let keyed_by_it = (*(*old_index).rd_index).indisprimary && from.desc().is_some();
             reorder = from.desc().is_none();
             if !keyed_by_it && !reorder {
-                rows::raise(
+                crate::pg::error::raise(
                     pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                     format!(
                         "orioledb: CLUSTER of table \"{name}\" on an index other than its primary key is not supported yet"
@@ -545,7 +548,7 @@ pub unsafe fn copy_for_cluster(
         let old_toast = (*(*old).rd_rel).reltoastrelid;
         let new_toast = (*(*new).rd_rel).reltoastrelid;
         if old_toast != pg_sys::InvalidOid && new_toast == pg_sys::InvalidOid {
-            rows::raise(
+            crate::pg::error::raise(
                 pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                 format!(
                     "orioledb: VACUUM FULL and CLUSTER of table \"{name}\" whose toastable columns were all dropped are not supported yet"

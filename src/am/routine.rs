@@ -22,7 +22,6 @@
 #![allow(clippy::too_many_arguments)]
 
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use std::ffi::{c_int, CStr};
 
@@ -82,18 +81,7 @@ pub static ROUTINE: pg_sys::TableAmRoutine = pg_sys::TableAmRoutine {
     scan_sample_next_tuple: Some(scan_sample_next_tuple),
 };
 
-/// Raises `orioledb: <what> is not supported yet` (SQLSTATE 0A000).
-fn unsupported(what: String) -> ! {
-    ErrorReport::new(
-        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-        format!("orioledb: {what} is not supported yet"),
-        "orioledb_rs",
-    )
-    .report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
-}
-
-/// Raises [`unsupported`] with `{}` in `what` replaced by `table "name"`.
+/// Raises `pg::error::not_supported` with `{}` in `what` replaced by `table "name"`.
 ///
 /// The name is read leniently: relation names may be in a non-UTF-8 server
 /// encoding, and an error message must never itself fail.
@@ -104,7 +92,7 @@ unsafe fn unsupported_on(rel: pg_sys::Relation, what: &str) -> ! {
     // SAFETY: an open relation always has its pg_class row in rd_rel, and
     // relname is NUL-terminated within its NAMEDATALEN bytes.
     let name = unsafe { CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()) };
-    unsupported(what.replace("{}", &format!("table \"{}\"", name.to_string_lossy())))
+    crate::pg::error::not_supported(what.replace("{}", &format!("table \"{}\"", name.to_string_lossy())))
 }
 
 // ---------------------------------------------------------------------------
@@ -478,7 +466,7 @@ unsafe extern "C-unwind" fn relation_nontransactional_truncate(rel: pg_sys::Rela
     let id = crate::pg::engine::tree_id(node.dbNode, node.relNode);
     // A toast relation may have no tree yet: nothing to empty.
     // SAFETY: PostgreSQL passes an open relation.
-    if unsafe { crate::am::rows::is_toast(rel) } && !engine.has_tree(id) {
+    if unsafe { crate::pg::is_toast(rel) } && !engine.has_tree(id) {
         return;
     }
     engine
@@ -691,7 +679,7 @@ unsafe extern "C-unwind" fn relation_estimate_size(
     // versions leave their ids unused), the tree's own pages count.
     // SAFETY: the planner passes an open relation and valid out-pointers.
     unsafe {
-        if crate::am::rows::is_toast(rel) {
+        if crate::pg::is_toast(rel) {
             // Chunks, read only by detoasting (and maybe no tree yet).
             (*pages, *tuples, *allvisfrac) = (0, 0.0, 0.0);
             return;

@@ -7,12 +7,12 @@ use orioledb_engine::btree::{Prune, Pruner};
 use crate::am::table::Table;
 use orioledb_engine::version::{self, bits, tid, DirtyInfo, Header, Hints, VacuumState, Xid};
 use orioledb_engine::{IdHash, Tree, TreeId};
+use crate::pg::error::raise;
+use crate::pg::{is_toast, rel_name};
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::ffi::CStr;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -154,22 +154,6 @@ impl version::Snapshot for PgSnapshot {
     }
 }
 
-/// Raises an ERROR with `code`.
-pub fn raise(code: PgSqlErrorCode, msg: String) -> ! {
-    ErrorReport::new(code, msg, "orioledb_rs").report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
-}
-
-/// The relation's name, read leniently (never fails).
-///
-/// # Safety
-/// `rel` must be a valid, open relation.
-pub unsafe fn rel_name(rel: pg_sys::Relation) -> String {
-    // SAFETY: an open relation has its pg_class row; relname is NUL-terminated.
-    unsafe { CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()) }
-        .to_string_lossy()
-        .into_owned()
-}
 
 /// Whether `xid` committed long enough ago that no snapshot that matters
 /// can see what it deleted. Invariant: the state is one of the proc array's
@@ -420,20 +404,22 @@ pub fn forget_committed() {
     }
 }
 
-/// Transaction end (commit, abort, prepare): forgets cached tree handles
-/// and keys, and settles the queues of work done outside latches: work left
-/// by a transaction that commits was done at its pre-commit
-/// ([`after_change`]); an abort drops the queued map-entry deletions
-/// (`table::forget_doomed_map_entries`) and dooms the toast values of a
-/// version never placed (`toast::at_transaction_end`).
-pub fn at_transaction_end(abort: bool) {
-    forget_committed();
-    flush_superseded();
-    crate::am::table::forget_keys();
-    if abort {
-        crate::am::table::forget_doomed_map_entries(None);
+/// This module's part of a transaction's end (`pg::xact`): the work left
+/// queued outside latches is done at pre-commit ([`after_change`]), while
+/// the transaction can still run statements; at its end (commit, abort,
+/// prepare) the oracle's commit cache is forgotten and the superseded
+/// counts go to the engine. (The queues of `table` and `toast` settle
+/// themselves, registered after this one.)
+pub fn at_event(e: crate::pg::xact::Event) {
+    use crate::pg::xact::Event::*;
+    match e {
+        PreCommit => after_change(),
+        Prepare | Commit | Abort => {
+            forget_committed();
+            flush_superseded();
+        }
+        _ => {}
     }
-    crate::am::toast::at_transaction_end();
 }
 
 /// Forgets what is cached about tree `id` (its layout changed, or it was
@@ -575,8 +561,11 @@ const TREES_MAX: usize = 4096;
 /// # Safety
 /// `rel` must be a valid, open orioledb relation.
 unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
-    // SAFETY: per the contract.
-    unsafe { crate::am::unlogged::empty_after_crash(rel, id) };
+    // SAFETY: per the contract. What the emptying removed was cached
+    // nowhere yet but in handles on the toast tree, and keys.
+    for emptied in unsafe { crate::am::unlogged::empty_after_crash(rel, id) } {
+        forget_tree(emptied);
+    }
     let engine = crate::pg::engine::engine();
     // SAFETY: per the contract.
     let is_toast = unsafe { is_toast(rel) };
@@ -602,16 +591,6 @@ unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
     }
 }
 
-/// Whether `rel` is a toast relation: its tree holds chunks, not row
-/// versions, and exists only once a value was stored
-/// (`storage::create_toast_tree`).
-///
-/// # Safety
-/// `rel` must be a valid, open relation.
-pub unsafe fn is_toast(rel: pg_sys::Relation) -> bool {
-    // SAFETY: an open relation has its pg_class row.
-    unsafe { (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE }
-}
 
 /// Work queued under latches, done right after a change: toast values and
 /// row-id map entries of pruned versions.

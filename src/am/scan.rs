@@ -253,11 +253,11 @@ pub unsafe fn scan_begin(
     flags: u32,
 ) -> pg_sys::TableScanDesc {
     // SAFETY: an open relation has its pg_class row.
-    if unsafe { rows::is_toast(rel) } {
+    if unsafe { crate::pg::is_toast(rel) } {
         // Toast trees hold chunks, read only through detoasting.
         // SAFETY: PostgreSQL passes an open relation.
-        let name = unsafe { rows::rel_name(rel) };
-        rows::raise(
+        let name = unsafe { crate::pg::rel_name(rel) };
+        crate::pg::error::raise(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             format!("orioledb: scanning toast relation \"{name}\" is not supported"),
         );
@@ -265,8 +265,8 @@ pub unsafe fn scan_begin(
     if nkeys > 0 {
         // Only catalog scans pass scan keys, and catalogs are heap.
         // SAFETY: PostgreSQL passes an open relation.
-        let name = unsafe { rows::rel_name(rel) };
-        rows::raise(
+        let name = unsafe { crate::pg::rel_name(rel) };
+        crate::pg::error::raise(
             PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
             format!("orioledb: scan keys on table \"{name}\" are not supported"),
         );
@@ -1203,7 +1203,7 @@ pub unsafe fn index_build_range_scan(
     // any, a scan of table_rel begun by scan_begin; the executor state,
     // slot and any snapshot registered here are released here.
     unsafe {
-        if rows::is_toast(table_rel) {
+        if crate::pg::is_toast(table_rel) {
             // The toast relation's index is never used: chunks are found
             // by key in the toast tree. (No scan is handed in: scan_begin
             // refuses toast relations.)
@@ -1507,7 +1507,7 @@ pub unsafe fn index_validate_scan(
     // registered MVCC snapshot and the state whose sort holds the index's
     // TIDs; the executor state and slot are created and released here.
     unsafe {
-        if rows::is_toast(table_rel) {
+        if crate::pg::is_toast(table_rel) {
             // REINDEX TABLE CONCURRENTLY reaches the toast relation's
             // index too; it stays empty (see index_build_range_scan).
             return;
@@ -1628,7 +1628,7 @@ fn analyzing() -> bool {
 /// `rel` must be a valid open orioledb relation.
 pub unsafe fn reported_blocks(rel: pg_sys::Relation) -> u64 {
     // SAFETY: caller guarantees an open relation.
-    if unsafe { rows::is_toast(rel) } {
+    if unsafe { crate::pg::is_toast(rel) } {
         // Chunks are no rows (and the tree may not exist yet).
         return 0;
     }
@@ -1678,7 +1678,7 @@ unsafe fn analyze_blocks(rel: pg_sys::Relation, table: &Table) -> (u64, u64) {
 /// `rel` must be a valid open orioledb relation.
 pub unsafe fn current_blocks(rel: pg_sys::Relation) -> u64 {
     // SAFETY: caller guarantees an open relation.
-    if unsafe { rows::is_toast(rel) } {
+    if unsafe { crate::pg::is_toast(rel) } {
         return 0;
     }
     // SAFETY: caller guarantees an open relation.

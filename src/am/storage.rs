@@ -17,9 +17,9 @@
 //! it goes with the subtransaction that made the file.
 
 use crate::pg::engine::{engine, report, tree_id};
+use crate::pg::orioledb_relfile;
 use orioledb_engine::{EngineError, TreeId, TreeOptions};
 use pgrx::pg_sys;
-use pgrx::prelude::*;
 use std::cell::RefCell;
 
 /// What to do with a tree at the end of the transaction.
@@ -91,7 +91,7 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     // applies the CREATE statement's own options right after.
     let replacing = old.relNode != new.relNode && old.relNode != pg_sys::InvalidOid;
     // SAFETY: `rel` is an open relation (contract).
-    let is_toast = unsafe { crate::am::rows::is_toast(rel) };
+    let is_toast = unsafe { crate::pg::is_toast(rel) };
     let level = match (replacing, is_toast) {
         // A toast relation's level is its table's toast level.
         // SAFETY: as above.
@@ -114,7 +114,7 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
         // tree id: a tree under it is live, not left over, and a toast
         // relation would take the other's tree for its own with its first
         // value. Retrying picks another number.
-        crate::am::rows::raise(
+        crate::pg::error::raise(
             pgrx::PgSqlErrorCode::ERRCODE_OBJECT_IN_USE,
             format!(
                 "orioledb: relation file number {} is in use by a {} relation; try again",
@@ -234,103 +234,23 @@ pub unsafe fn create_toast_tree(rel: pg_sys::Relation) -> orioledb_engine::Tree 
     tree
 }
 
-/// Sets the compression level of relation `reloid`'s primary tree (pages
-/// written from now on), if it is an orioledb table with a tree.
-pub fn set_tree_compression(reloid: pg_sys::Oid, level: i32) {
-    let Some((db, relnode)) = orioledb_relfile(reloid) else {
-        return;
-    };
-    if let Ok(t) = engine().tree(tree_id(db, relnode)) {
-        t.set_compress(level).unwrap_or_else(|e| report(e));
-    }
-}
 
-/// The OID of the `orioledb` access method in this database (InvalidOid if
-/// the extension is not installed). Not cached: the extension may be dropped
-/// and created again, and the lookup is one syscache probe.
-fn am_oid() -> pg_sys::Oid {
-    // SAFETY: catalog lookup by a static NUL-terminated name.
-    unsafe { pg_sys::get_table_am_oid(c"orioledb".as_ptr(), true) }
-}
 
-/// (database, relfilenode) of `reloid` if it is a relation of our AM.
-pub fn orioledb_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
-    let am = am_oid();
-    if am == pg_sys::InvalidOid {
-        return None;
-    }
-    // SAFETY: syscache lookup; the tuple is released before returning and
-    // its fixed-size pg_class fields are read while it is held.
-    unsafe {
-        crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, reloid.into(), |tup| {
-            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup);
-            ((*form).relam == am && (*form).relfilenode != pg_sys::InvalidOid)
-                .then(|| (pg_sys::MyDatabaseId, (*form).relfilenode))
-        })
-        .flatten()
-    }
-}
 
-static mut PREV_OBJECT_ACCESS: pg_sys::object_access_hook_type = None;
-
-/// Installs the transaction callbacks and the drop hook (from `_PG_init`).
-pub(crate) fn install() {
-    // SAFETY: _PG_init runs once, single-threaded, in the postmaster; the
-    // callbacks and hook are inherited by every backend.
-    unsafe {
-        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
-        PREV_OBJECT_ACCESS = pg_sys::object_access_hook;
-        pg_sys::object_access_hook = Some(object_access);
-        crate::am::planner::install();
-        crate::am::pkscan::install();
-    }
-    crate::pg::wal::set_replay_hooks(crate::pg::wal::ReplayHooks {
-        key_order: |tree, desc| {
-            let d = crate::am::pkey::KeyDesc::decode(desc)?;
-            Some(crate::am::table::ordered_by(tree, &d).cmp())
-        },
-        // Visibility maps are not WAL-logged: changes replayed now may
-        // have lost their clears, so every map starts empty.
-        at_startup: crate::am::vismap::remove_all,
-    });
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn object_access(
-    access: pg_sys::ObjectAccessType::Type,
-    class_id: pg_sys::Oid,
-    object_id: pg_sys::Oid,
-    sub_id: std::ffi::c_int,
-    arg: *mut std::ffi::c_void,
-) {
-    // SAFETY: the saved hook was valid when installed and takes these arguments.
-    unsafe {
-        if let Some(prev) = PREV_OBJECT_ACCESS {
-            prev(access, class_id, object_id, sub_id, arg);
-        }
-    }
-    // DROP of a whole relation (not a column) of our AM: its catalog row
-    // still exists here (dependency.c calls the hook before deleting it).
-    if access == pg_sys::ObjectAccessType::OAT_DROP
-        && class_id == pg_sys::RelationRelationId
-        && sub_id == 0
-    {
-        if let Some((db, relnode)) = orioledb_relfile(object_id) {
-            let id = tree_id(db, relnode);
-            if engine().has_tree(id) {
-                remember(id, When::DropAtCommit);
-            }
-        } else if let Some(table) = primary_key_owner(object_id) {
-            // The primary key of one of our tables goes (DROP CONSTRAINT,
-            // DROP COLUMN of a key column): back to row-id order.
-            crate::am::rekey::key_dropped(table);
+/// A relation is being dropped (`hooks::object_access`, with its catalog
+/// row still there): an orioledb table's tree goes when the transaction
+/// commits.
+pub fn relation_dropped(reloid: pg_sys::Oid) {
+    if let Some((db, relnode)) = orioledb_relfile(reloid) {
+        let id = tree_id(db, relnode);
+        if engine().has_tree(id) {
+            remember(id, When::DropAtCommit);
         }
     }
 }
 
 /// The orioledb table whose primary-key index is `index`, if it is one.
-fn primary_key_owner(index: pg_sys::Oid) -> Option<pg_sys::Oid> {
+pub fn primary_key_owner(index: pg_sys::Oid) -> Option<pg_sys::Oid> {
     // SAFETY: a syscache lookup of pg_index by index oid; the tuple is
     // released before returning and only its fixed-width part is read.
     let (primary, table) = unsafe {
@@ -342,39 +262,17 @@ fn primary_key_owner(index: pg_sys::Oid) -> Option<pg_sys::Oid> {
     (primary && orioledb_relfile(table).is_some()).then_some(table)
 }
 
-#[pg_guard]
-unsafe extern "C-unwind" fn xact_callback(
-    event: pg_sys::XactEvent::Type,
-    _arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::XactEvent::*;
-    match event {
-        // A prepared transaction's trees are settled by their files: PostgreSQL
-        // creates or unlinks the relation files at COMMIT/ROLLBACK PREPARED
-        // (in whichever session, also after a restart), and the checkpointer's
-        // sweep then drops every tree whose file is gone.
-        // Deletions queued by the last change of the transaction (pruning
-        // inside an UPDATE's insert of its new version, say) are done while
-        // it is still running.
-        // (Not at PRE_PREPARE: a prepared transaction must not take new
-        // locks or touch temporary relations; the queues wait for this
-        // backend's next change.)
-        XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => {
-            crate::am::rows::after_change();
-        }
-        XACT_EVENT_PREPARE => {
-            crate::am::rows::at_transaction_end(false);
-            crate::am::rekey::forget_pending();
-            PENDING.with(|p| p.borrow_mut().clear());
-        }
-        XACT_EVENT_COMMIT
-        | XACT_EVENT_PARALLEL_COMMIT
-        | XACT_EVENT_ABORT
-        | XACT_EVENT_PARALLEL_ABORT => {
-            let commit = matches!(event, XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT);
-            crate::am::rows::at_transaction_end(!commit);
-            crate::am::rekey::forget_pending();
-            let want = if commit {
+/// The trees this transaction made or dropped, at its end (`pg::xact`). A
+/// prepared transaction's trees are settled by their files: PostgreSQL
+/// creates or unlinks the relation files at COMMIT/ROLLBACK PREPARED (in
+/// whichever session, also after a restart), and the checkpointer's sweep
+/// then drops every tree whose file is gone.
+pub fn at_event(e: crate::pg::xact::Event) {
+    use crate::pg::xact::Event::*;
+    match e {
+        Prepare => PENDING.with(|p| p.borrow_mut().clear()),
+        Commit | Abort => {
+            let want = if e == Commit {
                 When::DropAtCommit
             } else {
                 When::DropAtAbort
@@ -384,29 +282,15 @@ unsafe extern "C-unwind" fn xact_callback(
                 drop_trees(all.into_iter().filter(|e| e.when == want).map(|e| e.tree));
             }
         }
-        _ => {}
-    }
-}
-
-#[pg_guard]
-unsafe extern "C-unwind" fn subxact_callback(
-    event: pg_sys::SubXactEvent::Type,
-    my_subid: pg_sys::SubTransactionId,
-    parent_subid: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
-    use pg_sys::SubXactEvent::*;
-    match event {
-        SUBXACT_EVENT_COMMIT_SUB => PENDING.with(|p| {
-            for e in p.borrow_mut().iter_mut().filter(|e| e.subid == my_subid) {
-                e.subid = parent_subid;
+        SubCommit { sub, parent } => PENDING.with(|p| {
+            for e in p.borrow_mut().iter_mut().filter(|e| e.subid == sub) {
+                e.subid = parent;
             }
         }),
-        SUBXACT_EVENT_ABORT_SUB => {
-            crate::am::toast::at_transaction_end();
+        SubAbort { sub } => {
             let mine: Vec<Pending> = PENDING.with(|p| {
                 let mut all = p.borrow_mut();
-                let (mine, rest) = all.drain(..).partition(|e| e.subid == my_subid);
+                let (mine, rest) = all.drain(..).partition(|e| e.subid == sub);
                 *all = rest;
                 mine
             });
@@ -416,7 +300,7 @@ unsafe extern "C-unwind" fn subxact_callback(
                     .map(|e| e.tree),
             );
         }
-        _ => {}
+        PreCommit | Other => {}
     }
 }
 

@@ -77,6 +77,21 @@ thread_local! {
 
 const KEY_CACHE_MAX: usize = 4096;
 
+/// This module's part of a transaction's end (`pg::xact`): cached keys
+/// are forgotten, and an abort drops the queued map-entry deletions (the
+/// versions they located are gone with it).
+pub fn at_event(e: crate::pg::xact::Event) {
+    use crate::pg::xact::Event::*;
+    match e {
+        Prepare | Commit => forget_keys(),
+        Abort => {
+            forget_keys();
+            forget_doomed_map_entries(None);
+        }
+        _ => {}
+    }
+}
+
 /// Forgets cached version keys.
 pub fn forget_keys() {
     KEYS.with(|k| k.borrow_mut().clear());
@@ -228,7 +243,7 @@ pub fn ordered_by(tree: Tree, desc: &KeyDesc) -> Tree {
     match desc.key_order() {
         Ok(None) => tree,
         Ok(Some(cmp)) => tree.with_cmp(cmp),
-        Err(why) => crate::am::rows::raise(
+        Err(why) => crate::pg::error::raise(
             pgrx::PgSqlErrorCode::ERRCODE_UNDEFINED_OBJECT,
             format!("orioledb: tree {} {why}", tree.id()),
         ),
@@ -250,7 +265,7 @@ impl Table {
                         layout: Layout::Keyed(Arc::new(d)),
                     };
                 }
-                None => crate::am::rows::raise(
+                None => crate::pg::error::raise(
                     pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
                     format!("orioledb: malformed key descriptor in tree {}", tree.id()),
                 ),

@@ -23,7 +23,8 @@
 // are the callbacks'.
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::am::rows::{raise, rel_name};
+use crate::pg::rel_name;
+use crate::pg::error::raise;
 use orioledb_engine::btree::Change;
 use orioledb_engine::Direction;
 use pgrx::pg_sys;
@@ -453,6 +454,15 @@ pub fn placed() {
 pub fn unplaced() {
     doom_unplaced();
     delete_doomed();
+}
+
+/// This module's part of a transaction's (or subtransaction's) end
+/// (`pg::xact`): see [`at_transaction_end`].
+pub fn at_event(e: crate::pg::xact::Event) {
+    use crate::pg::xact::Event::*;
+    if matches!(e, Prepare | Commit | Abort | SubAbort { .. }) {
+        at_transaction_end();
+    }
 }
 
 /// Transaction end. At abort, values of a version that was never placed

@@ -122,20 +122,19 @@ enum State {
 ///
 /// # Safety
 /// `rel` is a valid, open, locked orioledb relation whose tree is `id`.
-pub unsafe fn empty_after_crash(rel: pg_sys::Relation, id: TreeId) {
+pub unsafe fn empty_after_crash(rel: pg_sys::Relation, id: TreeId) -> Vec<TreeId> {
     // SAFETY: per the contract.
     unsafe {
         if (*(*rel).rd_rel).relpersistence as u8 != pg_sys::RELPERSISTENCE_UNLOGGED
-            || crate::am::rows::is_toast(rel)
+            || crate::pg::is_toast(rel)
             || state(rel) == State::Current
         {
-            return;
+            return Vec::new();
         }
         if pg_sys::RecoveryInProgress() {
-            pgrx::ereport!(
-                ERROR,
+            crate::pg::error::raise(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                "cannot access temporary or unlogged relations during recovery"
+                "cannot access temporary or unlogged relations during recovery",
             );
         }
         // Catalog reads and other locks first: nothing else may be locked
@@ -145,16 +144,19 @@ pub unsafe fn empty_after_crash(rel: pg_sys::Relation, id: TreeId) {
         let toast = toast_tree_id(rel);
         pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as _);
         let now = state(rel);
+        let mut emptied = Vec::new();
         match now {
             State::Current => {}
             State::Stale => {
                 pgrx::log!(
                     "orioledb: emptying unlogged table \"{}\" after a crash or restore",
-                    crate::am::rows::rel_name(rel)
+                    crate::pg::rel_name(rel)
                 );
                 empty_tree(id, desc.map(|d| d.encode()));
+                emptied.push(id);
                 if let Some(t) = toast {
                     empty_tree(t, None);
+                    emptied.push(t);
                 }
             }
             State::Unmarked => {
@@ -166,6 +168,7 @@ pub unsafe fn empty_after_crash(rel: pg_sys::Relation, id: TreeId) {
             create_marker(storage(rel));
         }
         pg_sys::UnlockRelationForExtension(rel, pg_sys::ExclusiveLock as _);
+        emptied
     }
 }
 
@@ -218,7 +221,6 @@ fn empty_tree(id: TreeId, desc: Option<Vec<u8>>) {
         let tree = e.tree(id).unwrap_or_else(|err| report(err));
         tree.upsert(crate::am::table::DESC_KEY, &d).unwrap_or_else(|err| report(err));
     }
-    crate::am::rows::forget_tree(id);
 }
 
 /// The tree id of `rel`'s toast relation, if it has one: its values
@@ -230,6 +232,6 @@ fn empty_tree(id: TreeId, desc: Option<Vec<u8>>) {
 unsafe fn toast_tree_id(rel: pg_sys::Relation) -> Option<TreeId> {
     // SAFETY: per the contract.
     let toastoid = unsafe { (*(*rel).rd_rel).reltoastrelid };
-    let (db, node) = crate::am::storage::orioledb_relfile(toastoid)?;
+    let (db, node) = crate::pg::orioledb_relfile(toastoid)?;
     Some(crate::pg::engine::tree_id(db, node))
 }

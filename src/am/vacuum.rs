@@ -47,7 +47,6 @@ use crate::am::vismap::BlockCounts;
 use orioledb_engine::btree::Change;
 use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use std::ffi::CStr;
 use std::ops::Bound;
@@ -478,8 +477,7 @@ struct Reporter {
 
 impl Reporter {
     fn report(&self, msg: String) {
-        ErrorReport::new(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg, "orioledb_rs")
-            .report(self.level)
+        crate::pg::error::error(PgSqlErrorCode::ERRCODE_SUCCESSFUL_COMPLETION, msg).report(self.level)
     }
 }
 
@@ -726,7 +724,7 @@ pub unsafe fn vacuum(
     // SAFETY: per the contract.
     unsafe {
         let (cutoffs, aggressive) = cutoffs_of(rel, params);
-        if rows::is_toast(rel) {
+        if crate::pg::is_toast(rel) {
             vacuum_toast(rel, cutoffs);
             return;
         }

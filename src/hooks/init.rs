@@ -25,7 +25,8 @@ pub extern "C-unwind" fn _PG_init() {
     crate::pg::shmem::install_hooks();
     crate::pg::backup::install_hooks();
     crate::hooks::utility::install_hook();
-    crate::am::storage::install();
+    crate::am::install();
+    crate::hooks::object_access::install();
     crate::hooks::checkpointer::register();
     crate::pg::wal::register();
 }

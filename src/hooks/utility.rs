@@ -31,7 +31,7 @@ use crate::am::levels::{
     RANGE_DETAIL,
 };
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::ErrorReport;
+use crate::pg::error::{error, internal, raise};
 use pgrx::prelude::*;
 use std::ffi::{c_char, c_void, CStr};
 
@@ -126,17 +126,12 @@ unsafe fn without_ours(list: *mut pg_sys::List) -> *mut pg_sys::List {
 
 /// Raises the "invalid value" error (SQLSTATE 22023) for `opt`.
 fn invalid_value(opt: Opt, shown: &str) -> ! {
-    ErrorReport::new(
+    error(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-        format!(
-            "invalid value for orioledb option \"{}\": {shown}",
-            opt.name()
-        ),
-        "orioledb_rs",
+        format!("invalid value for orioledb option \"{}\": {shown}", opt.name()),
     )
-    .set_detail(RANGE_DETAIL)
-    .report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
+    .detail(RANGE_DETAIL)
+    .raise()
 }
 
 /// Validates the values of our options in a `SET`/`WITH` list.
@@ -158,12 +153,10 @@ unsafe fn parse_given(defs: &[(Opt, *mut pg_sys::DefElem)]) -> Given {
         let level =
             parse_level(&text).unwrap_or_else(|| invalid_value(opt, &format!("\"{text}\"")));
         if given.slot(opt).replace(level).is_some() {
-            ErrorReport::new(
+            raise(
                 PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
                 format!("parameter \"{}\" specified more than once", opt.name()),
-                "orioledb_rs",
-            )
-            .report(PgLogLevel::ERROR);
+            );
         }
     }
     given
@@ -171,17 +164,15 @@ unsafe fn parse_given(defs: &[(Opt, *mut pg_sys::DefElem)]) -> Given {
 
 /// Raises SQLSTATE 22023: our option on a relation that is not orioledb.
 fn not_orioledb(opt: Opt, detail: String) -> ! {
-    ErrorReport::new(
+    error(
         PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
         format!(
             "option \"{}\" is only valid for tables using the orioledb access method",
             opt.name()
         ),
-        "orioledb_rs",
     )
-    .set_detail(detail)
-    .report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
+    .detail(detail)
+    .raise()
 }
 
 /// The tablespace a `CREATE DATABASE` / `ALTER DATABASE` option list names,
@@ -230,11 +221,11 @@ unsafe fn tables_stay_in_default_tablespace(
     let Some(ts) = (unsafe { other_tablespace(options) }) else {
         return;
     };
-    ErrorReport::new(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("orioledb: {}", what(&ts)), "orioledb_rs")
-        .set_detail(format!(
+    error(PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED, format!("orioledb: {}", what(&ts)))
+        .detail(format!(
             "Database \"{db}\" has orioledb tables, which stay in the default tablespace."
         ))
-        .report(PgLogLevel::ERROR);
+        .raise();
 }
 
 /// [`tables_stay_in_default_tablespace`] for a copy of `template` named
@@ -255,16 +246,14 @@ unsafe fn refuse_copy_elsewhere(options: *mut pg_sys::List, template: &str, name
 /// Raises SQLSTATE 0A000: our option on an index of a PostgreSQL index AM.
 fn index_not_compressed(am: &str, table: &str) -> ! {
     let table = if table.is_empty() { "..." } else { table };
-    ErrorReport::new(
+    error(
         PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
         format!("orioledb: indexes using access method \"{am}\" are not compressed"),
-        "orioledb_rs",
     )
-    .set_hint(format!(
+    .hint(format!(
         "Compression is a table option of orioledb tables: ALTER TABLE {table} SET (compress = N)."
     ))
-    .report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
+    .raise()
 }
 
 // ---------------------------------------------------------------------------
@@ -294,10 +283,10 @@ unsafe fn rel_kind(relid: pg_sys::Oid) -> RelKind {
                 ((*form).relkind as u8, (*form).relam, text_of((*form).relname.data.as_ptr()))
             })
         else {
-            pgrx::error!(
+            internal(format!(
                 "orioledb_rs: cache lookup failed for relation {}",
                 relid.to_u32()
-            );
+            ));
         };
         let am_name = if relam == pg_sys::InvalidOid {
             String::new()
@@ -883,12 +872,10 @@ unsafe fn alter_table(call: &mut Call) -> After {
                     sets.push((opt, def));
                 } else {
                     if !(*def).arg.is_null() {
-                        ErrorReport::new(
+                        raise(
                             PgSqlErrorCode::ERRCODE_SYNTAX_ERROR,
                             "RESET must not include values for parameters",
-                            "orioledb_rs",
-                        )
-                        .report(PgLogLevel::ERROR);
+                        );
                     }
                     resets.push(opt);
                 }

@@ -115,9 +115,8 @@ pub(crate) fn install_hooks() {
         pg_sys::ExecutorRun_hook = Some(executor_run);
         PREV_EXECUTOR_END = pg_sys::ExecutorEnd_hook;
         pg_sys::ExecutorEnd_hook = Some(executor_end);
-        pg_sys::RegisterXactCallback(Some(xact_callback), std::ptr::null_mut());
-        pg_sys::RegisterSubXactCallback(Some(subxact_callback), std::ptr::null_mut());
     }
+    crate::pg::xact::on_event(at_event);
 }
 
 /// Sees every message a process emits; acts only on the checkpointer's
@@ -387,21 +386,11 @@ unsafe extern "C-unwind" fn executor_end(query: *mut pg_sys::QueryDesc) {
     }
 }
 
-/// At commit and abort: a `pg_backup_stop()` that failed after it ended
-/// the backup (its wait for archiving cancelled, say) never reaches
-/// `ExecutorEnd`, and a PL/pgSQL expression never reaches the executor.
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn xact_callback(_event: pg_sys::XactEvent::Type, _arg: *mut std::ffi::c_void) {
-    note_session_backup();
-}
-
-#[pgrx::pg_guard]
-unsafe extern "C-unwind" fn subxact_callback(
-    _event: pg_sys::SubXactEvent::Type,
-    _my: pg_sys::SubTransactionId,
-    _parent: pg_sys::SubTransactionId,
-    _arg: *mut std::ffi::c_void,
-) {
+/// At every transaction and subtransaction event (`pg::xact`): a
+/// `pg_backup_stop()` that failed after it ended the backup (its wait for
+/// archiving cancelled, say) never reaches `ExecutorEnd`, and a PL/pgSQL
+/// expression never reaches the executor.
+fn at_event(_: crate::pg::xact::Event) {
     note_session_backup();
 }
 

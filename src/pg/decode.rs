@@ -158,15 +158,15 @@ const MAX_RECORD: usize = 1020 * 1024 * 1024;
 pub fn log(change: &RowChange) {
     let bytes = change.encode();
     if bytes.len() > MAX_RECORD {
-        pgrx::ereport!(
-            PgLogLevel::ERROR,
+        crate::pg::error::error(
             PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
             format!(
                 "orioledb: a row change of {} MB is too large to log for logical decoding (wal_level = logical)",
                 bytes.len() >> 20
             ),
-            "The limit is 1020 MB for the new row and the old row's replica identity together, with out-of-line values inline."
-        );
+        )
+        .detail("The limit is 1020 MB for the new row and the old row's replica identity together, with out-of-line values inline.")
+        .raise();
     }
     // The origin is included as heap includes it, so a subscriber's own
     // changes can be filtered out downstream.

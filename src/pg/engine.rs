@@ -7,7 +7,7 @@
 use orioledb_engine::io::{CrashAfter, StdIo};
 use orioledb_engine::{Engine, EngineError, SharedMeta, TreeId};
 use pgrx::pg_sys;
-use pgrx::pg_sys::panic::ErrorReport;
+use crate::pg::error::{error, internal};
 use pgrx::prelude::*;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -79,11 +79,11 @@ fn attach() -> &'static Engine {
     }
     crate::pg::require_preloaded();
     let pool = crate::pg::shmem::attach_pool()
-        .unwrap_or_else(|| pgrx::error!("orioledb_rs: the shared page pool was not created"));
+        .unwrap_or_else(|| internal("orioledb_rs: the shared page pool was not created"));
     let (base, nchunks) = crate::pg::shmem::meta_region()
-        .unwrap_or_else(|| pgrx::error!("orioledb_rs: the engine metadata region was not created"));
+        .unwrap_or_else(|| internal("orioledb_rs: the engine metadata region was not created"));
     let latches = crate::pg::shmem::PgLatches::meta()
-        .unwrap_or_else(|| pgrx::error!("orioledb_rs: the engine latches were not created"));
+        .unwrap_or_else(|| internal("orioledb_rs: the engine latches were not created"));
     let region = SharedMeta {
         base,
         max_trees: crate::pg::shmem::MAX_TREES,
@@ -114,12 +114,8 @@ fn attach() -> &'static Engine {
         // Only the process that loaded the durable checkpoint has these:
         // each quarantined tree is reported once per start, in the log.
         for e in ENGINE.get().expect("just set").take_load_damage() {
-            ErrorReport::new(
-                PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-                format!("orioledb: {e}"),
-                "orioledb_rs",
-            )
-            .set_detail("The tree is quarantined: queries on its table fail until its files are repaired and the server restarted; other tables are unaffected.")
+            error(PgSqlErrorCode::ERRCODE_DATA_CORRUPTED, format!("orioledb: {e}"))
+            .detail("The tree is quarantined: queries on its table fail until its files are repaired and the server restarted; other tables are unaffected.")
             .report(PgLogLevel::WARNING);
         }
     }
@@ -139,11 +135,11 @@ pub(crate) fn check_control_at_start() {
             EngineError::Io { .. } => PgSqlErrorCode::ERRCODE_IO_ERROR,
             _ => PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
         };
-        ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs")
-            .set_detail(format!(
+        error(code, format!("orioledb: {e}"))
+            .detail(format!(
                 "{DATA_DIR}/control names the engine's durable checkpoint; without it no orioledb table can be read."
             ))
-            .set_hint(format!(
+            .hint(format!(
                 "Restore {DATA_DIR}/control from a backup taken with the rest of {DATA_DIR}, \
                  or remove orioledb_rs from shared_preload_libraries to start without orioledb tables."
             ))
@@ -187,8 +183,8 @@ fn sync_panic(e: EngineError) -> ! {
         }
         _ => PgSqlErrorCode::ERRCODE_IO_ERROR,
     };
-    ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs")
-        .set_detail(
+    error(code, format!("orioledb: {e}"))
+        .detail(
             "A failed fsync may have lost data the engine wrote; the server restarts and \
              recovers from the last durable engine checkpoint and WAL.",
         )
@@ -309,10 +305,9 @@ pub fn report(e: EngineError) -> ! {
         EngineError::PoolExhausted(_) => Some("Raise orioledb.main_buffers."),
         _ => None,
     };
-    let mut report = ErrorReport::new(code, format!("orioledb: {e}"), "orioledb_rs");
-    if let Some(h) = hint {
-        report = report.set_hint(h);
+    let report = error(code, format!("orioledb: {e}"));
+    match hint {
+        Some(h) => report.hint(h).raise(),
+        None => report.raise(),
     }
-    report.report(PgLogLevel::ERROR);
-    unreachable!("ERROR does not return")
 }

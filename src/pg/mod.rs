@@ -7,12 +7,14 @@
 pub mod backup;
 pub mod decode;
 pub mod engine;
+pub mod error;
 pub mod guc;
 pub mod injection;
 pub mod lock;
 pub mod preload;
 pub mod shmem;
 pub mod wal;
+pub mod xact;
 
 pub use preload::{is_preloaded, require_preloaded};
 
@@ -46,5 +48,53 @@ pub unsafe fn with_syscache<T>(
         let r = f(tup);
         pg_sys::ReleaseSysCache(tup);
         Some(r)
+    }
+}
+
+/// The relation's name, read leniently (never fails).
+///
+/// # Safety
+/// `rel` must be a valid, open relation.
+pub unsafe fn rel_name(rel: pg_sys::Relation) -> String {
+    // SAFETY: an open relation has its pg_class row; relname is NUL-terminated.
+    unsafe { std::ffi::CStr::from_ptr((*(*rel).rd_rel).relname.data.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Whether `rel` is a toast relation: its tree holds chunks, not row
+/// versions, and exists only once a value was stored
+/// (`storage::create_toast_tree`).
+///
+/// # Safety
+/// `rel` must be a valid, open relation.
+pub unsafe fn is_toast(rel: pg_sys::Relation) -> bool {
+    // SAFETY: an open relation has its pg_class row.
+    unsafe { (*(*rel).rd_rel).relkind as u8 == pg_sys::RELKIND_TOASTVALUE }
+}
+
+/// The OID of the `orioledb` access method in this database (InvalidOid if
+/// the extension is not installed). Not cached: the extension may be dropped
+/// and created again, and the lookup is one syscache probe.
+fn am_oid() -> pg_sys::Oid {
+    // SAFETY: catalog lookup by a static NUL-terminated name.
+    unsafe { pg_sys::get_table_am_oid(c"orioledb".as_ptr(), true) }
+}
+
+/// (database, relfilenode) of `reloid` if it is a relation of our AM.
+pub fn orioledb_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
+    let am = am_oid();
+    if am == pg_sys::InvalidOid {
+        return None;
+    }
+    // SAFETY: syscache lookup; the tuple is released before returning and
+    // its fixed-size pg_class fields are read while it is held.
+    unsafe {
+        crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, reloid.into(), |tup| {
+            let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup);
+            ((*form).relam == am && (*form).relfilenode != pg_sys::InvalidOid)
+                .then(|| (pg_sys::MyDatabaseId, (*form).relfilenode))
+        })
+        .flatten()
     }
 }

@@ -5,7 +5,6 @@
 //! `CREATE EXTENSION`, `LOAD` or the first call of one of its functions) has no
 //! pool, so every SQL entry point refuses to run instead of crashing later.
 
-use pgrx::pg_sys::panic::ErrorReport;
 use pgrx::prelude::*;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,15 +25,12 @@ pub fn is_preloaded() -> bool {
 /// shared page pool nothing else can work.
 pub fn require_preloaded() {
     if !is_preloaded() {
-        ErrorReport::new(
+        crate::pg::error::error(
             PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
             "orioledb_rs must be loaded via shared_preload_libraries",
-            "orioledb_rs",
         )
-        .set_hint(
-            "Add orioledb_rs to shared_preload_libraries in postgresql.conf and restart the server.",
-        )
-        .report(PgLogLevel::ERROR);
+        .hint("Add orioledb_rs to shared_preload_libraries in postgresql.conf and restart the server.")
+        .raise();
     }
 }
 

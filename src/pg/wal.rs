@@ -136,11 +136,8 @@ impl WalSink for PgWal {
     }
 
     fn fatal(&self, what: &str) -> ! {
-        pgrx::ereport!(
-            PgLogLevel::PANIC,
-            PgSqlErrorCode::ERRCODE_INTERNAL_ERROR,
-            format!("orioledb: {what}")
-        );
+        crate::pg::error::error(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, format!("orioledb: {what}"))
+            .report(PgLogLevel::PANIC);
         unreachable!("PANIC does not return")
     }
 
@@ -656,11 +653,11 @@ pub fn replay_gap_once(state: &AtomicU32) {
         unsafe { replay_range(from) }
     })
     .catch_others(|e| -> Result<(), String> {
-        pgrx::ereport!(
-            pgrx::PgLogLevel::PANIC,
+        crate::pg::error::error(
             pgrx::PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
-            format!("orioledb: replaying the engine's WAL from its redo point failed: {e:?}")
-        );
+            format!("orioledb: replaying the engine's WAL from its redo point failed: {e:?}"),
+        )
+        .report(pgrx::PgLogLevel::PANIC);
         unreachable!("PANIC does not return")
     })
     .execute();
@@ -742,7 +739,7 @@ unsafe fn replay_range(from: Lsn) -> Result<(), String> {
             (&raw mut private).cast(),
         );
         if reader.is_null() {
-            pgrx::error!("orioledb: out of memory allocating a WAL reader");
+            crate::pg::error::internal("orioledb: out of memory allocating a WAL reader");
         }
         // Opening a segment that is gone is an ERROR, not "no record".
         let found = pgrx::PgTryBuilder::new(|| Ok(pg_sys::XLogFindNextRecord(reader, from)))
@@ -780,11 +777,11 @@ unsafe fn replay_range(from: Lsn) -> Result<(), String> {
                 let info = (*d).header.xl_info;
                 if fail_at == Some(n + 1) {
                     pg_sys::XLogReaderFree(reader);
-                    pgrx::error!(
+                    crate::pg::error::internal(format!(
                         "orioledb: replay of engine WAL record {} failed (injected by {})",
                         n + 1,
                         crate::pg::injection::REPLAY_FAIL_AT
-                    );
+                    ));
                 }
                 replay_wal_record(info, main_data(d), None);
                 if info >> 4 != KIND_MARKER {
@@ -808,7 +805,7 @@ unsafe fn replay_range(from: Lsn) -> Result<(), String> {
 /// point (`pg::backup::restoring_a_backup`): starting would lose changes to
 /// orioledb tables without a word.
 fn refuse_backup(from: Lsn, why: &str) -> ! {
-    pgrx::pg_sys::panic::ErrorReport::new(
+    crate::pg::error::error(
         pgrx::PgSqlErrorCode::ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE,
         format!(
             "orioledb: cannot recover orioledb tables: the WAL from the engine's redo point {:X}/{:X} is missing{}",
@@ -816,16 +813,15 @@ fn refuse_backup(from: Lsn, why: &str) -> ! {
             from as u32,
             if why.is_empty() { String::new() } else { format!(" ({why})") }
         ),
-        "orioledb_rs",
     )
-    .set_detail(
+    .detail(
         "In a restored base backup: the engine's files belong to an engine checkpoint older than the \
          backup's start (a second backup taken while another ran, log_checkpoints or track_activities \
          off, or a backup of a standby). On a standby that checkpoints no engine (hot_standby off): its \
          engine files are those of the copy it was made from, and its restartpoints have removed the \
          WAL since.",
     )
-    .set_hint("Take a new base backup of the primary (one at a time, with the default settings).")
+    .hint("Take a new base backup of the primary (one at a time, with the default settings).")
     .report(pgrx::PgLogLevel::FATAL);
     unreachable!("FATAL does not return")
 }
