@@ -19,7 +19,9 @@ const COMPONENT: &str = "orioledb_rs";
 pub struct Error(ErrorReport);
 
 /// A report with `code` and `msg`, to be raised (after adding a detail or
-/// a hint if need be).
+/// a hint if need be). Its LOCATION is the caller's (`#[track_caller]`
+/// down to pgrx's `ErrorReport::new`).
+#[track_caller]
 pub fn error(code: PgSqlErrorCode, msg: impl Into<String>) -> Error {
     Error(ErrorReport::new(code, msg.into(), COMPONENT))
 }
@@ -47,12 +49,14 @@ impl Error {
 }
 
 /// Raises an ERROR with `code` and `msg`.
+#[track_caller]
 pub fn raise(code: PgSqlErrorCode, msg: impl Into<String>) -> ! {
     error(code, msg).raise()
 }
 
 /// Raises `orioledb: <what> is not supported yet` (SQLSTATE 0A000): what
 /// is refused on purpose.
+#[track_caller]
 pub fn not_supported(what: impl std::fmt::Display) -> ! {
     raise(
         PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
@@ -63,6 +67,7 @@ pub fn not_supported(what: impl std::fmt::Display) -> ! {
 /// Raises an internal error (SQLSTATE XX000), for what PostgreSQL itself
 /// reports with `elog(ERROR)`: a state that should not happen, such as a
 /// failed catalog lookup.
+#[track_caller]
 pub fn internal(msg: impl Into<String>) -> ! {
     raise(PgSqlErrorCode::ERRCODE_INTERNAL_ERROR, msg)
 }
