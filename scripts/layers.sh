@@ -3,7 +3,9 @@
 # "Layers"). From the bottom:
 #   src/engine/  the storage engine: no PostgreSQL (pgrx), nothing of the crate
 #   src/pg/      PostgreSQL plumbing: may use the engine
-#   src/am/      the table access method: may use pg and the engine
+#   src/am/      the table access method: may use pg and the engine; inside
+#                it, rooms from the bottom: layout, storage, toast, rows,
+#                rekey, scan, modify, maintenance (then routine.rs on top)
 #   src/hooks/   _PG_init, the utility hook, the checkpointer worker, and
 #   src/lib.rs   the SQL-callable functions: may use everything
 # Comments are ignored (they may name any module); every other mention of a
@@ -28,6 +30,17 @@ check() {
 check src/engine 'pgrx|pg_sys|crate::(pg|am|hooks)\b' "pgrx or the extension's modules"
 check src/pg 'crate::(am|hooks)\b|use crate::\{[^}]*\b(am|hooks)\b|super::super::' "the access method or hooks"
 check src/am 'crate::hooks\b|use crate::\{[^}]*\bhooks\b' "hooks"
+
+# The access method's rooms, from the bottom (docs/architecture.md, "The
+# access method's rooms"); routine.rs, handler.rs and mod.rs sit on top.
+ROOMS=(layout storage toast rows rekey scan modify maintenance)
+for i in "${!ROOMS[@]}"; do
+    room=${ROOMS[$i]}
+    above=$(IFS='|'; echo "${ROOMS[*]:$((i + 1))}")
+    path=src/am/$room
+    [ -d "$path" ] || path=$path.rs
+    [ -n "$above" ] && check "$path" "am::($above|routine|handler)\\b|am::\\{" "the access method's rooms above it ($above)"
+done
 
 if [ "$status" = 0 ]; then
     echo "layers: no module imports from a layer above it"

@@ -73,10 +73,10 @@ fn orioledb_tree_stats() -> TableIterator<
                 s.dirty_pages as i64,
                 s.file_bytes as i64,
                 tree.compress(),
-                tree.get(am::table::DESC_KEY)
+                tree.get(am::layout::table::DESC_KEY)
                     .ok()
                     .flatten()
-                    .and_then(|b| am::pkey::KeyDesc::decode(&b))
+                    .and_then(|b| am::layout::key_desc::KeyDesc::decode(&b))
                     .map(|d| d.cols.iter().map(|c| c.attnum).collect()),
             ))
         })
@@ -193,7 +193,7 @@ fn orioledb_tree_of(rel: pg_sys::Oid) -> orioledb_engine::Result<orioledb_engine
 /// and returns a summary; a violation is an ERROR (XX001) naming it. Meant
 /// for tests and diagnosis: run it while nothing writes to the table. It
 /// holds the table's SHARE UPDATE EXCLUSIVE lock, as VACUUM does, so the
-/// background sweep of quiet tables (`am::quiet`), which merges leaves,
+/// background sweep of quiet tables (`am::maintenance::quiet`), which merges leaves,
 /// waits for it (and it for a round of that sweep).
 #[pg_extern]
 fn orioledb_check(rel: pg_sys::Oid) -> String {
@@ -210,7 +210,7 @@ fn orioledb_check(rel: pg_sys::Oid) -> String {
         r => r.unwrap_or_else(|e| pg::engine::report(e)),
     };
     // In the tree's own key order (libc-collated keys compare by locale).
-    let tree = am::table::Table::open(tree).tree;
+    let tree = am::layout::table::Table::open(tree).tree;
     match tree.check() {
         Ok(r) => format!(
             "ok: {} levels, {} pages, {} keys",
@@ -238,7 +238,7 @@ fn orioledb_table_compression(
     ),
 > {
     pg::require_preloaded();
-    let (c, p, t) = am::levels::table_compression(rel);
+    let (c, p, t) = am::storage::levels::table_compression(rel);
     TableIterator::once((c, p, t))
 }
 
@@ -345,7 +345,7 @@ mod tests {
     /// then, which only a restart of row ids would make matter).
     #[pg_test]
     fn a_map_entry_deletion_queued_before_an_in_place_truncation_misses_new_rows() {
-        use orioledb_engine::keys::is_map_key;
+        use orioledb_engine::key_format::is_map_key;
         use std::ops::Bound::Unbounded;
         Spi::run("CREATE TABLE t_mapq (id int PRIMARY KEY, v int) USING orioledb").unwrap();
         Spi::run("INSERT INTO t_mapq VALUES (1, 1)").unwrap();
@@ -363,9 +363,9 @@ mod tests {
         };
         let version = keys(&tree)
             .into_iter()
-            .find(|k| crate::am::table::is_version_key(k))
+            .find(|k| crate::am::layout::table::is_version_key(k))
             .expect("row 1's version");
-        crate::am::table::version_pruned(id, &version);
+        crate::am::layout::table::version_pruned(id, &version);
         Spi::run("TRUNCATE t_mapq").unwrap();
         assert_eq!(relnode(), node, "a table created in this transaction is emptied in place");
         Spi::run("INSERT INTO t_mapq VALUES (2, 2)").unwrap();
@@ -631,7 +631,7 @@ mod tests {
         let oid = Spi::get_one::<pg_sys::Oid>(&format!("SELECT '{table}'::regclass::oid"))
             .unwrap()
             .unwrap();
-        crate::am::levels::table_compression(oid)
+        crate::am::storage::levels::table_compression(oid)
     }
 
     fn reloptions(table: &str) -> Option<String> {

@@ -1,4 +1,4 @@
-//! Integration tests: HOT-like updates (`src/am/hot.rs`). An UPDATE that
+//! Integration tests: HOT-like updates (`src/am/layout/hot.rs`). An UPDATE that
 //! changes no indexed column inserts no index entries, in a table with a
 //! primary key and in one in row-id order (chain members keyed under their
 //! roots); every index kind must still find the row version its snapshot

@@ -86,7 +86,7 @@ fn statement(r: &mut Rng, in_tx: bool) -> String {
         25 => format!("SELECT id, v FROM p WHERE id >= {k} ORDER BY id FOR {mode}"),
         26 => format!("RELEASE SAVEPOINT s{}", r.below(2)),
         // A table without a primary key: its updates of `v` are HOT-like
-        // chains keyed under their roots (am::hot).
+        // chains keyed under their roots (am::layout::hot).
         27 => format!("UPDATE r SET v = v + 1 WHERE id = {k}"),
         28 => format!("SELECT id, v FROM r WHERE id = {k} FOR {mode}"),
         29 => format!("INSERT INTO r VALUES ({k}, 0) ON CONFLICT (id) DO UPDATE SET v = r.v + 100"),

@@ -1,4 +1,4 @@
-//! Logical decoding of orioledb tables (`pg::decode`, `am::logical`): the
+//! Logical decoding of orioledb tables (`pg::decode`, `am::modify::logical`): the
 //! same statements on a heap table and on an orioledb table give the same
 //! output from `test_decoding` and `wal2json` — inserts, updates of key and
 //! non-key columns, deletes, TRUNCATE, every REPLICA IDENTITY, toasted

@@ -968,7 +968,7 @@ fn quiet_tables_get_their_space_back_without_vacuum() {
     let rows = 6000u64;
     // Keys a row keeps: its version and that version's row-id map entry,
     // plus in a keyed table the chain root's map entry (the redirect its
-    // index entries name, `am::hot`).
+    // index entries name, `am::layout::hot`).
     for (table, key, per_row) in [("quiet_ids", "", 2), ("quiet_keyed", " PRIMARY KEY", 3)] {
         c.batch_execute(&format!(
             "CREATE TABLE {table} (id int{key}, n int, pad text) USING orioledb

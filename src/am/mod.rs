@@ -1,30 +1,33 @@
-//! The `orioledb` table access method.
+//! The `orioledb` table access method, in rooms that depend one way, from
+//! the bottom (`scripts/layers.sh` fails on an import of a room above):
 //!
-//! `handler` is the SQL entry point PostgreSQL calls to obtain the callback
-//! table; `routine` holds the callbacks, which read rows in `scan`, write
-//! them in `modify` and vacuum in `vacuum` (see docs/architecture.md).
-pub mod collate;
-pub mod fill;
+//! - `layout` — keyed layout: version keys, the row-id map, primary-key
+//!   encoding, HOT-like chains, row-id blocks;
+//! - `storage` — the life of a table's trees, compression levels, unlogged
+//!   tables after a crash;
+//! - `toast` — values stored out of line, in the toast relation's tree;
+//! - `rows` — row versions on the PostgreSQL side: format, visibility,
+//!   table handles and pruning, SERIALIZABLE (`ssi`), the visibility map;
+//! - `rekey` — keying a table by its primary key, CLUSTER, VACUUM FULL;
+//! - `scan` — reading: sequential, TID, index and bitmap scans, index
+//!   builds, the primary scan and its planner hook;
+//! - `modify` — writing: insert, update, delete, row locks, and the row
+//!   changes logical decoding reads;
+//! - `maintenance` — VACUUM and the pruning of quiet tables.
+//!
+//! On top, `routine` fills PostgreSQL's `TableAmRoutine` with callbacks
+//! into the rooms and `handler` hands it out; [`install`] wires the rooms
+//! into the server. See docs/architecture.md.
 pub mod handler;
-pub mod hot;
-pub mod levels;
-pub mod logical;
+pub mod layout;
+pub mod maintenance;
 pub mod modify;
-pub mod pkey;
-pub mod pkscan;
-pub mod planner;
-pub mod quiet;
 pub mod rekey;
 pub mod routine;
 pub mod rows;
 pub mod scan;
-pub mod ssi;
 pub mod storage;
-pub mod table;
 pub mod toast;
-pub mod unlogged;
-pub mod vacuum;
-pub mod vismap;
 
 pub use routine::ROUTINE;
 
@@ -35,19 +38,19 @@ pub use routine::ROUTINE;
 pub(crate) fn install() {
     use crate::pg::xact::on_event;
     on_event(rows::at_event);
-    on_event(table::at_event);
+    on_event(layout::table::at_event);
     on_event(toast::at_event);
     on_event(rekey::at_event);
-    on_event(storage::at_event);
-    planner::install();
-    pkscan::install();
+    on_event(storage::trees::at_event);
+    scan::planner::install();
+    scan::pkscan::install();
     crate::pg::wal::set_replay_hooks(crate::pg::wal::ReplayHooks {
         key_order: |tree, desc| {
-            let d = pkey::KeyDesc::decode(desc)?;
-            Some(table::ordered_by(tree, &d).cmp())
+            let d = layout::key_desc::KeyDesc::decode(desc)?;
+            Some(layout::table::ordered_by(tree, &d).cmp())
         },
         // Visibility maps are not WAL-logged: changes replayed now may
         // have lost their clears, so every map starts empty.
-        at_startup: vismap::remove_all,
+        at_startup: rows::vismap::remove_all,
     });
 }

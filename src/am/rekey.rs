@@ -10,10 +10,10 @@
 //! copied into the new tree under its primary-key position, keeping its row
 //! id, so every index stays valid as it is.
 
-use crate::am::hot;
-use crate::am::pkey::KeyDesc;
+use crate::am::layout::hot;
+use crate::am::layout::key_desc::KeyDesc;
 use crate::am::rows::{self, table_of};
-use crate::am::table::Table;
+use crate::am::layout::table::Table;
 use orioledb_engine::version;
 use orioledb_engine::Direction;
 use pgrx::pg_sys;
@@ -271,13 +271,15 @@ unsafe fn appears_twice(rel: pg_sys::Relation, id: u64) -> ! {
 
 /// One pass of a re-key's copy from `from` into `to`, in batches: the
 /// row-id map entries (`versions` false), or the versions, whose map
-/// entries are in. HOT chains (am::hot) do not survive a new key: their
+/// entries are in. HOT chains (am::layout::hot) do not survive a new key: their
 /// members are copied as ordinary versions; returns whether there were
 /// any (then every index must be rebuilt so that each gets its own
 /// entries). A row id met twice is an ERROR.
 ///
 /// # Safety
 /// `rel` is the open relation of `to` (named in the error).
+// Long because the batch buffer and its flush are closures over one set of
+// locals; split, they would need a struct of their own for no reader's gain.
 unsafe fn copy_pass(rel: pg_sys::Relation, source: &Source, to: &Table, versions: bool) -> bool {
     const BATCH_BYTES: usize = 4 << 20;
     let mut had_chains = false;
@@ -476,7 +478,7 @@ impl KeysOf {
             pg_sys::MemoryContextSwitchTo(prev);
             pg_sys::MemoryContextReset(self.cxt);
             let p = p?;
-            if version::full_len(v) > crate::am::table::keyed_max_value(p.len()) {
+            if version::full_len(v) > crate::am::layout::table::keyed_max_value(p.len()) {
                 return Err(p.len());
             }
             Ok(p)
@@ -521,6 +523,69 @@ pub unsafe fn copy_for_cluster(
     use orioledb_engine::version::{Hints, VacuumState, Xid};
     // SAFETY: per the contract.
     unsafe {
+        let (from, reorder) = cluster_source(old, new, old_index);
+        let to = if reorder {
+            copy_target(new, None, 0)
+        } else {
+            copy_target(new, from.desc().cloned(), from.tree.next_id())
+        };
+        let toast_trees = toast_tree_pair(old, new);
+        let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest_xmin);
+        let (num_tuples, vacuumed, recently_dead) = counts;
+        // Whether a version survives, counted as CLUSTER reports them; its
+        // toast values are copied when it does.
+        let mut keep = |id: u64, v: &[u8]| -> bool {
+            let h = rows::decode(old, id, v);
+            match version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default()) {
+                VacuumState::Dead => {
+                    *vacuumed += 1.0;
+                    return false;
+                }
+                VacuumState::RecentlyDead => *recently_dead += 1.0,
+                _ => *num_tuples += 1.0,
+            }
+            if let Some((src, dst)) = &toast_trees {
+                for (_, valueid) in version::tail_and_toast(&h, v).1 {
+                    crate::am::toast::copy_value(src, dst, valueid);
+                }
+            }
+            true
+        };
+        if reorder {
+            cluster_by_index(old, &from, &to, old_index, use_sort, &mut keep);
+            return;
+        }
+        for item in from.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
+            pgrx::check_for_interrupts!();
+            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
+            let id = from.id_of(&k);
+            if keep(id, &v) {
+                // PostgreSQL rebuilds every index after this copy, so each
+                // version gets entries of its own: HOT chains (am::layout::hot)
+                // end here.
+                copy_in(old, &to, id, from.prefix_of(&k), &version::without_hot(v));
+            }
+        }
+    }
+}
+
+/// The table [`copy_for_cluster`] copies from `old` into `new`, and whether
+/// it reorders its rows (CLUSTER of a table in row-id order on
+/// `old_index`) rather than copying them in their order. What it cannot do
+/// is refused
+/// (0A000): a toast relation on its own, CLUSTER of a keyed table on
+/// another index than its key, and a table whose toastable columns were
+/// all dropped (its new relation has no toast relation for the values).
+///
+/// # Safety
+/// As `copy_for_cluster`.
+unsafe fn cluster_source(
+    old: pg_sys::Relation,
+    new: pg_sys::Relation,
+    old_index: pg_sys::Relation,
+) -> (Table, bool) {
+    // SAFETY: per the contract.
+    unsafe {
         let name = crate::pg::rel_name(old);
         if crate::pg::is_toast(old) {
             // Chunks, not versions: rewritten with the table that owns them.
@@ -555,62 +620,35 @@ pub unsafe fn copy_for_cluster(
                 ),
             );
         }
-        let to = if reorder {
-            copy_target(new, None, 0)
-        } else {
-            copy_target(new, from.desc().cloned(), from.tree.next_id())
-        };
-        // A toast tree exists once a value went there; the new one is made
-        // when the old one has a tree (it may hold only deleted values).
-        let toast_trees = if old_toast != pg_sys::InvalidOid {
-            let o = pg_sys::RelationIdGetRelation(old_toast);
-            let trees = crate::am::storage::toast_tree(o).map(|src| {
-                let n = pg_sys::RelationIdGetRelation(new_toast);
-                let dst = crate::am::storage::create_toast_tree(n);
-                pg_sys::RelationClose(n);
-                (src, dst)
-            });
-            pg_sys::RelationClose(o);
-            trees
-        } else {
-            None
-        };
-        let removable = |x: Xid| pg_sys::TransactionIdPrecedes(x.into(), oldest_xmin);
-        let (num_tuples, vacuumed, recently_dead) = counts;
-        // Whether a version survives, counted as CLUSTER reports them; its
-        // toast values are copied when it does.
-        let mut keep = |id: u64, v: &[u8]| -> bool {
-            let h = rows::decode(old, id, v);
-            match version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default()) {
-                VacuumState::Dead => {
-                    *vacuumed += 1.0;
-                    return false;
-                }
-                VacuumState::RecentlyDead => *recently_dead += 1.0,
-                _ => *num_tuples += 1.0,
-            }
-            if let Some((src, dst)) = &toast_trees {
-                for (_, valueid) in version::tail_and_toast(&h, v).1 {
-                    crate::am::toast::copy_value(src, dst, valueid);
-                }
-            }
-            true
-        };
-        if reorder {
-            cluster_by_index(old, &from, &to, old_index, use_sort, &mut keep);
-            return;
+        (from, reorder)
+    }
+}
+
+/// The toast trees of `old` and `new` when `old`'s has one (it may hold
+/// only deleted values): the new one is made for the copy.
+///
+/// # Safety
+/// Open relations.
+unsafe fn toast_tree_pair(
+    old: pg_sys::Relation,
+    new: pg_sys::Relation,
+) -> Option<(orioledb_engine::Tree, orioledb_engine::Tree)> {
+    // SAFETY: per the contract.
+    unsafe {
+        let old_toast = (*(*old).rd_rel).reltoastrelid;
+        let new_toast = (*(*new).rd_rel).reltoastrelid;
+        if old_toast == pg_sys::InvalidOid {
+            return None;
         }
-        for item in from.versions(Bound::Unbounded, Bound::Unbounded, Direction::Forward) {
-            pgrx::check_for_interrupts!();
-            let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let id = from.id_of(&k);
-            if keep(id, &v) {
-                // PostgreSQL rebuilds every index after this copy, so each
-                // version gets entries of its own: HOT chains (am::hot)
-                // end here.
-                copy_in(old, &to, id, from.prefix_of(&k), &version::without_hot(v));
-            }
-        }
+        let o = pg_sys::RelationIdGetRelation(old_toast);
+        let trees = crate::am::storage::trees::toast_tree(o).map(|src| {
+            let n = pg_sys::RelationIdGetRelation(new_toast);
+            let dst = crate::am::storage::trees::create_toast_tree(n);
+            pg_sys::RelationClose(n);
+            (src, dst)
+        });
+        pg_sys::RelationClose(o);
+        trees
     }
 }
 

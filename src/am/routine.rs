@@ -423,7 +423,7 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
     unsafe {
         // Temporary and unlogged tables get trees like any other: shared,
         // WAL-logged and checkpointed; an unlogged table is emptied after a
-        // crash as heap's are (`am::unlogged`). A temporary table's tree goes with the table when
+        // crash as heap's are (`am::storage::unlogged`). A temporary table's tree goes with the table when
         // its session ends; one a crash leaves behind has no file under
         // base/<db>/<relfilenode> (temporary files are named t<backend>_…)
         // and is dropped by the post-recovery sweep.
@@ -451,9 +451,9 @@ unsafe extern "C-unwind" fn relation_set_new_filenode(
         // (`storage::sweep_orphans`). Created before the tree, so a live
         // tree always has its file.
         let srel = pg_sys::RelationCreateStorage(*newrnode, persistence, true);
-        crate::am::unlogged::create_forks(srel, newrnode, persistence);
+        crate::am::storage::unlogged::create_forks(srel, newrnode, persistence);
         pg_sys::smgrclose(srel);
-        crate::am::storage::new_relation_file(rel, newrnode);
+        crate::am::storage::trees::new_relation_file(rel, newrnode);
     }
 }
 
@@ -524,7 +524,7 @@ unsafe extern "C-unwind" fn relation_vacuum(
     bstrategy: pg_sys::BufferAccessStrategy,
 ) {
     // SAFETY: VACUUM passes an open, locked relation and its parameters.
-    unsafe { crate::am::vacuum::vacuum(rel, params, bstrategy) }
+    unsafe { crate::am::maintenance::vacuum::vacuum(rel, params, bstrategy) }
 }
 
 // ---------------------------------------------------------------------------
@@ -673,7 +673,7 @@ unsafe extern "C-unwind" fn relation_estimate_size(
 ) {
     // Heap's estimate (`table_block_relation_estimate_size`) over the
     // table's heap-equivalent pages: its blocks of row ids, which fill as
-    // heap's pages would (am::fill), so an ordinary table gets the
+    // heap's pages would (am::layout::fill), so an ordinary table gets the
     // estimates — and the plans — it would get on heap. Updates spend new
     // row ids; where the row-id space has outgrown the tree (pruned
     // versions leave their ids unused), the tree's own pages count.
@@ -714,7 +714,7 @@ unsafe extern "C-unwind" fn relation_estimate_size(
         };
         // Rows per block of row ids (ANALYZE's relpages are such blocks).
         *tuples = (density * blocks).round();
-        // As heap: the all-visible share of the blocks (am::vismap), which
+        // As heap: the all-visible share of the blocks (am::rows::vismap), which
         // prices index-only scans.
         let relallvisible = (*class).relallvisible as f64;
         *allvisfrac = if relallvisible <= 0.0 {

@@ -244,7 +244,7 @@ unsafe fn save_value(rel: pg_sys::Relation, dval: *const u8) -> (pg_sys::Datum, 
             );
         }
         let toastrel = pg_sys::table_open(toastoid, pg_sys::RowExclusiveLock as c_int);
-        let tree = crate::am::storage::create_toast_tree(toastrel);
+        let tree = crate::am::storage::trees::create_toast_tree(toastrel);
         let b0 = *dval;
         let (data, rawsize, extinfo): (&[u8], i32, u32) = if b0 & 0x01 == 0x01 {
             let len = varsize_any(dval) - 1;
@@ -317,7 +317,7 @@ pub unsafe fn fetch_slice(
     // SAFETY: the caller allocated result with room for len bytes of data.
     unsafe {
         let id = valueid.to_u32();
-        let Some(tree) = crate::am::storage::toast_tree(toastrel) else {
+        let Some(tree) = crate::am::storage::trees::toast_tree(toastrel) else {
             raise(
                 PgSqlErrorCode::ERRCODE_DATA_CORRUPTED,
                 format!(
@@ -505,7 +505,7 @@ fn delete_doomed_waiting(wait: bool) {
             if r.is_null() {
                 continue;
             }
-            let Some(tree) = crate::am::storage::toast_tree(r) else {
+            let Some(tree) = crate::am::storage::trees::toast_tree(r) else {
                 pg_sys::relation_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
                 continue;
             };

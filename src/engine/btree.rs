@@ -222,7 +222,7 @@ const MAP_APPEND_FILL: usize = 96;
 /// The fill an append split of a page at `level` aims for, given the key
 /// that makes it an append.
 fn append_fill(level: u16, key: &[u8]) -> usize {
-    if level == 0 && crate::keys::is_map_key(key) {
+    if level == 0 && crate::key_format::is_map_key(key) {
         MAP_APPEND_FILL
     } else {
         APPEND_FILL
@@ -889,7 +889,7 @@ impl Tree {
         new: &[u8],
         conflict: u32,
     ) -> Option<Vec<u8>> {
-        let edit = Edit::between(old, val, crate::keys::own_id(key))
+        let edit = Edit::between(old, val, crate::key_format::own_id(key))
             .filter(|e| !matches!(e, Edit::Ranges(r) if r.len() > u8::MAX as usize));
         let delta = Delta::between(new, (succ.stable)(new), val, (succ.stable)(val));
         let (Some(edit), Some(delta)) = (edit, delta) else {
@@ -1112,7 +1112,7 @@ impl Tree {
         val: &[u8],
     ) -> Record {
         let old = pos.ok().map(|i| p.value(i));
-        let own = crate::keys::own_id(key);
+        let own = crate::key_format::own_id(key);
         if let Some((old, edit)) = old.and_then(|o| Some((o, Edit::between(o, val, own)?))) {
             return Record::Patch {
                 tree: self.id,
@@ -1398,7 +1398,7 @@ impl Tree {
 
     /// Before an update of `key`, lets the tree's pruner drop the items
     /// beside it on the latched leaf that are versions of the same row
-    /// (`keys::same_row`): its older versions, dead once the transactions
+    /// (`key_format::same_row`): its older versions, dead once the transactions
     /// that replaced them are older than every snapshot. They are the
     /// ones a row updated again and again leaves behind, and a leaf that
     /// still has room would keep them until it fills: a pass over a table
@@ -1428,11 +1428,11 @@ impl Tree {
         };
         let n = p.nitems();
         let mut lo = at;
-        while lo > 0 && crate::keys::same_row(p.key(lo - 1), key) {
+        while lo > 0 && crate::key_format::same_row(p.key(lo - 1), key) {
             lo -= 1;
         }
         let mut hi = at + 1;
-        while hi < n && crate::keys::same_row(p.key(hi), key) {
+        while hi < n && crate::key_format::same_row(p.key(hi), key) {
             hi += 1;
         }
         if hi - lo == 1 {
@@ -1839,7 +1839,7 @@ impl Tree {
 /// row was most of the key comparisons of a COPY or a re-key.
 fn append_or_search(
     p: PageRef<'_>,
-    cmp: &dyn crate::cmp::KeyCmp,
+    cmp: &dyn crate::order::KeyCmp,
     k: &[u8],
 ) -> std::result::Result<usize, usize> {
     let n = p.nitems();

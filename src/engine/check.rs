@@ -10,7 +10,7 @@
 //! free list is reachable exactly once.
 
 use crate::buffer::PageIo;
-use crate::cmp::KeyCmp;
+use crate::order::KeyCmp;
 use crate::engine::Tree;
 use crate::error::Result;
 use crate::latch::LatchMode;

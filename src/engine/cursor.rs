@@ -8,7 +8,7 @@ use crate::btree::Target;
 use crate::engine::Tree;
 use crate::error::Result;
 use crate::latch::LatchMode;
-use crate::cmp::KeyCmp;
+use crate::order::KeyCmp;
 use crate::page::PageRef;
 use std::cmp::Ordering;
 use std::ops::Bound;

@@ -29,7 +29,7 @@ pub enum Edit {
 
 impl Edit {
     /// The smallest edit turning `old` into `new`, values of the item whose
-    /// key has own row id `own` ([`crate::keys::own_id`]; header edits
+    /// key has own row id `own` ([`crate::key_format::own_id`]; header edits
     /// read a short header's `ctid` as it): ranges when the lengths
     /// agree, else a splice, or the header fields that changed when that
     /// is smaller; None when none is smaller than `new`.
@@ -238,7 +238,7 @@ impl HeaderEdit {
     /// holds anyway. None when the edit sets no such `ctid`.
     pub fn without_ctid_of(&self, new_key: &[u8]) -> Option<HeaderEdit> {
         use header_field::CTID;
-        let id = crate::keys::version_suffix(new_key)?;
+        let id = crate::key_format::version_suffix(new_key)?;
         (self.mask & CTID != 0 && self.to.ctid == id).then(|| HeaderEdit {
             mask: self.mask & !CTID,
             to: Header { ctid: 0, ..self.to },
@@ -250,7 +250,7 @@ impl HeaderEdit {
     /// `ctid` already).
     pub fn with_ctid_of(&self, new_key: &[u8]) -> Option<HeaderEdit> {
         use header_field::CTID;
-        let id = crate::keys::version_suffix(new_key)?;
+        let id = crate::key_format::version_suffix(new_key)?;
         (self.mask & CTID == 0).then(|| HeaderEdit {
             mask: self.mask | CTID,
             to: Header { ctid: id, ..self.to },
@@ -282,7 +282,7 @@ pub fn successor_header(edit: &HeaderEdit, new_key: &[u8]) -> Option<Vec<u8>> {
     let mut h = Header::new(
         to.xmax,
         if m & CMAX != 0 { to.cmax } else { 0 },
-        crate::keys::version_suffix(new_key)?,
+        crate::key_format::version_suffix(new_key)?,
     );
     h.infomask |= bits::UPDATED | (to.infomask & bits::DATA_MASK);
     h.infomask2 = (to.infomask2 & bits::NATTS_MASK) | if hot { bits::HEAP_ONLY } else { 0 };
@@ -550,8 +550,8 @@ mod tests {
     fn an_implied_successor_header_keeps_its_bytes() {
         use crate::version::bits;
         use header_field::*;
-        let mut new_key = vec![crate::keys::VERSION_TAG, 1, 0x80, 0, 0, 7];
-        crate::keys::push_version_suffix(&mut new_key, 0x0102_0304);
+        let mut new_key = vec![crate::key_format::VERSION_TAG, 1, 0x80, 0, 0, 7];
+        crate::key_format::push_version_suffix(&mut new_key, 0x0102_0304);
         let edit = HeaderEdit {
             mask: INFOMASK | INFOMASK2 | XMAX | CMAX,
             to: Header {

@@ -10,7 +10,7 @@
 
 use crate::btree::Change;
 use crate::buffer::{PageGuard, PageIo, Pool, BARRIERS};
-use crate::cmp::{Bytewise, KeyCmp};
+use crate::order::{Bytewise, KeyCmp};
 use crate::error::{EngineError, Result};
 use crate::id::TreeId;
 use crate::io::FileIo;
@@ -1361,7 +1361,7 @@ impl Engine {
             bytes += k.len() + v.len();
             batch.push((k, v));
             // The first item alone: a keyed tree's descriptor
-            // (`keys::DESC_KEY`, its least key) names the order replay
+            // (`key_format::DESC_KEY`, its least key) names the order replay
             // must place the rest in, so it must be in before a record
             // that holds other keys is replayed.
             if first || bytes >= BATCH_BYTES {
@@ -2002,7 +2002,7 @@ fn replay_write(t: &Tree, rec: Record) -> Result<()> {
 /// (the value it was made from) or already the edit's result; the edited
 /// value.
 fn replay_edit(t: &Tree, key: &[u8], len: u16, edit: &crate::wal::Edit) -> Result<Vec<u8>> {
-    let own = crate::keys::own_id(key);
+    let own = crate::key_format::own_id(key);
     let edited = t.apply(key, crate::btree::Log::No, |cur| {
         match cur {
             Some(v) if v.len() == len as usize => match edit.apply(v, own) {

@@ -1,12 +1,12 @@
 //! The storage engine: pages, B-link trees, the page pool, data files and
 //! checkpoints. No pgrx and no `pg_sys` here: the server supplies latches,
 //! comparators and file I/O through small traits (`latch::LatchSet`,
-//! `cmp::KeyCmp`, `io::FileIo`), so everything is tested in-process.
+//! `order::KeyCmp`, `io::FileIo`), so everything is tested in-process.
 
 pub mod btree;
 pub mod buffer;
 pub mod check;
-pub mod cmp;
+pub mod collated_order;
 pub mod cursor;
 #[allow(clippy::module_inception)]
 pub mod edit;
@@ -14,10 +14,10 @@ pub mod engine;
 pub mod error;
 pub mod id;
 pub mod io;
-pub mod keyorder;
-pub mod keys;
+pub mod key_format;
 pub mod latch;
 pub mod meta;
+pub mod order;
 pub mod page;
 pub mod store;
 pub mod version;

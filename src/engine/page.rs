@@ -18,7 +18,7 @@
 //! item's key is ignored (it stands for the page's low key).
 //! All integers are little-endian.
 
-use crate::cmp::KeyCmp;
+use crate::order::KeyCmp;
 use std::cmp::Ordering;
 
 pub const PAGE_SIZE: usize = 8192;
@@ -486,7 +486,7 @@ pub fn validate(p: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cmp::Bytewise;
+    use crate::order::Bytewise;
 
     fn page() -> Vec<u8> {
         vec![0u8; PAGE_SIZE]
@@ -636,7 +636,7 @@ mod tests {
             let val = vec![(step % 251) as u8; len];
             if model.is_empty() || op < 3 {
                 let k = format!("k{:05}", rnd(100_000)).into_bytes();
-                let Err(i) = p.as_ref().search(&crate::cmp::Bytewise, &k) else {
+                let Err(i) = p.as_ref().search(&crate::order::Bytewise, &k) else {
                     continue;
                 };
                 let mut m = model.clone();

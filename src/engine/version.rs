@@ -823,6 +823,8 @@ pub fn check_update(
     }
 }
 
+// Long because it is HeapTupleSatisfiesUpdate's case analysis, kept in
+// heapam_visibility.c's order so the two can be read side by side.
 fn check_update_plain(
     h: &Header,
     tid: u64,

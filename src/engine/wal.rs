@@ -26,7 +26,7 @@
 //!   7 patch      klen u16 | key | vlen u16 | ranges to the end: offset u16 | n u8 | n bytes
 //!   8 put pair   klen u16 | key | vlen u16 | value | klen u16 | key | value (to the end)
 //!     (in 8, a first klen of 0xFFFF stands for the second key's
-//!     row-id map entry, `keys::map_entry_of`: neither key nor value follows)
+//!     row-id map entry, `key_format::map_entry_of`: neither key nor value follows)
 //!   4 put pair, second value as a delta against a base key's value (v: a
 //!                variable-length integer, `edit::put_var`; v-bytes: v length, bytes):
 //!                flags u8 (4: the first entry is the key's map entry, 8: it is
@@ -850,20 +850,20 @@ fn decode_update(r: &mut Reader, tree: TreeId) -> Result<Record, String> {
 
 /// The length field that stands for a pair's first entry when that entry
 /// is the row-id map entry of the version key beside it
-/// (`keys::map_entry_of`): no key is that long, so earlier records never
+/// (`key_format::map_entry_of`): no key is that long, so earlier records never
 /// hold it.
 const DERIVED: u16 = u16::MAX;
 
 /// Whether `first` is the map entry `key` implies.
 fn is_map_entry_of(first: &(Vec<u8>, Vec<u8>), key: &[u8]) -> bool {
-    crate::keys::map_entry_of(key).is_some_and(|(k, v)| first.0 == k && first.1 == v)
+    crate::key_format::map_entry_of(key).is_some_and(|(k, v)| first.0 == k && first.1 == v)
 }
 
 /// A decoded first entry, or (None: the marker) the one `key` implies.
 fn derive_first(first: Option<(Vec<u8>, Vec<u8>)>, key: &[u8]) -> Result<(Vec<u8>, Vec<u8>), String> {
     match first {
         Some(f) => Ok(f),
-        None => crate::keys::map_entry_of(key)
+        None => crate::key_format::map_entry_of(key)
             .map(|(k, v)| (k.to_vec(), v.to_vec()))
             .ok_or_else(|| "log record derives a map entry from a key that has none".into()),
     }
@@ -912,6 +912,8 @@ impl WalSink for MemWal {
 mod tests {
     use super::*;
 
+    // Long because one table of every record kind, each encoded, decoded and
+    // damaged the same way.
     #[test]
     fn records_roundtrip_and_damage_is_an_error() {
         let t = TreeId::new(5, 16384);
@@ -1163,10 +1165,10 @@ mod tests {
     fn an_updates_new_header_and_ctid_are_implied_when_they_follow_from_its_edit() {
         use crate::version::{self, bits, Header};
         let t = TreeId::new(5, 16384);
-        let mut key = vec![crate::keys::VERSION_TAG, 1, 0x80, 0, 0, 7];
+        let mut key = vec![crate::key_format::VERSION_TAG, 1, 0x80, 0, 0, 7];
         let mut new_key = key.clone();
-        crate::keys::push_version_suffix(&mut key, 4242);
-        crate::keys::push_version_suffix(&mut new_key, 900_001);
+        crate::key_format::push_version_suffix(&mut key, 4242);
+        crate::key_format::push_version_suffix(&mut new_key, 900_001);
         let tuple: Vec<u8> = (0..97u8).collect();
         let old = Header {
             infomask: bits::XMAX_INVALID | bits::XMIN_COMMITTED | bits::HASVARWIDTH,
@@ -1236,9 +1238,9 @@ mod tests {
     #[test]
     fn a_versions_map_entry_costs_a_marker_and_decodes_back() {
         let t = TreeId::new(5, 16384);
-        let mut vkey = vec![crate::keys::VERSION_TAG, 1, 0x80, 0, 0, 7];
-        crate::keys::push_version_suffix(&mut vkey, 4242);
-        let map = (crate::keys::map_key(4242).to_vec(), vec![1, 0x80, 0, 0, 7]);
+        let mut vkey = vec![crate::key_format::VERSION_TAG, 1, 0x80, 0, 0, 7];
+        crate::key_format::push_version_suffix(&mut vkey, 4242);
+        let map = (crate::key_format::map_key(4242).to_vec(), vec![1, 0x80, 0, 0, 7]);
         let delta = Delta {
             head: vec![3; 15],
             from: 32,
@@ -1272,7 +1274,7 @@ mod tests {
             conflict: 0,
         };
         // The entry of another row id, or another prefix, is spelled out.
-        let other_id = (crate::keys::map_key(4243).to_vec(), map.1.clone());
+        let other_id = (crate::key_format::map_key(4243).to_vec(), map.1.clone());
         let other_prefix = (map.0.clone(), vec![1, 0x80, 0, 0, 8]);
         for make in [&pair as &dyn Fn(_) -> Record, &pair_delta, &update] {
             let derived = make(map.clone());
@@ -1283,7 +1285,7 @@ mod tests {
                 let sb = spelled.encode();
                 assert_eq!(Record::decode(&sb).unwrap(), spelled);
                 // 2 length fields, the 7-byte key and the 5-byte prefix.
-                assert_eq!(sb.len(), b.len() + 2 + crate::keys::MAP_KEY + 5);
+                assert_eq!(sb.len(), b.len() + 2 + crate::key_format::MAP_KEY + 5);
             }
         }
         // A marker before a key that implies no entry is damage.

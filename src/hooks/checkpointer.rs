@@ -129,7 +129,7 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
     }
     // Recovery is over: trees a crash orphaned (their relation's file is
     // gone) can go now.
-    crate::am::storage::sweep_orphans();
+    crate::am::storage::trees::sweep_orphans();
     crate::pg::backup::worker_started();
     let mut warned = false;
     warn_unsafe_backup_settings(&mut warned);
@@ -178,14 +178,14 @@ pub extern "C-unwind" fn orioledb_checkpointer_main(_arg: pg_sys::Datum) {
         }
         if let Some(seq) = crate::pg::backup::pending_request() {
             serve_request(seq);
-            crate::am::storage::sweep_orphans();
+            crate::am::storage::trees::sweep_orphans();
             last = Instant::now();
         } else if Instant::now() >= last + crate::pg::guc::checkpoint_timeout() || metadata_short(last) {
             // A backup that is starting or copying keeps the engine's
             // durable checkpoint where its start put it.
             if !crate::pg::backup::running() {
                 checkpoint();
-                crate::am::storage::sweep_orphans();
+                crate::am::storage::trees::sweep_orphans();
             }
             last = Instant::now();
         }
@@ -224,15 +224,15 @@ fn standby_restartpoints() -> bool {
     true
 }
 
-/// A round of sweeping tables nobody writes any more (`am::quiet`), at
+/// A round of sweeping tables nobody writes any more (`am::maintenance::quiet`), at
 /// most a fifth of a second. An ERROR there (a damaged tree, say) is
 /// logged and the worker goes on: checkpoints must not stop for it
-/// (`am::quiet` catches a tree's own and backs off from that tree).
+/// (`am::maintenance::quiet` catches a tree's own and backs off from that tree).
 fn sweep_quiet_trees() {
     const ROUND: Duration = Duration::from_millis(200);
-    pgrx::PgTryBuilder::new(|| crate::am::quiet::sweep_quiet_trees(Instant::now() + ROUND))
+    pgrx::PgTryBuilder::new(|| crate::am::maintenance::quiet::sweep_quiet_trees(Instant::now() + ROUND))
         .catch_others(|e| {
-            // SAFETY: as in `am::quiet`: no LWLock is meant to be held here.
+            // SAFETY: as in `am::maintenance::quiet`: no LWLock is meant to be held here.
             unsafe { pg_sys::LWLockReleaseAll() };
             pgrx::warning!("orioledb: background sweep stopped: {}", crate::pg::caught(&e));
         })

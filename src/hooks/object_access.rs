@@ -39,8 +39,8 @@ unsafe extern "C-unwind" fn object_access(
         && class_id == pg_sys::RelationRelationId
         && sub_id == 0
     {
-        crate::am::storage::relation_dropped(object_id);
-        if let Some(table) = crate::am::storage::primary_key_owner(object_id) {
+        crate::am::storage::trees::relation_dropped(object_id);
+        if let Some(table) = crate::am::storage::trees::primary_key_owner(object_id) {
             // DROP CONSTRAINT, or DROP COLUMN of a key column.
             crate::am::rekey::key_dropped(table);
         }

@@ -24,9 +24,9 @@
 
 //!
 //! This is the hook; the levels themselves (storage, defaults, ALTER's
-//! rules) are `am::levels`.
+//! rules) are `am::storage::levels`.
 
-use crate::am::levels::{
+use crate::am::storage::levels::{
     parse_level, stored_levels, write_levels, Given, Levels, Opt, AM_NAME,
     RANGE_DETAIL,
 };
@@ -594,7 +594,7 @@ unsafe extern "C-unwind" fn prepare(
             pg_sys::NodeTag::T_AlterTableStmt => alter_table(&mut call),
             pg_sys::NodeTag::T_CreatedbStmt if crate::pg::preload::is_preloaded() => {
                 // CREATE DATABASE copies base/ only: the template's trees are
-                // copied once it has (`am::storage::copy_database_trees`).
+                // copied once it has (`am::storage::trees::copy_database_trees`).
                 let stmt = call.stmt() as *mut pg_sys::CreatedbStmt;
                 let mut template = "template1".to_string();
                 for d in cells((*stmt).options) {
@@ -613,7 +613,7 @@ unsafe extern "C-unwind" fn prepare(
                     // again after it (`finish`), when CREATE DATABASE holds
                     // the template locked: its trees may have come while it
                     // waited for the template's sessions to go.
-                    if crate::am::storage::database_has_trees(oid) {
+                    if crate::am::storage::trees::database_has_trees(oid) {
                         refuse_copy_elsewhere((*stmt).options, &template, (*stmt).dbname);
                     }
                     After::CopyDatabase {
@@ -626,7 +626,7 @@ unsafe extern "C-unwind" fn prepare(
             pg_sys::NodeTag::T_AlterDatabaseStmt if crate::pg::preload::is_preloaded() => {
                 let stmt = call.stmt() as *mut pg_sys::AlterDatabaseStmt;
                 let oid = pg_sys::get_database_oid((*stmt).dbname, true);
-                if oid != pg_sys::InvalidOid && crate::am::storage::database_has_trees(oid) {
+                if oid != pg_sys::InvalidOid && crate::am::storage::trees::database_has_trees(oid) {
                     let db = text_of((*stmt).dbname);
                     tables_stay_in_default_tablespace((*stmt).options, &db, |ts| {
                         format!("cannot move database \"{db}\" to tablespace \"{ts}\"")
@@ -690,7 +690,7 @@ extern "C-unwind" fn finish(after: After) {
             After::Levels { relid, levels } => write_levels(relid, Some(levels)),
             After::DropDatabase(oid) => {
                 if oid != pg_sys::InvalidOid {
-                    crate::am::storage::drop_database_trees(oid);
+                    crate::am::storage::trees::drop_database_trees(oid);
                 }
             }
             After::CopyDatabase {
@@ -698,12 +698,12 @@ extern "C-unwind" fn finish(after: After) {
                 name,
                 options,
             } => {
-                if crate::am::storage::database_has_trees(template) {
+                if crate::am::storage::trees::database_has_trees(template) {
                     let t = pg_sys::get_database_name(template);
                     let t = if t.is_null() { String::new() } else { text_of(t) };
                     refuse_copy_elsewhere(options, &t, name);
                     let new = pg_sys::get_database_oid(name, false);
-                    crate::am::storage::copy_database_trees(template, new);
+                    crate::am::storage::trees::copy_database_trees(template, new);
                 }
             }
             After::Checkpoint { ran_before } => {
@@ -726,7 +726,7 @@ extern "C-unwind" fn finish(after: After) {
                     // does after its checkpoints). Not on a standby: replay
                     // drops them (a drop logs, which recovery cannot).
                     if !pg_sys::RecoveryInProgress() {
-                        crate::am::storage::sweep_orphans();
+                        crate::am::storage::trees::sweep_orphans();
                     }
                 }
             }
@@ -852,21 +852,45 @@ unsafe fn alter_table(call: &mut Call) -> After {
     // is a List of DefElem for the reloption subtypes.
     unsafe {
         let stmt = call.stmt() as *mut pg_sys::AlterTableStmt;
-        let cmds: Vec<*mut pg_sys::AlterTableCmd> = cells((*stmt).cmds)
+        let relopt_cmds: Vec<_> = cells((*stmt).cmds)
             .into_iter()
             .map(|p| p as *mut pg_sys::AlterTableCmd)
-            .collect();
-        let relopt_cmds: Vec<_> = cmds
-            .iter()
-            .copied()
             .filter(|&c| is_reloption_cmd((*c).subtype))
             .collect();
         if relopt_cmds.is_empty() {
             return After::Nothing;
         }
-        let mut sets = Vec::new();
-        let mut resets = Vec::new();
-        for &c in &relopt_cmds {
+        let (sets, resets) = our_sets_and_resets(&relopt_cmds);
+        let first_ours = sets.first().map(|s| s.0).or(resets.first().copied());
+        let Some(relid) = locked_target(stmt, first_ours) else {
+            return After::Nothing;
+        };
+        let given = parse_given(&sets);
+        let levels = stored_levels(relid).altered(&given, &resets);
+        if first_ours.is_none() {
+            // Only PostgreSQL's own options: PostgreSQL validates the table's
+            // whole reloptions array with heap's parser, which does not know
+            // ours, so they step aside while it runs.
+            write_levels(relid, None);
+            return After::Levels { relid, levels };
+        }
+        remove_ours(call, relid);
+        After::Levels { relid, levels }
+    }
+}
+
+/// Our options in reloption subcommands `cmds`: those SET (with their
+/// values) and those RESET. A RESET with a value is a syntax error, as
+/// PostgreSQL's own.
+///
+/// # Safety
+/// `cmds` are reloption `AlterTableCmd`s (their `def` a DefElem list).
+unsafe fn our_sets_and_resets(cmds: &[*mut pg_sys::AlterTableCmd]) -> (Vec<(Opt, *mut pg_sys::DefElem)>, Vec<Opt>) {
+    let mut sets = Vec::new();
+    let mut resets = Vec::new();
+    // SAFETY: per the contract.
+    unsafe {
+        for &c in cmds {
             for (opt, def) in ours_in((*c).def as *mut pg_sys::List) {
                 if (*c).subtype == pg_sys::AlterTableType::AT_SetRelOptions {
                     sets.push((opt, def));
@@ -881,11 +905,40 @@ unsafe fn alter_table(call: &mut Call) -> After {
                 }
             }
         }
-        let first_ours = sets.first().map(|s| s.0).or(resets.first().copied());
-        let rv = (*stmt).relation;
+    }
+    (sets, resets)
+}
 
-        // Unlocked look-up to classify; a missing relation is PostgreSQL's
-        // to report (or to skip with IF EXISTS).
+/// The orioledb relation `stmt` alters, locked as the statement will lock
+/// it (at least ShareUpdateExclusiveLock, what SET (...) takes) after the
+/// ownership check ALTER TABLE makes; None when it is missing (PostgreSQL
+/// reports that, or skips it under IF EXISTS) or not ours. Our option
+/// (`first_ours`) on an index or another kind of relation is an ERROR.
+///
+/// # Safety
+/// `stmt` is a valid `AlterTableStmt`.
+unsafe fn locked_target(stmt: *mut pg_sys::AlterTableStmt, first_ours: Option<Opt>) -> Option<pg_sys::Oid> {
+    let check = |relid: pg_sys::Oid| -> bool {
+        match rel_kind(relid) {
+            RelKind::Orioledb => true,
+            RelKind::Index { am, table } => {
+                if first_ours.is_some() {
+                    index_not_compressed(&am, &table);
+                }
+                false
+            }
+            RelKind::Other(detail) => {
+                if let Some(opt) = first_ours {
+                    not_orioledb(opt, detail);
+                }
+                false
+            }
+        }
+    };
+    // SAFETY: per the contract.
+    unsafe {
+        let rv = (*stmt).relation;
+        // Unlocked look-up to classify first.
         let relid0 = pg_sys::RangeVarGetRelidExtended(
             rv,
             pg_sys::NoLock as i32,
@@ -893,31 +946,9 @@ unsafe fn alter_table(call: &mut Call) -> After {
             None,
             std::ptr::null_mut(),
         );
-        if relid0 == pg_sys::InvalidOid {
-            return After::Nothing;
+        if relid0 == pg_sys::InvalidOid || !check(relid0) {
+            return None;
         }
-        let check = |relid: pg_sys::Oid| -> bool {
-            match rel_kind(relid) {
-                RelKind::Orioledb => true,
-                RelKind::Index { am, table } => {
-                    if first_ours.is_some() {
-                        index_not_compressed(&am, &table);
-                    }
-                    false
-                }
-                RelKind::Other(detail) => {
-                    if let Some(opt) = first_ours {
-                        not_orioledb(opt, detail);
-                    }
-                    false
-                }
-            }
-        };
-        if !check(relid0) {
-            return After::Nothing;
-        }
-        // Lock as the statement will (at least ShareUpdateExclusiveLock, what
-        // SET (...) takes), checking ownership first like ALTER TABLE does.
         let lockmode = pg_sys::AlterTableGetLockLevel((*stmt).cmds)
             .max(pg_sys::ShareUpdateExclusiveLock as i32);
         let flags = if (*stmt).missing_ok {
@@ -932,20 +963,20 @@ unsafe fn alter_table(call: &mut Call) -> After {
             Some(range_var_callback_owns_relation),
             std::ptr::null_mut(),
         );
-        if relid == pg_sys::InvalidOid || (relid != relid0 && !check(relid)) {
-            return After::Nothing;
-        }
-        let given = parse_given(&sets);
-        let levels = stored_levels(relid).altered(&given, &resets);
+        (relid != pg_sys::InvalidOid && (relid == relid0 || check(relid))).then_some(relid)
+    }
+}
 
-        if first_ours.is_none() {
-            // Only PostgreSQL's own options: PostgreSQL validates the table's
-            // whole reloptions array with heap's parser, which does not know
-            // ours, so they step aside while it runs.
-            write_levels(relid, None);
-            return After::Levels { relid, levels };
-        }
-        // Our options out of the statement; drop subcommands left empty.
+/// Takes our options out of the statement, dropping subcommands left
+/// empty (the statement does not run at all when none is left); when
+/// PostgreSQL's own reloptions remain, ours step aside from `relid`'s
+/// stored array while PostgreSQL validates it.
+///
+/// # Safety
+/// `call` holds an `AlterTableStmt` on `relid`.
+unsafe fn remove_ours(call: &mut Call, relid: pg_sys::Oid) {
+    // SAFETY: per the contract.
+    unsafe {
         let stmt = call.stmt_mut() as *mut pg_sys::AlterTableStmt;
         let mut rest_cmds: Vec<*mut c_void> = Vec::new();
         let mut rest_has_reloptions = false;
@@ -969,6 +1000,5 @@ unsafe fn alter_table(call: &mut Call) -> After {
                 write_levels(relid, None);
             }
         }
-        After::Levels { relid, levels }
     }
 }

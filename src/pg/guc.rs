@@ -43,6 +43,8 @@ static DEBUG_CHECKPOINT_FAIL_AT: GucSetting<i32> = GucSetting::<i32>::new(0);
 /// Defines all `orioledb.*` GUCs and reserves the prefix.
 ///
 /// Must be called once, from `_PG_init` during preload.
+// Long because it is the list of the extension's GUC definitions, one call
+// each.
 pub(crate) fn register() {
     GucRegistry::define_int_guc(
         c"orioledb.main_buffers",

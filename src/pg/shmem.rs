@@ -328,7 +328,7 @@ pub fn replayed_end() -> Option<&'static std::sync::atomic::AtomicU64> {
 /// visibility-map words.
 const STATE_BYTES: usize = 4 * (2 + VM_WORDS);
 
-/// Visibility-map words (see `am::vismap`): [0] VACUUMs setting bits that
+/// Visibility-map words (see `am::rows::vismap`): [0] VACUUMs setting bits that
 /// found no free slot, [1] a generation raised by every VACUUM that sets
 /// bits, [2..34] slots holding the relfilenode each such VACUUM works on,
 /// [34] changes made while [0] was non-zero, [35..67] changes made to the

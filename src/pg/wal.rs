@@ -24,8 +24,8 @@
 //!   up to L before its control file names the new images (they may embody
 //!   pruning decided from commits logged before L). Replay skips markers.
 
-use orioledb_engine::cmp::{Bytewise, KeyCmp};
-use orioledb_engine::keys::DESC_KEY;
+use orioledb_engine::order::{Bytewise, KeyCmp};
+use orioledb_engine::key_format::DESC_KEY;
 use orioledb_engine::wal::{Edit, Lsn, Record, WalSink};
 use orioledb_engine::{Engine, Replayed, Tree, TreeId};
 use pgrx::pg_sys;
@@ -168,7 +168,7 @@ thread_local! {
 }
 
 /// What replay needs from the table access method, which sits above this
-/// layer and registers it when the library loads (`am::storage::install`).
+/// layer and registers it when the library loads (`am::storage::trees::install`).
 pub struct ReplayHooks {
     /// The key order the descriptor item `desc` of `tree` names (None:
     /// byte order).
@@ -707,6 +707,8 @@ mod raw {
 /// Replays engine records from `from` to the end of what may be read now:
 /// PostgreSQL's redo start during recovery, the flushed end otherwise.
 /// Err (with the reader's message, if any) when the WAL at `from` is gone.
+// Long because it drives PostgreSQL's WAL reader, whose allocation,
+// positioning and free must stay paired on every way out of one body.
 unsafe fn replay_range(from: Lsn) -> Result<(), String> {
     // SAFETY: the XLogReader is allocated, used and freed here; records are
     // only read up to positions the page reader allows.

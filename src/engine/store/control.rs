@@ -8,7 +8,7 @@
 //! The version also names the format of everything the checkpoint holds:
 //! version 3 came with the short row-version header (`version.rs`), version 4
 //! with that header's 9 bytes (no `ctid`), version 5 with 7-byte row-id map
-//! keys (`keys::map_key`), version 6 with tuple tails without heap's padding
+//! keys (`key_format::map_key`), version 6 with tuple tails without heap's padding
 //! (`version::elided_pad`), version 7 with 3-byte item heads in pages
 //! (`page.rs`), so the files of versions 1 to 6 (earlier builds; version 1
 //! had no tree list) are refused with a message that says so, never

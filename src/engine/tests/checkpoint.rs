@@ -720,10 +720,10 @@ fn superseded_images_are_punched_out_of_the_file() {
 }
 
 /// Keys by their first byte, then the rest in reverse byte order: an order
-/// a tree learns from its descriptor item (`keys::DESC_KEY`, least under
+/// a tree learns from its descriptor item (`key_format::DESC_KEY`, least under
 /// it), as a language-collated primary key is.
 struct TagThenReversed;
-impl crate::cmp::KeyCmp for TagThenReversed {
+impl crate::order::KeyCmp for TagThenReversed {
     fn cmp(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {
         a.first().cmp(&b.first()).then_with(|| b[1.min(b.len())..].cmp(&a[1.min(a.len())..]))
     }
@@ -737,11 +737,11 @@ impl crate::cmp::KeyCmp for TagThenReversed {
 /// were replayed in byte order.)
 #[test]
 fn copied_trees_replay_in_the_order_their_descriptor_names() {
-    use crate::keys::DESC_KEY;
+    use crate::key_format::DESC_KEY;
     let dir = tempfile::tempdir().unwrap();
     let wal = Arc::new(crate::wal::MemWal::default());
     let e = Engine::open_logged(dir.path(), 256, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
-    let order = || -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(TagThenReversed) };
+    let order = || -> Arc<dyn crate::order::KeyCmp> { Arc::new(TagThenReversed) };
     let opts = TreeOptions {
         cmp: order(),
         ..Default::default()
@@ -761,10 +761,10 @@ fn copied_trees_replay_in_the_order_their_descriptor_names() {
     let dir2 = tempfile::tempdir().unwrap();
     let r = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
     // As the server's replay does: the order a tree's descriptor names now.
-    let order_of = |id: crate::TreeId| -> Arc<dyn crate::cmp::KeyCmp> {
+    let order_of = |id: crate::TreeId| -> Arc<dyn crate::order::KeyCmp> {
         match r.tree(id).ok().and_then(|t| t.get(DESC_KEY).ok().flatten()) {
             Some(_) => order(),
-            None => Arc::new(crate::cmp::Bytewise),
+            None => Arc::new(crate::order::Bytewise),
         }
     };
     for rec in wal.since(1) {

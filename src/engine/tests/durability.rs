@@ -485,7 +485,7 @@ fn a_truncation_that_fails_after_its_record_is_fatal() {
     std::mem::forget(e);
     let e = Engine::open_logged(dir.path(), 32, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
     for rec in wal.since(e.redo_position()) {
-        e.replay(&rec, &|_| Arc::new(crate::cmp::Bytewise) as Arc<dyn crate::cmp::KeyCmp>)
+        e.replay(&rec, &|_| Arc::new(crate::order::Bytewise) as Arc<dyn crate::order::KeyCmp>)
             .unwrap();
     }
     let t = e.tree(1u32).unwrap();

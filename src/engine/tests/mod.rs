@@ -132,7 +132,7 @@ fn insert_runs_pack_leaves_and_stop_at_a_taken_key() {
     // Replaying the log into an empty engine gives the same tree.
     let dir2 = tempfile::tempdir().unwrap();
     let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
-    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
+    let bytewise = |_| -> Arc<dyn crate::order::KeyCmp> { Arc::new(crate::order::Bytewise) };
     for rec in wal.since(1) {
         e2.replay(&rec, &bytewise).unwrap();
     }
@@ -174,7 +174,7 @@ fn pruned_logged_tree(dir: &std::path::Path, n: u32) -> (Engine, Arc<crate::wal:
 /// it (checked valid).
 fn replayed(dir: &std::path::Path, wal: &crate::wal::MemWal, id: crate::TreeId) -> (Engine, Tree) {
     let e = Engine::open_logged(dir, 256, Arc::new(StdIo::new()), None).unwrap();
-    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
+    let bytewise = |_| -> Arc<dyn crate::order::KeyCmp> { Arc::new(crate::order::Bytewise) };
     for rec in wal.since(1) {
         e.replay(&rec, &bytewise).unwrap();
     }
@@ -420,13 +420,13 @@ fn sweeps_fold_half_empty_leaves_into_their_pruned_left_neighbour() {
 }
 
 /// An update prunes the dead versions of its own row beside the old one
-/// (`keys::same_row`: a row-id root and its chain members' keys), though
+/// (`key_format::same_row`: a row-id root and its chain members' keys), though
 /// the leaf has room. A tree's only leaf with room is left alone, as
 /// sweeps leave it.
 #[test]
 fn updates_prune_their_rows_dead_versions() {
     use crate::btree::{Change, Successor};
-    use crate::keys::{map_key, member_key};
+    use crate::key_format::{map_key, member_key};
     let dir = tempfile::tempdir().unwrap();
     let (_e, t) = drop_dead_tree(dir.path());
     let live = |n: u8| [vec![0x11], vec![n; 40]].concat();
@@ -489,7 +489,7 @@ impl crate::btree::Pruner for NoTakeBack {
 #[test]
 fn chain_pruning_leaves_a_slot_being_taken_back_alone() {
     use crate::btree::{Change, Successor};
-    use crate::keys::{push_version_suffix, VERSION_TAG};
+    use crate::key_format::{push_version_suffix, VERSION_TAG};
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(dir.path(), 64, Arc::new(StdIo::new())).unwrap();
     let opts = TreeOptions {
@@ -652,7 +652,7 @@ fn updates_share_a_leaf_and_a_record() {
     assert!(contents(&t) == model);
     let dir2 = tempfile::tempdir().unwrap();
     let e2 = Engine::open_logged(dir2.path(), 256, Arc::new(StdIo::new()), None).unwrap();
-    let bytewise = |_| -> Arc<dyn crate::cmp::KeyCmp> { Arc::new(crate::cmp::Bytewise) };
+    let bytewise = |_| -> Arc<dyn crate::order::KeyCmp> { Arc::new(crate::order::Bytewise) };
     for rec in wal.since(1) {
         e2.replay(&rec, &bytewise).unwrap();
     }

@@ -192,10 +192,10 @@ fn map_entries_fill_their_leaves() {
     let t = tree(&e, 1, -1);
     let n = 20_000u64;
     for i in 0..n {
-        assert!(t.insert(&crate::keys::map_key(i), &[1, 0x80, 0, 0, 7]).unwrap());
+        assert!(t.insert(&crate::key_format::map_key(i), &[1, 0x80, 0, 0, 7]).unwrap());
     }
     assert_valid(&t);
-    let item = crate::page::item_space(crate::keys::MAP_KEY, 5);
+    let item = crate::page::item_space(crate::key_format::MAP_KEY, 5);
     let ideal = (n as usize * item).div_ceil(crate::page::PAGE_SIZE - crate::page::HEADER);
     let leaves = t.stats().pages as usize - 1;
     assert!(

@@ -3,7 +3,7 @@
 //! before the crash, including trees created and dropped since.
 
 use super::*;
-use crate::cmp::{Bytewise, KeyCmp};
+use crate::order::{Bytewise, KeyCmp};
 use crate::io::{CrashAfter, CutReport, FileIo, PowerCut, PowerLoss};
 use crate::wal::MemWal;
 use crate::TreeId;
@@ -681,9 +681,9 @@ fn version_updates_replay_from_header_fields_and_trailer_deltas() {
         // the updater's xid and command, its own row id, heap-only when
         // the old version became HOT-updated); the rest differ somewhere.
         let (xid, cid, hot) = (5000 + step as u32, rng.below(3) as u32, rng.below(3) > 0);
-        let own = crate::keys::version_suffix(&sk).unwrap();
+        let own = crate::key_format::version_suffix(&sk).unwrap();
         let odd = rng.below(4) == 0;
-        let mut h = Header::decode(&old, crate::keys::own_id(&k)).unwrap();
+        let mut h = Header::decode(&old, crate::key_format::own_id(&k)).unwrap();
         h.set_deleter(xid, cid, if odd { next_id } else { own }, false);
         h.infomask2 &= !version::bits::HOT_UPDATED;
         if hot {

@@ -13,7 +13,7 @@
 //! that reason), and glibc's transformed strings are about eight times the
 //! input, so ordinary keys would not fit a tree key. A tree keyed by such
 //! text compares its keys with `strcoll_l` instead ([`LibcCollation`],
-//! engine `keyorder.rs`), under a locale named in the tree's key
+//! engine `collated_order.rs`), under a locale named in the tree's key
 //! descriptor, so that WAL replay (no catalog) opens the same locale.
 
 use pgrx::pg_sys;
@@ -167,7 +167,7 @@ unsafe impl Send for LibcCollation {}
 // SAFETY: as above.
 unsafe impl Sync for LibcCollation {}
 
-impl orioledb_engine::keyorder::Collation for LibcCollation {
+impl orioledb_engine::collated_order::Collation for LibcCollation {
     /// `strcoll_l`, as PostgreSQL's `varstr_cmp` calls it for a libc
     /// collation (the byte tie-break is the caller's).
     fn compare(&self, a: &[u8], b: &[u8]) -> std::cmp::Ordering {

@@ -5,14 +5,14 @@
 //!
 //! Keys are those of the primary-key layout (`src/am/table.rs`): a one-byte
 //! range tag, then — for versions — per column a tag byte (`1` value
-//! follows, `2` NULL) and the value's encoding (`keys.rs`), then a suffix
+//! follows, `2` NULL) and the value's encoding (`key_format.rs`), then a suffix
 //! compared as bytes. Keys of other ranges, and the parts of search bounds
 //! that are not complete column encodings (a bound may end in `0xFF` bytes to
 //! sit after every key with its prefix), compare as bytes from where they
 //! stop being decodable: for well-formed keys that is exactly where byte
 //! order and column order agree (tags, fixed-width values, suffixes).
 
-use crate::cmp::KeyCmp;
+use crate::order::KeyCmp;
 use std::cmp::Ordering;
 use std::sync::Arc;
 
@@ -140,7 +140,7 @@ pub const AFTER_PREFIX: [u8; 7] = [0xFF; 7];
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::{encode_part, KeyPart};
+    use crate::key_format::{encode_part, KeyPart};
     use proptest::prelude::*;
 
     /// A stand-in language collation: ASCII case-insensitive.

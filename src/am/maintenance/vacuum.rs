@@ -30,7 +30,7 @@
 //!
 //! In a table in row-id order, a VACUUM that is not aggressive skips runs
 //! of at least 32 TID blocks that the visibility map has all-visible
-//! (`am::vismap`; as heap skips all-visible pages): nothing there is
+//! (`am::rows::vismap`; as heap skips all-visible pages): nothing there is
 //! removable, their index entries stay, and `reltuples` is extrapolated
 //! from the blocks read. COPY FREEZE sets the bits of the blocks it
 //! fills, so the VACUUM after such a load (pgbench's) reads nothing.
@@ -42,8 +42,8 @@
 #![allow(clippy::missing_safety_doc)]
 
 use crate::am::rows::{self, decode, from_item_pointer, table_of, Horizon};
-use crate::am::table::Table;
-use crate::am::vismap::BlockCounts;
+use crate::am::layout::table::Table;
+use crate::am::rows::vismap::BlockCounts;
 use orioledb_engine::btree::Change;
 use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use pgrx::pg_sys;
@@ -124,7 +124,7 @@ impl Alive {
 }
 
 /// `IndexBulkDeleteCallback`: whether the index entry pointing at `tid` may
-/// go — its chain's versions (`am::hot`) are gone or dead to every snapshot. TIDs that name no
+/// go — its chain's versions (`am::layout::hot`) are gone or dead to every snapshot. TIDs that name no
 /// possible row id are kept (no orioledb index holds one).
 #[pg_guard]
 unsafe extern "C-unwind" fn entry_is_dead(
@@ -162,7 +162,7 @@ struct Counts {
     oldest_multi: Option<pg_sys::MultiXactId>,
     /// Versions per TID block when the counting pass saw them, before the
     /// index cleanup, and whether they were all visible to everyone (see
-    /// am::vismap).
+    /// am::rows::vismap).
     per_block: BlockCounts,
     /// The row ids whose index entries stay without a lookup.
     alive: Alive,
@@ -344,7 +344,7 @@ impl Counter<'_> {
         let oldest_xmin = self.oldest_xmin;
         counts
             .per_block
-            .version(block, || crate::am::vismap::header_all_visible(&h, oldest_xmin));
+            .version(block, || crate::am::rows::vismap::header_all_visible(&h, oldest_xmin));
         let horizon = &self.horizon;
         let removable = |x: Xid| horizon.removable(x);
         let state = version::vacuum_state(&h, &rows::PgXacts, &removable, &mut Hints::default());
@@ -357,7 +357,7 @@ impl Counter<'_> {
         }
         if state != VacuumState::Dead {
             // Index entries name a chain's root: a live member keeps it.
-            counts.alive.set(crate::am::hot::root_of(&h, v, id));
+            counts.alive.set(crate::am::layout::hot::root_of(&h, v, id));
         }
     }
 
@@ -377,7 +377,7 @@ impl Counter<'_> {
     /// Marks the block of a row-id chain's root [`BlockCounts::REDIRECT`] when the
     /// chain's member `k` comes without its root (pruned).
     fn note_redirect(&mut self, k: &[u8], id: u64) {
-        let root = crate::am::table::member_root(k);
+        let root = crate::am::layout::table::member_root(k);
         if let Some(r) = root.filter(|&r| Some(r) != self.root) {
             let block = (r / version::tid::PER_BLOCK) as usize;
             self.counts.per_block.redirect(block);
@@ -392,7 +392,7 @@ impl Counter<'_> {
     /// either layout: in a keyed table they share the key prefix and the
     /// root has the lowest row id.
     fn note_root(&mut self, h: &Header, v: &[u8], id: u64) {
-        let root = crate::am::hot::root_of(h, v, id);
+        let root = crate::am::layout::hot::root_of(h, v, id);
         if root == id {
             self.last_root = Some(id);
         } else if self.last_root != Some(root) {
@@ -434,7 +434,7 @@ impl Counter<'_> {
                 let Some(cur) = cur else {
                     return (Change::Keep, None);
                 };
-                let Some(ch) = Header::decode(cur, orioledb_engine::keys::own_id(k)) else {
+                let Some(ch) = Header::decode(cur, orioledb_engine::key_format::own_id(k)) else {
                     return (Change::Keep, None);
                 };
                 let f = version::freeze(&ch, &rows::PgXacts, &old);
@@ -685,7 +685,7 @@ unsafe fn skippable_runs(
         if aggressive || asked_not || !announced || table.desc().is_some() {
             return Vec::new();
         }
-        crate::am::vismap::all_visible_runs(rel, crate::am::scan::current_blocks(rel))
+        crate::am::rows::vismap::all_visible_runs(rel, crate::am::scan::current_blocks(rel))
     }
 }
 
@@ -737,8 +737,8 @@ pub unsafe fn vacuum(
         out.report(format!("orioledb: vacuuming table \"{relname}\""));
         let table = table_of(rel);
         // Before the counting pass, so that its findings hold unless a
-        // writer announces a change (am::vismap).
-        let announced = crate::am::vismap::Announcement::of(rel);
+        // writer announces a change (am::rows::vismap).
+        let announced = crate::am::rows::vismap::Announcement::of(rel);
         let skip = skippable_runs(rel, &table, params, aggressive, announced.is_some());
         let mut counts = prune_and_count(rel, &table, cutoffs, &skip);
         let (frozenxid, minmulti) = new_horizons(&counts, cutoffs, aggressive);
@@ -749,7 +749,7 @@ pub unsafe fn vacuum(
         // Without the cleanup no block may be marked: an index entry could
         // outlive its version.
         let all_visible = match &announced {
-            Some(a) => crate::am::vismap::update(
+            Some(a) => crate::am::rows::vismap::update(
                 rel,
                 a,
                 &table,

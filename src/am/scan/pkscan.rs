@@ -16,10 +16,10 @@
 //! table: PostgreSQL 15 gives a custom scan a virtual scan slot, which
 //! carries only `ctid` and `tableoid` of the system columns.
 
-use crate::am::pkey::{KeyCol, KeyDesc};
+use crate::am::layout::key_desc::{KeyCol, KeyDesc};
 use crate::am::rows::{self, decode, satisfies, store_version, table_of};
-use crate::am::ssi;
-use crate::am::table::Table;
+use crate::am::rows::ssi;
+use crate::am::layout::table::Table;
 use orioledb_engine::version::Header;
 use orioledb_engine::{Cursor, Direction};
 use pgrx::pg_sys;
@@ -538,7 +538,7 @@ unsafe fn is_column_equality(
 ///
 /// # Safety
 /// `rel` is a base relation of ours with its paths added.
-unsafe fn price_row_id_order_walk(rel: *mut pg_sys::RelOptInfo, table: &crate::am::table::Table) {
+unsafe fn price_row_id_order_walk(rel: *mut pg_sys::RelOptInfo, table: &crate::am::layout::table::Table) {
     if table.tree.approx_pages() > crate::am::scan::SMALL_TABLE_PAGES {
         return;
     }
@@ -1031,7 +1031,7 @@ fn to_column(
 /// collating tree's order alike (`keyorder::AFTER_PREFIX`).
 fn after(b: &[u8]) -> Vec<u8> {
     let mut v = b.to_vec();
-    v.extend_from_slice(&orioledb_engine::keyorder::AFTER_PREFIX);
+    v.extend_from_slice(&orioledb_engine::collated_order::AFTER_PREFIX);
     v
 }
 
@@ -1401,8 +1401,8 @@ unsafe fn next_visible(
                 }
                 // UPDATE, DELETE and row locks come back by row id: spare
                 // them the row-id map probe.
-                crate::am::table::remember_key(run.table.tree.id(), id, &k);
-                crate::am::table::remember_read(run.table.tree.id(), id, &v);
+                crate::am::layout::table::remember_key(run.table.tree.id(), id, &k);
+                crate::am::layout::table::remember_read(run.table.tree.id(), id, &v);
                 store_version(rel, slot, id, &v);
                 return true;
             }

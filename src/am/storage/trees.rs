@@ -95,13 +95,13 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
     let level = match (replacing, is_toast) {
         // A toast relation's level is its table's toast level.
         // SAFETY: as above.
-        (true, true) => unsafe { crate::am::levels::toast_owner(rel) }
-            .map(|t| crate::am::levels::stored_levels(t).toast)
+        (true, true) => unsafe { crate::am::storage::levels::toast_owner(rel) }
+            .map(|t| crate::am::storage::levels::stored_levels(t).toast)
             .unwrap_or(-1),
         // SAFETY: as above.
-        (true, false) => crate::am::levels::stored_levels(unsafe { (*rel).rd_id }).primary,
-        (false, true) => crate::am::levels::new_table_levels().toast,
-        (false, false) => crate::am::levels::new_table_levels().primary,
+        (true, false) => crate::am::storage::levels::stored_levels(unsafe { (*rel).rd_id }).primary,
+        (false, true) => crate::am::storage::levels::new_table_levels().toast,
+        (false, false) => crate::am::storage::levels::new_table_levels().primary,
     };
     let engine = engine();
     let leftover = engine.tree(id).is_ok();
@@ -224,8 +224,8 @@ pub unsafe fn create_toast_tree(rel: pg_sys::Relation) -> orioledb_engine::Tree 
         (tree_id(node.dbNode, node.relNode), sub)
     };
     // SAFETY: per the contract.
-    let level = unsafe { crate::am::levels::toast_owner(rel) }
-        .map(|t| crate::am::levels::stored_levels(t).toast)
+    let level = unsafe { crate::am::storage::levels::toast_owner(rel) }
+        .map(|t| crate::am::storage::levels::stored_levels(t).toast)
         .unwrap_or(-1);
     let tree = open_or_create(id, level);
     if let Some(sub) = file_sub {
@@ -333,7 +333,7 @@ pub fn copy_database_trees(template: pg_sys::Oid, new: pg_sys::Oid) {
         // transaction (this copy's ERROR, a cancel, a failing commit).
         remember(to, When::DropAtAbort);
         // The source's order as a table reads it (its descriptor's).
-        let src = crate::am::table::Table::open(e.tree(id).unwrap_or_else(|err| report(err)));
+        let src = crate::am::layout::table::Table::open(e.tree(id).unwrap_or_else(|err| report(err)));
         e.copy_tree(id, to, src.tree.cmp()).unwrap_or_else(|err| report(err));
     }
 }

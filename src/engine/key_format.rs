@@ -1,4 +1,12 @@
-//! Order-preserving encodings of primary-key values: for these types the
+//! The format of tree keys: how a table's tree spells its keys (the
+//! descriptor item, row-id map entries and versions, told apart by a tag
+//! byte, [`DESC_KEY`], [`MAP_TAG`], [`VERSION_TAG`]), and the
+//! order-preserving encodings of primary-key values in them. How keys are
+//! compared is `order` (bytewise) and `collated_order` (column by column,
+//! for libc-collated text); which columns a table's key has is the access
+//! method's `layout::key_desc`.
+//!
+//! Order-preserving encodings, for these types: the
 //! byte order of the encoding (memcmp, then length) is exactly PostgreSQL's
 //! btree order, so a tree keyed by them needs no comparator callback.
 //!
@@ -19,7 +27,7 @@
 //!
 //! numeric has its own decimal encoding ([`encode_decimal`]). Text under a
 //! language collation is keyed by the collation's sort key followed by the
-//! bytes (the server computes the sort key; see `src/am/pkey.rs`).
+//! bytes (the server computes the sort key; see `src/am/layout/key_desc.rs`).
 
 use std::cmp::Ordering;
 

@@ -6,17 +6,23 @@
 //! ([`Tree::modify`]): the closure only looks at transaction state and
 //! returns what to do. Waiting for another transaction (a heavyweight
 //! lock) always happens after the latch is released, then we look again.
+//! Beside it in the room: the row changes logged for logical decoding
+//! (`logical`).
+//!
+//! It may call `toast`, row versions, the keyed layout, the engine and `pg`.
 // The `pub unsafe fn`s here implement `TableAmRoutine` callbacks (called from
 // `routine.rs`): their safety contract is PostgreSQL's for that callback
 // (valid, open relations, slots and snapshots), and their argument lists
 // are the callbacks'.
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
+pub mod logical;
+
 use crate::am::rows::{
     self, decode, from_item_pointer, get_version, store_version, table_of, to_item_pointer,
     PgXacts,
 };
-use crate::am::table::Table;
+use crate::am::layout::table::Table;
 use orioledb_engine::btree::Change;
 use orioledb_engine::version::{self, bits, tid, Header, Hints, LockMode, UpdateCheck, Xid};
 use crate::pg::error::raise;
@@ -85,17 +91,17 @@ pub unsafe fn insert(
         if !fresh {
             id_in_use(rel, id);
         }
-        crate::am::vismap::clear(rel, id);
+        crate::am::rows::vismap::clear(rel, id);
         // After the write, not before: no page lock orders us against a
         // scan, so a reader that locks the relation later must already find
         // this version (and report the conflict out itself).
-        crate::am::ssi::check_in(rel, None);
+        crate::am::rows::ssi::check_in(rel, None);
         set_slot_header(rel, slot, id, &h);
         pg_sys::pgstat_count_heap_insert(rel, 1);
         rows::after_change_of(rel, tree.tree.id());
         // A speculative insertion is logged once confirmed.
         if spec_token.is_none() {
-            crate::am::logical::inserted(rel, slot);
+            crate::am::modify::logical::inserted(rel, slot);
         }
     }
 }
@@ -150,23 +156,23 @@ pub unsafe fn insert_many(
             let block = id / tid::PER_BLOCK;
             if cleared != Some(block) {
                 if !frozen {
-                    crate::am::vismap::clear(rel, *id);
-                } else if id % tid::PER_BLOCK == 0 && crate::am::vismap::loads_may_set() {
+                    crate::am::rows::vismap::clear(rel, *id);
+                } else if id % tid::PER_BLOCK == 0 && crate::am::rows::vismap::loads_may_set() {
                     // A block COPY FREEZE fills from empty is all-visible
                     // (what it continues, an earlier batch began, or a
                     // change in this transaction, which cleared it).
-                    crate::am::vismap::set_loaded_frozen(rel, block);
+                    crate::am::rows::vismap::set_loaded_frozen(rel, block);
                 }
                 cleared = Some(block);
             }
             set_slot_header(rel, slot, *id, &Header { ctid: *id, ..h });
         }
-        crate::am::ssi::check_in(rel, None);
+        crate::am::rows::ssi::check_in(rel, None);
         pg_sys::pgstat_count_heap_insert(rel, slots.len() as _);
         rows::after_change_of(rel, tree.tree.id());
-        if crate::am::logical::wanted(rel) {
+        if crate::am::modify::logical::wanted(rel) {
             for &slot in slots {
-                crate::am::logical::inserted(rel, slot);
+                crate::am::modify::logical::inserted(rel, slot);
             }
         }
     }
@@ -174,7 +180,7 @@ pub unsafe fn insert_many(
 
 /// Gives new version `v` (formed with row id 0) its row id, and writes it
 /// into the version's header: the TID heap would give a row of this size,
-/// filling blocks of row ids as heap fills pages (`am::fill`), so TIDs,
+/// filling blocks of row ids as heap fills pages (`am::layout::fill`), so TIDs,
 /// block counts and TID-based sampling look as they do on heap. The new
 /// version of an updated row (`near` = the old version's row id) stays in
 /// the old version's block while it has room, as heap keeps it on its page
@@ -206,7 +212,7 @@ unsafe fn fill_of(rel: pg_sys::Relation, v: &[u8]) -> orioledb_engine::meta::Blo
     let h = Header::decode(v, 0).expect("a version formed just now");
     let t_len = version::tuple_len(&h, version::tail_and_toast(&h, v).0);
     // SAFETY: per the contract.
-    crate::am::fill::heap_fill(t_len, unsafe { crate::am::fill::fillfactor(rel) })
+    crate::am::layout::fill::heap_fill(t_len, unsafe { crate::am::layout::fill::fillfactor(rel) })
 }
 
 /// Raises the "ran out of row ids" error for an id past the TID space.
@@ -271,7 +277,7 @@ pub unsafe fn complete_speculative(
         });
         rows::after_change();
         if succeeded {
-            crate::am::logical::inserted(rel, slot);
+            crate::am::modify::logical::inserted(rel, slot);
         }
     }
 }
@@ -297,7 +303,7 @@ struct Applied {
     carried: Vec<(Xid, LockMode)>,
     /// A delete or update dropped a version that owns toast values.
     toasted: bool,
-    /// The version's chain root (`am::hot`; its own row id unless
+    /// The version's chain root (`am::layout::hot`; its own row id unless
     /// heap-only).
     root: u64,
     /// An update's new version as stored with the change; empty otherwise.
@@ -308,7 +314,7 @@ struct Applied {
 #[derive(Clone, Copy)]
 enum Action {
     Delete { moved: bool },
-    /// `hot`: the new version joins the old one's chain (`am::hot`).
+    /// `hot`: the new version joins the old one's chain (`am::layout::hot`).
     /// `reuse`: `successor` is the chain's root row id, taken back.
     Update {
         successor: u64,
@@ -433,7 +439,7 @@ fn decide(
     let applied = Applied {
         carried,
         toasted,
-        root: crate::am::hot::root_of(&h, v, id),
+        root: crate::am::layout::hot::root_of(&h, v, id),
         new: Vec::new(),
     };
     (Change::Put(nv), Decision::Done(applied))
@@ -509,7 +515,7 @@ fn sharers(
                         if mode >= asked && !updater {
                             // Already held at least as strongly.
                             let applied = Applied {
-                                root: crate::am::hot::root_of(h, v, id),
+                                root: crate::am::layout::hot::root_of(h, v, id),
                                 ..Applied::default()
                             };
                             return Err((Change::Keep, Decision::Done(applied)));
@@ -755,6 +761,9 @@ fn unreachable_taken() -> ! {
 /// Shared loop of delete and update: decide, wait for the holder, repeat.
 /// None: an update could not take its chain's root row id back (nothing
 /// changed; it goes again with a new one).
+// Long because it is heap_update's and heap_delete's retry loop (decide
+// under the latch, wait without it, look again), kept in one body so the
+// tuple lock's state is never split across functions; each step is a call.
 unsafe fn change_with_wait(
     rel: pg_sys::Relation,
     tidp: pg_sys::ItemPointer,
@@ -796,11 +805,11 @@ unsafe fn change_with_wait(
                     if done.toasted {
                         lock_toast_relation(rel);
                     }
-                    crate::am::vismap::clear(rel, id);
+                    crate::am::rows::vismap::clear(rel, id);
                     if done.root != id {
                         // Index-only scans read the map of the block the
                         // index entries name: the root's.
-                        crate::am::vismap::clear(rel, done.root);
+                        crate::am::rows::vismap::clear(rel, done.root);
                     }
                     *applied = done;
                     // After the write, as in insert: a reader that locks
@@ -808,7 +817,7 @@ unsafe fn change_with_wait(
                     // An UPDATE checks once its new version is in the tree
                     // too (`update`), for readers of the new key.
                     if !matches!(action, Action::Update { .. }) {
-                        crate::am::ssi::check_in(rel, Some(id));
+                        crate::am::rows::ssi::check_in(rel, Some(id));
                     }
                     let weight = match action {
                         Action::Update { hot: true, .. } => rows::SweepWeight::Beside,
@@ -891,7 +900,7 @@ pub unsafe fn delete(
         // tree while our transaction runs (its xmax is ours).
         unsafe {
             pg_sys::pgstat_count_heap_delete(rel);
-            log_old_version(rel, &*tidp, |old, id| crate::am::logical::deleted(rel, old, id));
+            log_old_version(rel, &*tidp, |old, id| crate::am::modify::logical::deleted(rel, old, id));
         }
     }
     r
@@ -905,7 +914,7 @@ pub unsafe fn delete(
 unsafe fn log_old_version(rel: pg_sys::Relation, tid: &pg_sys::ItemPointerData, log: impl FnOnce(&[u8], u64)) {
     // SAFETY: per the contract.
     unsafe {
-        if !crate::am::logical::wanted(rel) {
+        if !crate::am::modify::logical::wanted(rel) {
             return;
         }
         let Some(id) = from_item_pointer(tid) else {
@@ -917,6 +926,10 @@ unsafe fn log_old_version(rel: pg_sys::Relation, tid: &pg_sys::ItemPointerData, 
     }
 }
 
+// Long because it follows heap_update's steps in PostgreSQL's order (form
+// the row, decide HOT, place it, change under the latch, then the
+// after-effects: caches, visibility map, SSI, statistics, logical decoding),
+// each a call.
 pub unsafe fn update(
     rel: pg_sys::Relation,
     otid: pg_sys::ItemPointer,
@@ -943,12 +956,12 @@ pub unsafe fn update(
         } else {
             pg_sys::LockTupleMode::LockTupleNoKeyExclusive
         };
-        // HOT-like (am::hot) when no indexed column (so not the key)
+        // HOT-like (am::layout::hot) when no indexed column (so not the key)
         // changed. A row-id tree keys a chain member under its root.
         let old_id = from_item_pointer(&*otid);
         let mut hot = !changed.indexed;
         if hot && tree.desc().is_none() {
-            match old_id.and_then(|old| crate::am::hot::root_of_id(&tree, old)) {
+            match old_id.and_then(|old| crate::am::layout::hot::root_of_id(&tree, old)) {
                 Some(root) => prefix = tid::key(root).to_vec(),
                 None => hot = false,
             }
@@ -956,7 +969,7 @@ pub unsafe fn update(
         *update_indexes = !hot;
         let mut reuse = old_id
             .filter(|_| hot)
-            .and_then(|old| crate::am::hot::reusable_root(&tree, old));
+            .and_then(|old| crate::am::layout::hot::reusable_root(&tree, old));
         let mut applied = Applied::default();
         // Stored with the old version's change (decide_and_apply), under
         // its leaf latch where the two share a leaf.
@@ -998,16 +1011,16 @@ pub unsafe fn update(
         crate::am::toast::placed();
         // The insert may have pruned its leaf.
         rows::after_change_of(rel, tree.tree.id());
-        crate::am::vismap::clear(rel, new_id);
+        crate::am::rows::vismap::clear(rel, new_id);
         // (The root's block was cleared with the old version's change.)
         // After both writes: a point lookup that found the new key empty
         // and locks the table afterwards reads it again and finds this
-        // version (see am::ssi).
-        crate::am::ssi::check_in(rel, Some(from_item_pointer(&*otid).unwrap_or(new_id)));
+        // version (see am::rows::ssi).
+        crate::am::rows::ssi::check_in(rel, Some(from_item_pointer(&*otid).unwrap_or(new_id)));
         let h = Header::decode(&v, new_id).unwrap_or(h);
         set_slot_header(rel, slot, new_id, &h);
         pg_sys::pgstat_count_heap_update(rel, hot);
-        log_old_version(rel, &*otid, |old, id| crate::am::logical::updated(rel, old, id, slot));
+        log_old_version(rel, &*otid, |old, id| crate::am::modify::logical::updated(rel, old, id, slot));
         r
     }
 }
@@ -1048,6 +1061,9 @@ pub unsafe fn lock(
 /// updates to the newest version. `tuplock` is the heavyweight tuple lock
 /// of the version being locked; following an update moves it to the newer
 /// version as heap's retry does.
+// Long because it is heap_lock_tuple's retry loop (lock, wait, follow the
+// update chain), kept in one body so the tuple lock and the version it
+// covers change together; each step is a call.
 #[allow(clippy::too_many_arguments)]
 unsafe fn lock_chain(
     rel: pg_sys::Relation,
@@ -1282,6 +1298,20 @@ unsafe fn columns_changed(
     }
 }
 
+/// Version `id` of `tree` for its tuple only (its header may be older):
+/// the copy the scan that found it kept will do; None when it is gone or
+/// not a version.
+fn old_tuple(tree: &Table, id: u64) -> Option<Vec<u8>> {
+    let old = crate::am::layout::table::last_read(tree.tree.id(), id).or_else(|| {
+        let v = get_version(tree, id)?;
+        // Read once: the HOT decision's root lookup (`hot::root_of_id`)
+        // finds it there too.
+        crate::am::layout::table::remember_read(tree.tree.id(), id, &v);
+        Some(v)
+    })?;
+    Header::decode(&old, id).is_some().then_some(old)
+}
+
 /// [`columns_changed`] for the columns in `keys` and `indexed`.
 ///
 /// # Safety
@@ -1319,20 +1349,9 @@ unsafe fn compare_columns(
                 indexed: false,
             };
         }
-        // Its tuple only: the copy the scan that found it kept will do.
-        let old = crate::am::table::last_read(tree.tree.id(), id).or_else(|| {
-            let v = get_version(tree, id)?;
-            // Read once: the HOT decision's root lookup (`hot::root_of_id`)
-            // finds it there too.
-            crate::am::table::remember_read(tree.tree.id(), id, &v);
-            Some(v)
-        });
-        let Some(old) = old else {
+        let Some(old) = old_tuple(tree, id) else {
             return all;
         };
-        if Header::decode(&old, id).is_none() {
-            return all;
-        }
         let desc = (*rel).rd_att;
         let natts = (*desc).natts as usize;
         let tup = rows::build_tuple(&old, id, (*rel).rd_id, pg_sys::CurrentMemoryContext);
@@ -1453,7 +1472,7 @@ fn carry_locks(mut v: Vec<u8>, own: u64, cid: u32, locks: &[(Xid, LockMode)]) ->
 /// before it inserts the successor (in another leaf), so while the updater
 /// runs a missing successor is about to appear: wait for it, or for the
 /// updater to end — committed, it had inserted it; aborted, it never will.
-/// A HOT-like update may reuse its chain's root row id (`am::hot`), which
+/// A HOT-like update may reuse its chain's root row id (`am::layout::hot`), which
 /// then holds the dead version the successor replaces until it does: only
 /// a version `prior` inserted is the successor.
 fn successor(tree: &Table, next: u64, prior: Xid) -> Option<Vec<u8>> {

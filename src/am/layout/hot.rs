@@ -18,12 +18,12 @@
 //!
 //! Tables in row-id order (no primary key) have chains too: a member's key
 //! is its root's row id followed by its own as a version suffix
-//! (`keys::member_key`), so a chain is the key range from its root's row
+//! (`key_format::member_key`), so a chain is the key range from its root's row
 //! id to the next one, whether the root is still there or not (no
 //! redirect entry is needed), and a member's map entry names its root.
 //! Such a chain never takes its root's row id back.
 
-use crate::am::table::Table;
+use crate::am::layout::table::Table;
 use orioledb_engine::Direction;
 use orioledb_engine::version::{self, bits, tid, Header};
 use std::ops::Bound;
@@ -137,7 +137,7 @@ fn row_id_members(table: &Table, root: u64) -> Vec<(u64, Vec<u8>)> {
         if id == root {
             first = Some((id, v));
         } else if is_member(id, &v, root) {
-            crate::am::table::remember_key(table.tree.id(), id, &k);
+            crate::am::layout::table::remember_key(table.tree.id(), id, &k);
             members.push((id, v));
         }
     }
@@ -195,7 +195,7 @@ pub fn reusable_root(table: &Table, old: u64) -> Option<u64> {
 /// The chain root of version `id` (None: gone). Its root never changes,
 /// so the copy the last read kept will do.
 pub fn root_of_id(table: &Table, id: u64) -> Option<u64> {
-    let v = crate::am::table::last_read(table.tree.id(), id).or_else(|| table.get(id))?;
+    let v = crate::am::layout::table::last_read(table.tree.id(), id).or_else(|| table.get(id))?;
     let h = Header::decode(&v, id)?;
     Some(root_of(&h, &v, id))
 }
@@ -255,7 +255,7 @@ fn row_id_roots_in(
         .versions(Bound::Included(lo), Bound::Excluded(hi), Direction::Forward)
         .filter_map(move |item| {
             let (k, v) = item.unwrap_or_else(|e| crate::pg::engine::report(e));
-            let root = crate::am::table::root_id(&k)?;
+            let root = crate::am::layout::table::root_id(&k)?;
             if last == Some(root) {
                 return None;
             }

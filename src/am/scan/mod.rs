@@ -1,17 +1,26 @@
 //! Reading rows: sequential scans, fetches by TID (index scans, TID scans,
 //! re-fetches by the executor), update-chain following, and index builds.
+//! Beside it in the room: the primary scan, a custom scan that reads a
+//! keyed table by its key (`pkscan`), and the planner hook that offers it
+//! (`planner`).
+//!
+//! It may call `rekey` (an index build of a primary key), row versions,
+//! the keyed layout, the engine and `pg`.
 // The `pub unsafe fn`s here implement `TableAmRoutine` callbacks (called from
 // `routine.rs`): their safety contract is PostgreSQL's for that callback
 // (valid, open relations, slots and snapshots), and their argument lists
 // are the callbacks'.
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
-use crate::am::hot;
+pub mod pkscan;
+pub mod planner;
+
+use crate::am::layout::hot;
 use crate::am::rows::{
     self, decode, from_item_pointer, get_version, satisfies, store_version, table_of,
 };
-use crate::am::ssi;
-use crate::am::table::{IdRange, Table};
+use crate::am::rows::ssi;
+use crate::am::layout::table::{IdRange, Table};
 use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use orioledb_engine::{Direction, LeafWalk};
 use pgrx::pg_sys;
@@ -392,45 +401,9 @@ pub unsafe fn scan_getnextslot(
         let st = &mut *(*scan.cast::<OScan>()).state;
         let pscan = (*scan).rs_parallel;
         if !pscan.is_null() {
-            // Parallel scans only move forward.
-            let mut ids = st
-                .parallel
-                .take()
-                .unwrap_or_else(|| ParallelIds::new(pscan, st.tree.clone()));
-            let mut found = false;
-            for (id, v) in ids.by_ref() {
-                count_block(&mut st.stat_block, rel, id);
-                if examine(st, rel, snapshot, id, &v) {
-                    store_version(rel, slot, id, &v);
-                    found = true;
-                    break;
-                }
-            }
-            st.parallel = Some(ids);
-            if found {
-                rows::count_scan_stat(rel, rows::ScanStat::Returned);
-            } else {
-                pg_sys::ExecClearTuple(slot);
-            }
-            return found;
+            return next_parallel(st, rel, snapshot, pscan, slot);
         }
-        let dir = direction_of(direction);
-        if st.cursor.is_none() || st.dir != dir {
-            // Chosen per walk, from the start (a rescan may choose anew; a
-            // scroll cursor turning round keeps its order and goes on from
-            // the row it returned last).
-            let by_id = match &st.cursor {
-                Some(SeqCursor::Ids(..)) => true,
-                Some(SeqCursor::Keys(_)) => false,
-                None => st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES,
-            };
-            if let Some(c) = &st.cursor {
-                st.last = if st.at_end { None } else { c.position() };
-            }
-            st.cursor = Some(SeqCursor::open(&st.tree, by_id, dir, st.last.take()));
-            st.at_end = false;
-            st.dir = dir;
-        }
+        open_cursor(st, direction_of(direction));
         let ScanState {
             cursor,
             tree,
@@ -459,6 +432,64 @@ pub unsafe fn scan_getnextslot(
         *at_end = true;
         pg_sys::ExecClearTuple(slot);
         false
+    }
+}
+
+/// The sequential scan's cursor for direction `dir`, opened when there is
+/// none yet or the direction changed: chosen per walk, from the start (a
+/// rescan may choose anew; a scroll cursor turning round keeps its order
+/// and goes on from the row it returned last).
+fn open_cursor(st: &mut ScanState, dir: Direction) {
+    if st.cursor.is_some() && st.dir == dir {
+        return;
+    }
+    let by_id = match &st.cursor {
+        Some(SeqCursor::Ids(..)) => true,
+        Some(SeqCursor::Keys(_)) => false,
+        None => st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES,
+    };
+    if let Some(c) = &st.cursor {
+        st.last = if st.at_end { None } else { c.position() };
+    }
+    st.cursor = Some(SeqCursor::open(&st.tree, by_id, dir, st.last.take()));
+    st.at_end = false;
+    st.dir = dir;
+}
+
+/// [`scan_getnextslot`] of a parallel scan (which only moves forward): the
+/// next visible version of the blocks this worker takes.
+///
+/// # Safety
+/// As `scan_getnextslot`; `pscan` is the scan's parallel descriptor.
+unsafe fn next_parallel(
+    st: &mut ScanState,
+    rel: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    pscan: pg_sys::ParallelTableScanDesc,
+    slot: *mut pg_sys::TupleTableSlot,
+) -> bool {
+    // SAFETY: per the contract.
+    unsafe {
+        let mut ids = st
+            .parallel
+            .take()
+            .unwrap_or_else(|| ParallelIds::new(pscan, st.tree.clone()));
+        let mut found = false;
+        for (id, v) in ids.by_ref() {
+            count_block(&mut st.stat_block, rel, id);
+            if examine(st, rel, snapshot, id, &v) {
+                store_version(rel, slot, id, &v);
+                found = true;
+                break;
+            }
+        }
+        st.parallel = Some(ids);
+        if found {
+            rows::count_scan_stat(rel, rows::ScanStat::Returned);
+        } else {
+            pg_sys::ExecClearTuple(slot);
+        }
+        found
     }
 }
 
@@ -521,7 +552,7 @@ pub unsafe fn bitmap_next_block(
         let ntuples = (*tbmres).ntuples;
         let mut found = VecDeque::new();
         let ssi_out = st.ssi_out;
-        // Each entry names a chain root (`am::hot`), whose members may lie
+        // Each entry names a chain root (`am::layout::hot`), whose members may lie
         // in other blocks and come with it; a lossy page stands for every
         // chain rooted in the block.
         let tree = st.tree.clone();
@@ -762,7 +793,7 @@ pub unsafe fn index_fetch_end(data: *mut pg_sys::IndexFetchTableData) {
 }
 
 /// Fetches the version an index entry points at: the member of the chain
-/// its row id roots (`am::hot`; without HOT updates, the version itself)
+/// its row id roots (`am::layout::hot`; without HOT updates, the version itself)
 /// that the snapshot sees. `*tidp` is left naming that member, as heap
 /// does; a snapshot that may see several members (not MVCC) gets them one
 /// per call, `call_again` asking for the next after `*tidp`. An entry whose
@@ -800,7 +831,7 @@ pub unsafe fn index_fetch_tuple(
         let mut dead = first_call;
         let members = hot::chain(&tree, root, None);
         // The members after the one returned, in update order (a member
-        // that took the root's id back is not last by id, see am::hot);
+        // that took the root's id back is not last by id, see am::layout::hot);
         // if it is gone since, those with larger ids.
         let skip = match after {
             None => 0,
@@ -1053,7 +1084,7 @@ fn ordinary_entry(
 
 /// A version to index: (the row id its entries use, its own row id, the
 /// version). A heap-only version is indexed under its chain's root
-/// (`am::hot`).
+/// (`am::layout::hot`).
 type BuildItem = (u64, u64, Vec<u8>);
 
 /// Which versions an index build gives entries to: a handed-in scan's
@@ -1187,6 +1218,9 @@ unsafe fn build_entry(
 /// snapshot sees (see [`BuildRule`]); `tupleIsAlive` tells unique checks
 /// which ones count. A `scan` handed in (amcheck's) supplies the snapshot
 /// and is ended here, as `table_index_build_scan` promises its callers.
+// Long because it is heapam_index_build_range_scan's one loop, with the
+// executor state (`IndexRows`), snapshot and scan it set up released at
+// its end, in one place.
 pub unsafe fn index_build_range_scan(
     table_rel: pg_sys::Relation,
     index_rel: pg_sys::Relation,
@@ -1524,7 +1558,7 @@ pub unsafe fn index_validate_scan(
             sort: (*state).tuplesort,
             spent: false,
         });
-        // By chain (`am::hot`): the index holds roots' row ids, and a chain
+        // By chain (`am::layout::hot`): the index holds roots' row ids, and a chain
         // needs an entry when the snapshot sees one of its members.
         for (root, members) in hot::roots_in(tree.clone(), 0, u64::MAX) {
             pgrx::check_for_interrupts!();

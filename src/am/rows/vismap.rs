@@ -48,7 +48,7 @@
 //!   may hold bits whose clears were lost), dropping the fork's buffers
 //!   with it.
 
-use crate::am::table::Table;
+use crate::am::layout::table::Table;
 use orioledb_engine::version::{self, tid, Hints, VacuumState, Xid};
 use pgrx::pg_sys;
 use pgrx::pg_guard;
@@ -488,7 +488,7 @@ fn block_all_visible(
 ) -> bool {
     let first = block * tid::PER_BLOCK;
     let mut n = 0u16;
-    // A HOT chain's redirect (`am::hot`, an empty value) stands for
+    // A HOT chain's redirect (`am::layout::hot`, an empty value) stands for
     // members elsewhere: never all-visible here.
     for (_, v) in table.id_range_with_redirects(first, first + tid::PER_BLOCK) {
         n += 1;

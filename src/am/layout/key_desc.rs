@@ -9,14 +9,14 @@
 //! key; the custom scan is only offered when it does.
 //!
 //! Only types whose btree order is byte order of an encoding (engine
-//! `keys.rs`, and ICU sort keys from `collate.rs` for text under an ICU
+//! `key_format.rs`, and ICU sort keys from `collate.rs` for text under an ICU
 //! collation) key a tree, and text under a libc language collation, whose
 //! bytes key the tree for equality only ([`Kind::ordered`]): tables whose
 //! primary key has another type stay keyed by row id.
 
-use orioledb_engine::cmp::KeyCmp;
-use orioledb_engine::keyorder::{Collation, Column, ColumnOrder};
-use orioledb_engine::keys::{encode_part, KeyPart};
+use orioledb_engine::order::KeyCmp;
+use orioledb_engine::collated_order::{Collation, Column, ColumnOrder};
+use orioledb_engine::key_format::{encode_part, KeyPart};
 use std::sync::Arc;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -39,7 +39,7 @@ fn byte_order_collation(coll: pg_sys::Oid) -> bool {
     }
     coll != pg_sys::DEFAULT_COLLATION_OID
         && matches!(
-            crate::am::collate::libc_locale(coll).as_deref(),
+            crate::am::layout::collate::libc_locale(coll).as_deref(),
             Some("C.UTF-8" | "C.utf8")
         )
 }
@@ -187,7 +187,7 @@ impl Kind {
         use pg_sys::BuiltinOid::*;
         let t = pg_sys::BuiltinOid::from_u32(typid.to_u32()).ok()?;
         let c_order = || byte_order_collation(coll);
-        let icu = || crate::am::collate::icu_order(coll).is_some();
+        let icu = || crate::am::layout::collate::icu_order(coll).is_some();
         Some(match t {
             BOOLOID => Kind::Bool,
             INT2OID => Kind::Int2,
@@ -357,7 +357,7 @@ impl KeyDesc {
             let name = self.locales.get(c.locale as usize).map(String::as_str).unwrap_or("");
             let mut missing = false;
             let col = c.kind.column(|| {
-                let got = crate::am::collate::libc_collation(name);
+                let got = crate::am::layout::collate::libc_collation(name);
                 missing = got.is_none();
                 got.map(|g| g as Arc<dyn Collation>)
             });
@@ -377,7 +377,7 @@ impl KeyDesc {
             }
         }
         Ok(Some(Arc::new(ColumnOrder {
-            tag: orioledb_engine::keys::VERSION_TAG,
+            tag: orioledb_engine::key_format::VERSION_TAG,
             cols,
         })))
     }
@@ -438,8 +438,8 @@ impl KeyDesc {
                 if matches!(kind, Kind::TextBytes | Kind::BpcharBytes)
                     && cols.iter().all(|c: &KeyCol| c.kind.delimited())
                 {
-                    if let Some(name) = crate::am::collate::libc_locale(coll)
-                        .filter(|n| n.len() < 256 && crate::am::collate::libc_collation(n).is_some())
+                    if let Some(name) = crate::am::layout::collate::libc_locale(coll)
+                        .filter(|n| n.len() < 256 && crate::am::layout::collate::libc_collation(n).is_some())
                     {
                         locale = match locales.iter().position(|l| *l == name) {
                             Some(i) => i,
@@ -487,6 +487,8 @@ impl KeyDesc {
     ///
     /// # Safety
     /// `d` is a datum of the column's type.
+    // Long because one match over the key column types, a short arm each;
+    // split up, the arms would only move.
     pub unsafe fn push_datum(col: &KeyCol, d: Option<pg_sys::Datum>, out: &mut Vec<u8>) {
         let Some(d) = d else {
             out.push(TAG_NULL);
@@ -512,7 +514,7 @@ impl KeyDesc {
                         d,
                     );
                     let s = std::ffi::CStr::from_ptr(p).to_str().unwrap_or("");
-                    let ok = orioledb_engine::keys::encode_decimal(s, out);
+                    let ok = orioledb_engine::key_format::encode_decimal(s, out);
                     pg_sys::pfree(p.cast());
                     if !ok {
                         crate::pg::error::raise(
@@ -580,7 +582,7 @@ impl KeyDesc {
                     }
                     if matches!(col.kind, Kind::Collated | Kind::CollatedBpchar) {
                         let Some(order) =
-                            crate::am::collate::icu_order(pg_sys::Oid::from(col.coll))
+                            crate::am::layout::collate::icu_order(pg_sys::Oid::from(col.coll))
                         else {
                             crate::pg::error::raise(
                                 PgSqlErrorCode::ERRCODE_INDETERMINATE_COLLATION,

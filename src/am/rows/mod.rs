@@ -1,10 +1,17 @@
 //! Row versions on the PostgreSQL side: turning a slot into a version
 //! (`orioledb_engine::version` format), a version back into a `HeapTuple`
 //! in a slot, visibility under every snapshot type, TIDs, and this
-//! backend's handles on tables' trees (with their pruner).
+//! backend's handles on tables' trees (with their pruner). Beside it in
+//! the room: predicate locks for SERIALIZABLE (`ssi`) and the visibility
+//! map index-only scans read (`vismap`).
+//!
+//! It may call `toast`, `storage`, the keyed layout, the engine and `pg`.
+
+pub mod ssi;
+pub mod vismap;
 
 use orioledb_engine::btree::{Prune, Pruner};
-use crate::am::table::Table;
+use crate::am::layout::table::Table;
 use orioledb_engine::version::{self, bits, tid, DirtyInfo, Header, Hints, VacuumState, Xid};
 use orioledb_engine::{IdHash, Tree, TreeId};
 use crate::pg::error::raise;
@@ -83,7 +90,7 @@ impl version::Xacts for PgXacts {
         // SAFETY: reads the multixact SLRU. A multi left in a version is
         // never older than the table's relminmxid: VACUUM advances that
         // only past multis it cleared, after an engine checkpoint made the
-        // clearing and its pruning durable (am::vacuum).
+        // clearing and its pruning durable (am::maintenance::vacuum).
         unsafe { pg_sys::MultiXactIdIsRunning(multi.into(), false) }
     }
     fn multi_update_xid(&self, multi: Xid) -> Xid {
@@ -212,7 +219,7 @@ impl Pruner for VersionPruner {
     /// committed still see the version (heap's prune records carry the
     /// same horizon). 0 for a version no snapshot ever saw.
     fn conflict_horizon(&self, key: &[u8], value: &[u8]) -> u32 {
-        let Some(h) = Header::decode(value, orioledb_engine::keys::own_id(key)) else {
+        let Some(h) = Header::decode(value, orioledb_engine::key_format::own_id(key)) else {
             return 0;
         };
         let updater: u32 = version::update_xid(&h, &PgXacts).into();
@@ -224,10 +231,10 @@ impl Pruner for VersionPruner {
     }
 
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
-        if !crate::am::table::is_version_key(key) {
+        if !crate::am::layout::table::is_version_key(key) {
             return Prune::Keep;
         }
-        let Some(h) = Header::decode(value, orioledb_engine::keys::own_id(key)) else {
+        let Some(h) = Header::decode(value, orioledb_engine::key_format::own_id(key)) else {
             return Prune::Keep;
         };
         // Snapshots that can see this table: of its database only (other
@@ -243,10 +250,10 @@ impl Pruner for VersionPruner {
                     crate::am::toast::doom(owned, self.conflict_horizon(key, value));
                 }
                 // A chain's redirect stays: index entries name the chain by
-                // it (am::hot).
-                let id = orioledb_engine::keys::version_suffix(key);
-                if !id.is_some_and(|id| crate::am::hot::redirect_stays(&h, value, id)) {
-                    crate::am::table::version_pruned(self.tree, key);
+                // it (am::layout::hot).
+                let id = orioledb_engine::key_format::version_suffix(key);
+                if !id.is_some_and(|id| crate::am::layout::hot::redirect_stays(&h, value, id)) {
+                    crate::am::layout::table::version_pruned(self.tree, key);
                 }
                 PRUNED.with(|p| *p.borrow_mut().entry(self.tree).or_insert(0) += 1);
                 Prune::Remove
@@ -275,11 +282,11 @@ impl Pruner for VersionPruner {
 }
 
 /// Whether a keyed version (`key`, `value`) may be overwritten by a
-/// HOT-like update taking its root's row id back (`am::hot`): dead to
+/// HOT-like update taking its root's row id back (`am::layout::hot`): dead to
 /// every snapshot `horizon` covers, owning no toast values and keeping its
 /// map entry when pruned, so that removing it needs nothing else.
 fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -> bool {
-    let Some(id) = orioledb_engine::keys::version_suffix(key) else {
+    let Some(id) = orioledb_engine::key_format::version_suffix(key) else {
         return false;
     };
     let Some(h) = Header::decode(value, id) else {
@@ -288,7 +295,7 @@ fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -> bool {
     let removable = |x: Xid| horizon.removable(x);
     version::vacuum_state(&h, &PgXacts, &removable, &mut Hints::default()) == VacuumState::Dead
         && version::tail_and_toast(&h, value).1.is_empty()
-        && crate::am::hot::redirect_stays(&h, value, id)
+        && crate::am::layout::hot::redirect_stays(&h, value, id)
 }
 
 /// Whether committed transaction `xid`'s commit record is flushed: only
@@ -338,7 +345,7 @@ struct Superseding {
 }
 
 /// Counts a version of `tree` (of relation `rel`) superseded by `xid`
-/// towards the sweep of quiet trees (`am::quiet`): in this backend, and in
+/// towards the sweep of quiet trees (`am::maintenance::quiet`): in this backend, and in
 /// the tree's shared tally at transaction end or every 64 versions, so a
 /// busy table's updaters do not all write one shared line per row.
 pub fn note_superseded(tree: &Tree, rel: u32, xid: Xid) {
@@ -427,8 +434,8 @@ pub fn at_event(e: crate::pg::xact::Event) {
 /// it any more (the versions they located are gone with the rest).
 pub fn forget_tree(id: TreeId) {
     TREES.with(|t| t.borrow_mut().remove(&id));
-    crate::am::table::forget_keys();
-    crate::am::table::forget_doomed_map_entries(Some(id));
+    crate::am::layout::table::forget_keys();
+    crate::am::layout::table::forget_doomed_map_entries(Some(id));
 }
 
 /// The primary tree of `rel`.
@@ -477,7 +484,7 @@ pub unsafe fn table_of(rel: pg_sys::Relation) -> Table {
     // SAFETY: an open relation's relcache entry lives in CacheMemoryContext,
     // where its rd_amcache belongs (PostgreSQL pfrees it with the entry's
     // other parts on every invalidation). Read again: opening the table may
-    // have processed invalidations (`am::unlogged` opens relations), which
+    // have processed invalidations (`am::storage::unlogged` opens relations), which
     // free the one read above.
     unsafe {
         let cache = (*rel).rd_amcache as *mut AmCache;
@@ -536,7 +543,7 @@ pub unsafe fn served_primary_key(rel: pg_sys::Relation) -> Option<(Table, pg_sys
         }
         let served = t
             .desc()
-            .is_some_and(|d| crate::am::pkey::KeyDesc::for_table(rel).as_ref() == Some(d));
+            .is_some_and(|d| crate::am::layout::key_desc::KeyDesc::for_table(rel).as_ref() == Some(d));
         let pk = if served {
             pg_sys::RelationGetPrimaryKeyIndex(rel)
         } else {
@@ -563,7 +570,7 @@ const TREES_MAX: usize = 4096;
 unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
     // SAFETY: per the contract. What the emptying removed was cached
     // nowhere yet but in handles on the toast tree, and keys.
-    for emptied in unsafe { crate::am::unlogged::empty_after_crash(rel, id) } {
+    for emptied in unsafe { crate::am::storage::unlogged::empty_after_crash(rel, id) } {
         forget_tree(emptied);
     }
     let engine = crate::pg::engine::engine();
@@ -584,7 +591,7 @@ unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
         // relations; `am::toast` reads the tree directly).
         Table {
             tree: t,
-            layout: crate::am::table::Layout::RowId,
+            layout: crate::am::layout::table::Layout::RowId,
         }
     } else {
         Table::open(t)
@@ -596,7 +603,7 @@ unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
 /// row-id map entries of pruned versions.
 pub fn after_change() {
     crate::am::toast::delete_doomed();
-    crate::am::table::delete_doomed_map_entries();
+    crate::am::layout::table::delete_doomed_map_entries();
 }
 
 /// [`after_change`] of a change of `rel`, then the versions its pruning

@@ -3,7 +3,7 @@
 //! Two layouts share one tree format:
 //! - **row id** (tables without a usable primary key): a version's key is
 //!   its row id, 8 bytes big-endian — except a HOT-like chain's later
-//!   members (`am::hot`), keyed `root's row id ‖ !row id (6 bytes)` so that
+//!   members (`am::layout::hot`), keyed `root's row id ‖ !row id (6 bytes)` so that
 //!   they follow their root, each with a map entry `0x01 ‖ row id` → the
 //!   root's 8-byte key (after every version, since row ids stay below
 //!   2^48).
@@ -24,11 +24,11 @@
 //! out again; a HOT-like chain takes only its own root's id back, whose
 //! entry stays).
 
-use crate::am::pkey::KeyDesc;
+use crate::am::layout::key_desc::KeyDesc;
 use orioledb_engine::btree::{Change, Successor};
-use orioledb_engine::cmp::Bytewise;
-pub use orioledb_engine::keys::VERSION_TAG;
-use orioledb_engine::keys::{
+use orioledb_engine::order::Bytewise;
+pub use orioledb_engine::key_format::VERSION_TAG;
+use orioledb_engine::key_format::{
     is_member_key, map_id, map_key, member_key, push_version_suffix, version_suffix, MAP_KEY, MAP_TAG,
     SUFFIX,
 };
@@ -39,7 +39,7 @@ use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
-pub use orioledb_engine::keys::DESC_KEY;
+pub use orioledb_engine::key_format::DESC_KEY;
 
 /// How versions are keyed in a tree. Invariant: `Keyed` iff the tree holds
 /// the descriptor item.
@@ -479,7 +479,7 @@ impl Table {
     /// leaf latch and log record where the two share a leaf, see
     /// [`Tree::update`]). `decide` returns a value exactly when it puts.
     /// With `reuse`, `new_id` is the row id of the chain's root, whose map
-    /// entry exists (see `am::hot`): only the version goes in, replacing a
+    /// entry exists (see `am::layout::hot`): only the version goes in, replacing a
     /// dead one there; None when that cannot be done on the old version's
     /// leaf (nothing changed: the caller takes a new id).
     pub fn update<R>(
@@ -718,7 +718,7 @@ impl Table {
 
     /// As [`Table::id_range`], and also the row ids of chains whose root
     /// is gone while later members live (a HOT chain's redirect,
-    /// `am::hot`), with an empty value.
+    /// `am::layout::hot`), with an empty value.
     pub fn id_range_with_redirects(&self, first: u64, end: u64) -> IdRange {
         IdRange {
             redirects: true,

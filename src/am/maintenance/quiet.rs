@@ -130,7 +130,7 @@ fn sweep_tree(t: &Superseded, horizon: Xid, deadline: Instant) {
         UNDER_WAY.with(|u| u.borrow_mut().remove(&t.id));
         return;
     };
-    let Some(tree) = crate::am::table::ordered_quietly(tree) else {
+    let Some(tree) = crate::am::layout::table::ordered_quietly(tree) else {
         return;
     };
     let mut sweep = UNDER_WAY
@@ -158,7 +158,7 @@ fn sweep_tree(t: &Superseded, horizon: Xid, deadline: Instant) {
             tree.prune_leaf_at(at)
         }
         .unwrap_or_else(|e| crate::pg::engine::report(e));
-        crate::am::table::delete_doomed_map_entries();
+        crate::am::layout::table::delete_doomed_map_entries();
         match next {
             None if !sweep.packing => {
                 sweep.packing = true;
@@ -218,10 +218,10 @@ struct QuietPruner {
 
 impl Pruner for QuietPruner {
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
-        if !crate::am::table::is_version_key(key) {
+        if !crate::am::layout::table::is_version_key(key) {
             return Prune::Keep;
         }
-        let Some(h) = Header::decode(value, orioledb_engine::keys::own_id(key)) else {
+        let Some(h) = Header::decode(value, orioledb_engine::key_format::own_id(key)) else {
             return Prune::Keep;
         };
         if h.is_multi() || !version::tail_and_toast(&h, value).1.is_empty() {
@@ -232,9 +232,9 @@ impl Pruner for QuietPruner {
         if version::vacuum_state(&h, &xacts, &removable, &mut Hints::default()) != VacuumState::Dead {
             return Prune::Keep;
         }
-        let id = orioledb_engine::keys::version_suffix(key);
-        if !id.is_some_and(|id| crate::am::hot::redirect_stays(&h, value, id)) {
-            crate::am::table::version_pruned(self.tree, key);
+        let id = orioledb_engine::key_format::version_suffix(key);
+        if !id.is_some_and(|id| crate::am::layout::hot::redirect_stays(&h, value, id)) {
+            crate::am::layout::table::version_pruned(self.tree, key);
         }
         Prune::Remove
     }

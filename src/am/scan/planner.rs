@@ -88,7 +88,7 @@ unsafe extern "C-unwind" fn executor_start(query: *mut pg_sys::QueryDesc, eflags
 unsafe extern "C-unwind" fn before_start() {
     // The last version read is exact within one statement only: once its
     // snapshot is gone, a HOT-like chain may take its row id back.
-    crate::am::table::forget_last_read();
+    crate::am::layout::table::forget_last_read();
 }
 
 #[pg_guard]
@@ -100,7 +100,7 @@ unsafe extern "C-unwind" fn after_start(query: *mut pg_sys::QueryDesc) {
         no_prefetch((*query).planstate);
         let estate = (*query).estate;
         if !estate.is_null() {
-            for sub in crate::am::pkscan::ptrs::<pg_sys::PlanState>((*estate).es_subplanstates) {
+            for sub in crate::am::scan::pkscan::ptrs::<pg_sys::PlanState>((*estate).es_subplanstates) {
                 no_prefetch(sub);
             }
         }
@@ -158,7 +158,7 @@ unsafe fn no_prefetch(ps: *mut pg_sys::PlanState) {
             }
             pg_sys::NodeTag::T_CustomScanState => {
                 let c = ps.cast::<pg_sys::CustomScanState>();
-                for child in crate::am::pkscan::ptrs::<pg_sys::PlanState>((*c).custom_ps) {
+                for child in crate::am::scan::pkscan::ptrs::<pg_sys::PlanState>((*c).custom_ps) {
                     no_prefetch(child);
                 }
             }

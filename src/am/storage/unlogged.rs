@@ -140,7 +140,7 @@ pub unsafe fn empty_after_crash(rel: pg_sys::Relation, id: TreeId) -> Vec<TreeId
         // Catalog reads and other locks first: nothing else may be locked
         // while the extension lock is held (lock.c asserts it, and the
         // deadlock detector does not see that lock's waits).
-        let desc = crate::am::pkey::KeyDesc::for_table(rel);
+        let desc = crate::am::layout::key_desc::KeyDesc::for_table(rel);
         let toast = toast_tree_id(rel);
         pg_sys::LockRelationForExtension(rel, pg_sys::ExclusiveLock as _);
         let now = state(rel);
@@ -219,7 +219,7 @@ fn empty_tree(id: TreeId, desc: Option<Vec<u8>>) {
     e.truncate_tree(id).unwrap_or_else(|err| report(err));
     if let Some(d) = desc {
         let tree = e.tree(id).unwrap_or_else(|err| report(err));
-        tree.upsert(crate::am::table::DESC_KEY, &d).unwrap_or_else(|err| report(err));
+        tree.upsert(crate::am::layout::table::DESC_KEY, &d).unwrap_or_else(|err| report(err));
     }
 }
 
