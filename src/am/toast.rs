@@ -367,7 +367,7 @@ thread_local! {
     /// those of versions pruned under a latch, and those stored for a new
     /// version that was never put in its tree (its UPDATE failed or its
     /// transaction aborted first). Each is (toast relation, value id,
-    /// recovery-conflict horizon: see [`doom`]).
+    /// recovery-conflict horizon: see [`queue_deletion`]).
     static DOOMED: RefCell<Vec<(u32, u32, u32)>> = const { RefCell::new(Vec::new()) };
     /// Toast values stored for the new version this backend is about to
     /// put in a tree; moved to DOOMED when that does not happen.
@@ -381,7 +381,7 @@ thread_local! {
 /// version, but the deletion of its values is: replay first cancels the
 /// standby queries that might still read them (a conflict marker), as for
 /// heap's pruning of toast tuples — instead of a "missing chunk" error.
-pub fn doom(values: Vec<(u32, u32)>, horizon: u32) {
+pub fn queue_deletion(values: Vec<(u32, u32)>, horizon: u32) {
     DOOMED.with(|d| d.borrow_mut().extend(values.into_iter().map(|(r, v)| (r, v, horizon))));
 }
 
@@ -441,7 +441,7 @@ pub fn begin_version() {
 /// Moves the values recorded since [`begin_version`] to the doomed ones.
 fn doom_unplaced() {
     let work = UNPLACED.with(|u| std::mem::take(&mut *u.borrow_mut()));
-    doom(work, 0);
+    queue_deletion(work, 0);
 }
 
 /// The new version recorded since [`begin_version`] is in its tree.

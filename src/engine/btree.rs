@@ -11,7 +11,7 @@
 //! thread waits for a parent while holding a child.
 
 use crate::buffer::PageGuard;
-use crate::engine::{Barrier, Tree};
+use crate::engine::{CheckpointBarrier, Tree};
 use crate::error::{EngineError, Result};
 use crate::latch::LatchMode;
 use crate::page::{item_space, PageMut, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PAGE, PAGE_SIZE};
@@ -564,16 +564,16 @@ impl Tree {
 
     /// Hands out one row id for a new version of the row whose version has
     /// row id `near`: in `near`'s block when it has room for `take` units
-    /// (see `FileGuard::alloc_near`), else as [`Self::alloc_packed_id`].
+    /// (see `TreeFileGuard::alloc_near`), else as [`Self::alloc_packed_id`].
     pub fn alloc_near_id(&self, near: u64, take: u32, fill: crate::meta::BlockFill) -> Result<u64> {
         self.alloc_with(|f| f.alloc_near(near, take, fill, ID_BATCH))
     }
 
     fn alloc_with(
         &self,
-        take: impl FnOnce(&crate::meta::FileGuard<'_>) -> (u64, Option<u64>),
+        take: impl FnOnce(&crate::meta::TreeFileGuard<'_>) -> (u64, Option<u64>),
     ) -> Result<u64> {
-        let _b = Barrier::enter(&self.inner.pool);
+        let _b = CheckpointBarrier::enter(&self.inner.pool);
         // The file latch stays held until the new limit is logged: no id
         // beyond the logged limit can be used before the record exists.
         let f = self.file();
@@ -623,7 +623,7 @@ impl Tree {
     ) -> Result<bool> {
         // One barrier entry around both: a checkpoint cannot start between
         // the unlogged first write and the record that covers it.
-        let _b = Barrier::enter(&self.inner.pool);
+        let _b = CheckpointBarrier::enter(&self.inner.pool);
         if !self.apply(first.0, Log::No, |cur| absent(cur, first.1))? {
             return Ok(false);
         }
@@ -690,7 +690,7 @@ impl Tree {
         check_sizes(succ.key, &[])?;
         // One barrier entry: no checkpoint between the unlogged first key
         // and the record that covers it.
-        let _b = Barrier::enter(&self.inner.pool);
+        let _b = CheckpointBarrier::enter(&self.inner.pool);
         if let Some((fk, fv)) = succ.first {
             if !self.apply(fk, Log::No, |cur| absent(cur, fv))? {
                 return Err(self.damaged("update: the successor's first key exists already"));
@@ -948,7 +948,7 @@ impl Tree {
                 return Err(self.damaged("insert_run: keys not in ascending order"));
             }
         }
-        let _b = Barrier::enter(&self.inner.pool);
+        let _b = CheckpointBarrier::enter(&self.inner.pool);
         let mut i = 0;
         while i < items.len() {
             let epoch = self.inner.epoch();
@@ -1021,7 +1021,7 @@ impl Tree {
     ) -> Result<R> {
         // The key alone now (MAX_KEY < MAX_ITEM), the item once decided.
         check_sizes(key, &[])?;
-        let _b = Barrier::enter(&self.inner.pool);
+        let _b = CheckpointBarrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
         let mut g = self.descend_leaf(key, LatchMode::Exclusive, &mut path)?;
@@ -1283,7 +1283,7 @@ impl Tree {
         always: bool,
         merge: Option<Fill>,
     ) -> Result<(Option<Vec<u8>>, bool)> {
-        let _b = Barrier::enter(&self.inner.pool);
+        let _b = CheckpointBarrier::enter(&self.inner.pool);
         let epoch = self.inner.epoch();
         let mut path = Vec::new();
         let target = key.map_or(Target::First, Target::Key);

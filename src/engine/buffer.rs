@@ -8,7 +8,7 @@
 //! ```
 //! Latch numbering in the [`LatchSet`]: buffer `i` is latch `i`; mapping
 //! partition `j` is latch `nbuffers + j`; then the checkpoint gate and the
-//! [`BARRIERS`] checkpoint barrier latches (see `engine::Barrier`).
+//! [`BARRIERS`] checkpoint barrier latches (see `engine::CheckpointBarrier`).
 //!
 //! Lock order: buffer latches (tree order), then mapping partitions, then
 //! process-local mutexes of the store. A partition latch is never held while
@@ -49,7 +49,7 @@ struct Header {
     clock: AtomicU64,
     /// Non-zero while a checkpoint wants or holds the barrier exclusively
     /// (it holds the gate latch meanwhile): new shared entrants wait on the
-    /// gate instead of taking the barrier (see `engine::Barrier`).
+    /// gate instead of taking the barrier (see `engine::CheckpointBarrier`).
     ckpt_wants: AtomicU32,
 }
 
@@ -252,7 +252,7 @@ impl Pool {
         &*self.latches
     }
 
-    /// Barrier latch `i` (below [`BARRIERS`]): together they order tree
+    /// CheckpointBarrier latch `i` (below [`BARRIERS`]): together they order tree
     /// modifications against checkpoint start.
     pub fn barrier_latch(&self, i: usize) -> usize {
         debug_assert!(i < BARRIERS);
@@ -641,7 +641,7 @@ impl<'a> PageGuard<'a> {
         PageRef(self.data())
     }
     /// Mutable page bytes; the caller must have run the checkpoint's
-    /// pre-image hook first (see `Inner::before_modify`).
+    /// pre-image hook first (see `EngineProcess::before_modify`).
     pub fn page_mut(&mut self) -> PageMut<'_> {
         assert_eq!(
             self.mode,

@@ -15,7 +15,7 @@ use crate::error::{EngineError, Result};
 use crate::id::TreeId;
 use crate::io::FileIo;
 use crate::latch::LatchMode;
-use crate::meta::{FileGuard, Meta, SLOT_DAMAGED, SLOT_DROPPED, SLOT_FREE, SLOT_LIVE};
+use crate::meta::{TreeFileGuard, Meta, SLOT_DAMAGED, SLOT_DROPPED, SLOT_FREE, SLOT_LIVE};
 use crate::page::{PageMut, F_DELETED, NO_PAGE, PAGE_SIZE};
 use crate::store::control::Control;
 use crate::store::image::{self, UNIT};
@@ -65,7 +65,7 @@ fn check_level(level: i32) -> Result<i32> {
 /// Invariant: `slots` maps a tree number, and `ids` a tree id, only to a
 /// slot that held that tree when cached; users re-check the slot before
 /// trusting it (slots are freed and reused by other processes).
-pub(crate) struct Inner {
+pub(crate) struct EngineProcess {
     pub dir: PathBuf,
     pub io: Arc<dyn FileIo>,
     pub pool: Pool,
@@ -98,7 +98,7 @@ pub struct SharedMeta {
 
 /// An open engine directory.
 pub struct Engine {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<EngineProcess>,
 }
 
 /// A handle on one tree (cheap to clone). Invariant: `slot` held tree `id`
@@ -106,7 +106,7 @@ pub struct Engine {
 /// this handle's.
 #[derive(Clone)]
 pub struct Tree {
-    pub(crate) inner: Arc<Inner>,
+    pub(crate) inner: Arc<EngineProcess>,
     pub(crate) slot: usize,
     pub(crate) num: u32,
     pub(crate) id: TreeId,
@@ -164,13 +164,13 @@ pub(crate) fn set_barrier_slot(slot: usize) {
 ///
 /// Not `Send`: the thread that entered counts it and must drop it.
 /// Invariant: `latch` is the barrier latch taken, None for a nested entry.
-pub(crate) struct Barrier<'a> {
+pub(crate) struct CheckpointBarrier<'a> {
     pool: &'a Pool,
     latch: Option<usize>,
     _thread: std::marker::PhantomData<*const ()>,
 }
 
-impl<'a> Barrier<'a> {
+impl<'a> CheckpointBarrier<'a> {
     pub fn enter(pool: &'a Pool) -> Self {
         let held = BARRIERS_HELD.get();
         let mut latch = None;
@@ -188,7 +188,7 @@ impl<'a> Barrier<'a> {
         // entry holds a barrier; taking one again could queue behind a
         // waiting checkpoint that waits for us.
         BARRIERS_HELD.set(held + 1);
-        Barrier {
+        CheckpointBarrier {
             pool,
             latch,
             _thread: std::marker::PhantomData,
@@ -196,7 +196,7 @@ impl<'a> Barrier<'a> {
     }
 }
 
-impl Drop for Barrier<'_> {
+impl Drop for CheckpointBarrier<'_> {
     fn drop(&mut self) {
         BARRIERS_HELD.set(BARRIERS_HELD.get().saturating_sub(1));
         if let Some(l) = self.latch {
@@ -207,7 +207,7 @@ impl Drop for Barrier<'_> {
 
 /// Holds every checkpoint barrier exclusively (the start of a checkpoint),
 /// with the gate latch and the `checkpoint_wants` flag that keep new
-/// shared entrants out meanwhile (see [`Barrier`]). Lock order: the gate,
+/// shared entrants out meanwhile (see [`CheckpointBarrier`]). Lock order: the gate,
 /// then the barriers in index order; the gate is only ever held shared for
 /// an instant by entrants that hold nothing else of the engine, so taking
 /// it cannot starve, and once the flag is set the barriers' holders drain.
@@ -303,7 +303,7 @@ fn parse_aside_name(name: &str) -> Option<(u32, u64)> {
     parse_map_name(name.strip_suffix(ASIDE)?)
 }
 
-impl Inner {
+impl EngineProcess {
     /// The slot of tree number `num` and whether the tree is live (else
     /// dropped); None once its slot was freed.
     pub fn slot_of_num(&self, num: u32) -> Option<(usize, bool)> {
@@ -562,7 +562,7 @@ impl Inner {
         }
     }
 
-    /// [`Inner::log_changed`] of a record encoded already.
+    /// [`EngineProcess::log_changed`] of a record encoded already.
     pub fn log_changed_encoded(&self, rec: &[u8]) {
         if let Some(w) = &self.wal {
             w.enter_critical();
@@ -624,7 +624,7 @@ impl Inner {
         // (under this latch), so no write can reuse one of them.
         self.check_poison()?;
         let e = f.space_alloc((img.len() / UNIT) as u16)?;
-        // The extent may be a unit longer (`FileGuard::space_alloc`): its
+        // The extent may be a unit longer (`TreeFileGuard::space_alloc`): its
         // every byte is written, so a read of it never ends past the file.
         img.resize(e.len as usize * UNIT, 0);
         let path = self.data_path(id);
@@ -637,7 +637,7 @@ impl Inner {
     }
 }
 
-impl PageIo for Inner {
+impl PageIo for EngineProcess {
     fn read_page(&self, tree: u32, page: u32, buf: &mut [u8]) -> Result<()> {
         let (slot, _) = self.slot_of_num(tree).ok_or(EngineError::Damaged {
             tree: TreeId::new(u32::MAX, tree),
@@ -778,7 +778,7 @@ impl Engine {
         // the first checkpoint (`commit_checkpoint`).
         io.create_dir(&dir)
             .map_err(|e| EngineError::io("create directory", &dir, e))?;
-        let inner = Arc::new(Inner {
+        let inner = Arc::new(EngineProcess {
             dir,
             io,
             pool,
@@ -1061,7 +1061,7 @@ impl Engine {
     /// (recovery's position: the last record replayed) is exact for the
     /// image. `f` must not wait for other processes.
     pub fn atomically<T>(&self, f: impl FnOnce() -> T) -> T {
-        let _b = Barrier::enter(&self.inner.pool);
+        let _b = CheckpointBarrier::enter(&self.inner.pool);
         f()
     }
 
@@ -1254,7 +1254,7 @@ impl Engine {
     fn create_tree(&self, id: TreeId, opts: TreeOptions, log: bool) -> Result<Tree> {
         let inner = &*self.inner;
         let meta = &inner.meta;
-        let _b = Barrier::enter(&inner.pool);
+        let _b = CheckpointBarrier::enter(&inner.pool);
         // Held across the creation (a directory and one page write): tree
         // creation is rare, and this makes "find or create" atomic.
         let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
@@ -1393,7 +1393,7 @@ impl Engine {
         let inner = &*self.inner;
         let meta = &inner.meta;
         let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
-        let _b = Barrier::enter(&inner.pool);
+        let _b = CheckpointBarrier::enter(&inner.pool);
         let slot = inner.slot_of(id)?;
         let t = self.handle(slot, Arc::new(Bytewise), None);
         let _r = t.root_lock();
@@ -1428,7 +1428,7 @@ impl Engine {
         // A running checkpoint may have captured this tree and still need its
         // dirty pages, which dropping discards: wait for it to finish.
         let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
-        let _b = Barrier::enter(&inner.pool);
+        let _b = CheckpointBarrier::enter(&inner.pool);
         // A damaged tree is dropped like a live one: its table must go.
         let (slot, _) = inner.lookup(id).ok_or(EngineError::NoSuchTree(id))?;
         if log {
@@ -1810,7 +1810,7 @@ impl Tree {
         }
     }
 
-    pub(crate) fn file(&self) -> FileGuard<'_> {
+    pub(crate) fn file(&self) -> TreeFileGuard<'_> {
         self.inner.meta.file(self.slot)
     }
 

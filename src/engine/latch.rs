@@ -34,7 +34,7 @@ const WRITER: u32 = 1 << 31;
 /// Set by a waiting writer so that new readers queue behind it (only in
 /// writer-preferring sets). The engine does not rely on it: PostgreSQL's
 /// LWLocks have no such preference, so the checkpoint barrier keeps its
-/// exclusive acquirer from starving by itself (`engine::Barrier`).
+/// exclusive acquirer from starving by itself (`engine::CheckpointBarrier`).
 const WAITING: u32 = 1 << 30;
 
 /// Reader/writer spin latches on plain atomics, for tests and benchmarks.

@@ -6,7 +6,7 @@
 //! header (128 B) | slots (max_trees x 1152 B) | chunk arena (nchunks x 8 KB)
 //! ```
 //! A slot is the `Slot` fields (128 B) and the tree's table of room left in
-//! recently closed row-id blocks (`ROOMS` x 8 B, see `FileGuard::alloc_near`).
+//! recently closed row-id blocks (`ROOMS` x 8 B, see `TreeFileGuard::alloc_near`).
 //! Page tables and bitmaps live in 8 KB chunks from the arena, reached
 //! through one directory chunk each (so a tree has up to 2048 x 409 pages
 //! and its data file up to 2048 x 65536 units = 64 GB). While a tree's page
@@ -135,7 +135,7 @@ pub(crate) struct Slot {
     ck_id_limit: u64,
 }
 
-/// How [`FileGuard::alloc_packed`] fills blocks of `per_block` row ids:
+/// How [`TreeFileGuard::alloc_packed`] fills blocks of `per_block` row ids:
 /// each block has `cap` units; an id takes `take` of them and may join a
 /// non-empty block only while `need` (>= `take`) are left. The table AM
 /// derives the units from heap's page-fill rules, so rows get the TIDs
@@ -309,7 +309,7 @@ impl Meta {
 
     #[allow(clippy::mut_from_ref)]
     fn slot_mut(&self, i: usize) -> &mut Slot {
-        // SAFETY: callers hold slot i's file latch exclusively (FileGuard),
+        // SAFETY: callers hold slot i's file latch exclusively (TreeFileGuard),
         // which is what makes the plain fields exclusively theirs.
         unsafe { &mut *(self.base.add(HEADER + i * SLOT) as *mut Slot) }
     }
@@ -320,7 +320,7 @@ impl Meta {
         assert!(i < self.max_trees);
         // SAFETY: the table follows slot i's fields, 8-byte aligned (the
         // region is, and HEADER, SLOT and SLOT_FIELDS are multiples of 8);
-        // callers hold slot i's file latch exclusively (FileGuard).
+        // callers hold slot i's file latch exclusively (TreeFileGuard).
         unsafe { &mut *(self.base.add(HEADER + i * SLOT + SLOT_FIELDS) as *mut [u64; ROOMS]) }
     }
 
@@ -404,10 +404,10 @@ impl Meta {
     }
 
     /// Locks tree slot `i`'s file state.
-    pub fn file(&self, i: usize) -> FileGuard<'_> {
+    pub fn file(&self, i: usize) -> TreeFileGuard<'_> {
         self.latches
             .acquire(Self::file_latch(i), LatchMode::Exclusive);
-        FileGuard { meta: self, i }
+        TreeFileGuard { meta: self, i }
     }
 
     /// Finds the slot holding tree `id` in `state`.
@@ -451,12 +451,12 @@ fn read_ext(b: &[u8], o: usize, lo: usize) -> Option<Extent> {
 }
 
 /// Exclusive access to one tree's file state (its slot's file latch).
-pub(crate) struct FileGuard<'a> {
+pub(crate) struct TreeFileGuard<'a> {
     meta: &'a Meta,
     i: usize,
 }
 
-impl Drop for FileGuard<'_> {
+impl Drop for TreeFileGuard<'_> {
     fn drop(&mut self) {
         self.meta
             .latches
@@ -464,7 +464,7 @@ impl Drop for FileGuard<'_> {
     }
 }
 
-impl FileGuard<'_> {
+impl TreeFileGuard<'_> {
     fn s(&self) -> &mut Slot {
         self.meta.slot_mut(self.i)
     }
@@ -748,7 +748,7 @@ impl FileGuard<'_> {
         Ok(e)
     }
 
-    /// The bitmap walk of [`FileGuard::space_alloc`] from `hint` (below
+    /// The bitmap walk of [`TreeFileGuard::space_alloc`] from `hint` (below
     /// which every unit is used) to `end`, a word at a time: runs of used
     /// and free units are skipped with bit counts, whole used words in a
     /// tight loop over one chunk's words (resolving the chunk per word was
@@ -1047,7 +1047,7 @@ impl FileGuard<'_> {
     /// Checkpoint became durable: its images are the durable ones. Returns
     /// the extents only the superseded checkpoint named, still marked used
     /// (nobody can allocate them) so that the caller can punch them out of
-    /// the file before it hands them to [`FileGuard::space_release`].
+    /// the file before it hands them to [`TreeFileGuard::space_release`].
     pub fn checkpoint_done(&self) -> Vec<Extent> {
         let np = self.npages();
         let mut superseded = Vec::new();
@@ -1148,7 +1148,7 @@ impl FileGuard<'_> {
     }
 }
 
-/// Where [`FileGuard::first_fit`] stands. Invariant: `run` free units end
+/// Where [`TreeFileGuard::first_fit`] stands. Invariant: `run` free units end
 /// at the walk's position and start at `run_start`; `first_free` is the
 /// lowest free unit walked; `found` is set once `run` reached the request.
 struct Fit {
@@ -1416,7 +1416,7 @@ mod tests {
     }
 
     /// Appends page `p` at a fresh 16-unit extent, which must be `16 p`.
-    fn append(f: &FileGuard, p: u32) {
+    fn append(f: &TreeFileGuard, p: u32) {
         assert_eq!(f.alloc_page().unwrap(), p);
         let e = f.space_alloc(16).unwrap();
         assert_eq!(

@@ -27,7 +27,7 @@
 //! rules) are `am::storage::levels`.
 
 use crate::am::storage::levels::{
-    parse_level, stored_levels, write_levels, Given, Levels, Opt, AM_NAME,
+    parse_level, stored_levels, write_levels, GivenLevels, Levels, Opt, AM_NAME,
     RANGE_DETAIL,
 };
 use pgrx::pg_sys;
@@ -138,8 +138,8 @@ fn invalid_value(opt: Opt, shown: &str) -> ! {
 ///
 /// # Safety
 /// The `DefElem`s must be valid.
-unsafe fn parse_given(defs: &[(Opt, *mut pg_sys::DefElem)]) -> Given {
-    let mut given = Given::default();
+unsafe fn parse_given(defs: &[(Opt, *mut pg_sys::DefElem)]) -> GivenLevels {
+    let mut given = GivenLevels::default();
     for &(opt, def) in defs {
         // SAFETY: valid DefElem; defGetString accepts every value node kind
         // the grammar produces (Integer, Float, String, Boolean, TypeName...)
@@ -495,14 +495,14 @@ extern "C-unwind" fn finish_statement() {
 
 /// The statement of one `ProcessUtility` call as it will run: possibly a
 /// modified copy, or not run at all.
-struct Call {
+struct UtilityCall {
     pstmt: *mut pg_sys::PlannedStmt,
     read_only: bool,
     /// Whether the (possibly modified) statement still runs.
     run: bool,
 }
 
-impl Call {
+impl UtilityCall {
     /// The utility statement.
     fn stmt(&self) -> *mut pg_sys::Node {
         // SAFETY: PostgreSQL always passes a valid utility PlannedStmt.
@@ -527,16 +527,16 @@ impl Call {
 /// after it. Plain `Copy` data, because it lives in the unguarded hook
 /// frame that an ERROR of the statement longjmps through.
 #[derive(Clone, Copy)]
-struct Plan {
+struct Prepared {
     pstmt: *mut pg_sys::PlannedStmt,
     read_only: bool,
     run: bool,
-    after: After,
+    after: AfterStatement,
 }
 
 /// Work left for after the statement ran (see [`finish`]).
 #[derive(Clone, Copy)]
-enum After {
+enum AfterStatement {
     Nothing,
     /// Store the levels of the relation `rv` names, if the statement
     /// created it (it was `before` — InvalidOid or an existing relation
@@ -544,7 +544,7 @@ enum After {
     Created {
         rv: *mut pg_sys::RangeVar,
         before: pg_sys::Oid,
-        given: Given,
+        given: GivenLevels,
     },
     /// Write back the table's levels (taken out of `pg_class` while
     /// PostgreSQL validated the rest of its reloptions).
@@ -580,8 +580,8 @@ unsafe extern "C-unwind" fn prepare(
     _env: *mut pg_sys::QueryEnvironment,
     _dest: *mut pg_sys::DestReceiver,
     _qc: *mut pg_sys::QueryCompletion,
-) -> Plan {
-    let mut call = Call {
+) -> Prepared {
+    let mut call = UtilityCall {
         pstmt,
         read_only,
         run: true,
@@ -607,7 +607,7 @@ unsafe extern "C-unwind" fn prepare(
                 let name = std::ffi::CString::new(template.clone()).unwrap_or_default();
                 let oid = pg_sys::get_database_oid(name.as_ptr(), true);
                 if oid == pg_sys::InvalidOid {
-                    After::Nothing
+                    AfterStatement::Nothing
                 } else {
                     // Refused before the copy when we can tell now; asked
                     // again after it (`finish`), when CREATE DATABASE holds
@@ -616,7 +616,7 @@ unsafe extern "C-unwind" fn prepare(
                     if crate::am::storage::trees::database_has_trees(oid) {
                         refuse_copy_elsewhere((*stmt).options, &template, (*stmt).dbname);
                     }
-                    After::CopyDatabase {
+                    AfterStatement::CopyDatabase {
                         template: oid,
                         name: (*stmt).dbname,
                         options: (*stmt).options,
@@ -632,15 +632,15 @@ unsafe extern "C-unwind" fn prepare(
                         format!("cannot move database \"{db}\" to tablespace \"{ts}\"")
                     });
                 }
-                After::Nothing
+                AfterStatement::Nothing
             }
             pg_sys::NodeTag::T_DropdbStmt if crate::pg::preload::is_preloaded() => {
                 let stmt = call.stmt() as *mut pg_sys::DropdbStmt;
-                After::DropDatabase(pg_sys::get_database_oid((*stmt).dbname, true))
+                AfterStatement::DropDatabase(pg_sys::get_database_oid((*stmt).dbname, true))
             }
             // PostgreSQL 15 has no checkpoint hook: CHECKPOINT also makes
             // the engine's trees durable, and returns when they are.
-            pg_sys::NodeTag::T_CheckPointStmt => After::Checkpoint {
+            pg_sys::NodeTag::T_CheckPointStmt => AfterStatement::Checkpoint {
                 ran_before: crate::pg::backup::checkpoints_ran(),
             },
             pg_sys::NodeTag::T_IndexStmt => {
@@ -658,12 +658,12 @@ unsafe extern "C-unwind" fn prepare(
                     };
                     index_not_compressed(&am, &table);
                 }
-                After::Nothing
+                AfterStatement::Nothing
             }
-            _ => After::Nothing,
+            _ => AfterStatement::Nothing,
         }
     };
-    Plan {
+    Prepared {
         pstmt: call.pstmt,
         read_only: call.read_only,
         run: call.run,
@@ -674,26 +674,26 @@ unsafe extern "C-unwind" fn prepare(
 /// Finishes a statement the extension acts on, after it ran.
 #[pg_guard]
 #[allow(improper_ctypes_definitions)]
-extern "C-unwind" fn finish(after: After) {
+extern "C-unwind" fn finish(after: AfterStatement) {
     // `CALL` and `DO` may have started or stopped a low-level backup.
     crate::pg::backup::note_session_backup();
     // SAFETY: `rv` is the statement's RangeVar, alive for the statement.
     unsafe {
         match after {
-            After::Nothing => {}
-            After::Created { rv, before, given } => {
+            AfterStatement::Nothing => {}
+            AfterStatement::Created { rv, before, given } => {
                 let relid = created_relid(rv);
                 if relid != pg_sys::InvalidOid && relid != before {
                     write_levels(relid, Some(Levels::for_new_table(&given)));
                 }
             }
-            After::Levels { relid, levels } => write_levels(relid, Some(levels)),
-            After::DropDatabase(oid) => {
+            AfterStatement::Levels { relid, levels } => write_levels(relid, Some(levels)),
+            AfterStatement::DropDatabase(oid) => {
                 if oid != pg_sys::InvalidOid {
                     crate::am::storage::trees::drop_database_trees(oid);
                 }
             }
-            After::CopyDatabase {
+            AfterStatement::CopyDatabase {
                 template,
                 name,
                 options,
@@ -706,7 +706,7 @@ extern "C-unwind" fn finish(after: After) {
                     crate::am::storage::trees::copy_database_trees(template, new);
                 }
             }
-            After::Checkpoint { ran_before } => {
+            AfterStatement::Checkpoint { ran_before } => {
                 if crate::pg::preload::is_preloaded() {
                     // The worker checkpoints the engine inside PostgreSQL's
                     // checkpoint (`pg::backup`) when the checkpointer logs
@@ -745,13 +745,13 @@ extern "C-unwind" fn finish(after: After) {
 /// # Safety
 /// Valid statement pointers; called from the hook.
 unsafe fn create_relation(
-    call: &mut Call,
+    call: &mut UtilityCall,
     options: *mut pg_sys::List,
     am: Option<String>,
     rv: *mut pg_sys::RangeVar,
     if_not_exists: bool,
     options_of: impl Fn(*mut pg_sys::Node) -> *mut *mut pg_sys::List,
-) -> After {
+) -> AfterStatement {
     // SAFETY: valid nodes per the contract.
     unsafe {
         let ours = ours_in(options);
@@ -770,7 +770,7 @@ unsafe fn create_relation(
                 };
                 not_orioledb(opt, detail);
             }
-            return After::Nothing;
+            return AfterStatement::Nothing;
         }
         let given = parse_given(&ours);
         let before = if if_not_exists {
@@ -785,7 +785,7 @@ unsafe fn create_relation(
             let field = options_of(stmt);
             *field = without_ours(*field);
         }
-        After::Created { rv, before, given }
+        AfterStatement::Created { rv, before, given }
     }
 }
 
@@ -793,7 +793,7 @@ unsafe fn create_relation(
 ///
 /// # Safety
 /// Called from the hook with a `CreateStmt`.
-unsafe fn create_table(call: &mut Call) -> After {
+unsafe fn create_table(call: &mut UtilityCall) -> AfterStatement {
     // SAFETY: the statement is a CreateStmt; after stmt_mut the copy has the
     // same shape, so the setter writes into the tree that will run.
     unsafe {
@@ -818,13 +818,13 @@ unsafe fn create_table(call: &mut Call) -> After {
 ///
 /// # Safety
 /// Called from the hook with a `CreateTableAsStmt`.
-unsafe fn create_table_as(call: &mut Call) -> After {
+unsafe fn create_table_as(call: &mut UtilityCall) -> AfterStatement {
     // SAFETY: as create_table; `into` is always set for these statements.
     unsafe {
         let stmt = call.stmt() as *mut pg_sys::CreateTableAsStmt;
         let into = (*stmt).into;
         if into.is_null() || (*into).rel.is_null() {
-            return After::Nothing;
+            return AfterStatement::Nothing;
         }
         create_relation(
             call,
@@ -847,7 +847,7 @@ fn is_reloption_cmd(subtype: pg_sys::AlterTableType::Type) -> bool {
 ///
 /// # Safety
 /// Called from the hook with an `AlterTableStmt`.
-unsafe fn alter_table(call: &mut Call) -> After {
+unsafe fn alter_table(call: &mut UtilityCall) -> AfterStatement {
     // SAFETY: valid AlterTableStmt; each cmd is an AlterTableCmd whose `def`
     // is a List of DefElem for the reloption subtypes.
     unsafe {
@@ -858,12 +858,12 @@ unsafe fn alter_table(call: &mut Call) -> After {
             .filter(|&c| is_reloption_cmd((*c).subtype))
             .collect();
         if relopt_cmds.is_empty() {
-            return After::Nothing;
+            return AfterStatement::Nothing;
         }
         let (sets, resets) = our_sets_and_resets(&relopt_cmds);
         let first_ours = sets.first().map(|s| s.0).or(resets.first().copied());
         let Some(relid) = locked_target(stmt, first_ours) else {
-            return After::Nothing;
+            return AfterStatement::Nothing;
         };
         let given = parse_given(&sets);
         let levels = stored_levels(relid).altered(&given, &resets);
@@ -872,10 +872,10 @@ unsafe fn alter_table(call: &mut Call) -> After {
             // whole reloptions array with heap's parser, which does not know
             // ours, so they step aside while it runs.
             write_levels(relid, None);
-            return After::Levels { relid, levels };
+            return AfterStatement::Levels { relid, levels };
         }
         remove_ours(call, relid);
-        After::Levels { relid, levels }
+        AfterStatement::Levels { relid, levels }
     }
 }
 
@@ -974,7 +974,7 @@ unsafe fn locked_target(stmt: *mut pg_sys::AlterTableStmt, first_ours: Option<Op
 ///
 /// # Safety
 /// `call` holds an `AlterTableStmt` on `relid`.
-unsafe fn remove_ours(call: &mut Call, relid: pg_sys::Oid) {
+unsafe fn remove_ours(call: &mut UtilityCall, relid: pg_sys::Oid) {
     // SAFETY: per the contract.
     unsafe {
         let stmt = call.stmt_mut() as *mut pg_sys::AlterTableStmt;

@@ -263,7 +263,7 @@ pub unsafe fn complete_speculative(
             if !succeeded {
                 // Nobody may ever see it: the inserter was speculative.
                 if let Some(h) = Header::decode(v, id) {
-                    crate::am::toast::doom(version::tail_and_toast(&h, v).1, 0);
+                    crate::am::toast::queue_deletion(version::tail_and_toast(&h, v).1, 0);
                 }
                 tree.forget_map_entry(id);
                 return (Change::Delete, ());

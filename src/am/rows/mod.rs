@@ -247,7 +247,7 @@ impl Pruner for VersionPruner {
             VacuumState::Dead => {
                 let (_, owned) = version::tail_and_toast(&h, value);
                 if !owned.is_empty() {
-                    crate::am::toast::doom(owned, self.conflict_horizon(key, value));
+                    crate::am::toast::queue_deletion(owned, self.conflict_horizon(key, value));
                 }
                 // A chain's redirect stays: index entries name the chain by
                 // it (am::layout::hot).

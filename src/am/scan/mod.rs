@@ -137,7 +137,7 @@ impl SeqCursor {
 /// (re)initializations, and together they cover every row id the scan's
 /// snapshot can see (`end` is read after that snapshot was taken).
 #[repr(C)]
-pub struct OParallel {
+pub struct ParallelScanShared {
     base: pg_sys::ParallelTableScanDescData,
     next: AtomicU64,
     end: u64,
@@ -146,7 +146,7 @@ pub struct OParallel {
 
 /// Size of the shared state (`parallelscan_estimate`).
 pub fn parallel_estimate() -> usize {
-    size_of::<OParallel>()
+    size_of::<ParallelScanShared>()
 }
 
 /// Fills the shared state of a new parallel scan; returns where the
@@ -164,26 +164,26 @@ pub unsafe fn parallel_initialize(
         // block, and at most 64 blocks so big tables do not pay a shared
         // counter increment per block.
         let chunk = (end / 1024).clamp(tid::PER_BLOCK, 64 * tid::PER_BLOCK);
-        let p = pscan.cast::<OParallel>();
+        let p = pscan.cast::<ParallelScanShared>();
         (*p).base.phs_relid = (*rel).rd_id;
         (*p).base.phs_syncscan = false;
         std::ptr::write(&raw mut (*p).next, AtomicU64::new(0));
         (*p).end = end;
         (*p).chunk = chunk;
-        size_of::<OParallel>()
+        size_of::<ParallelScanShared>()
     }
 }
 
 /// Hands the chunks out again (a rescan of the parallel plan).
 pub unsafe fn parallel_reinitialize(pscan: pg_sys::ParallelTableScanDesc) {
     // SAFETY: `pscan` was set up by parallel_initialize.
-    unsafe { (*pscan.cast::<OParallel>()).next.store(0, Ordering::Relaxed) };
+    unsafe { (*pscan.cast::<ParallelScanShared>()).next.store(0, Ordering::Relaxed) };
 }
 
 /// The versions of the chunks this process takes from a parallel scan,
 /// one chunk after another (row-id order within each).
 struct ParallelIds {
-    shared: *const OParallel,
+    shared: *const ParallelScanShared,
     tree: Table,
     current: Option<IdRange>,
 }
@@ -192,7 +192,7 @@ impl ParallelIds {
     /// This process's share of the parallel scan `pscan` of `tree`.
     fn new(pscan: pg_sys::ParallelTableScanDesc, tree: Table) -> ParallelIds {
         ParallelIds {
-            shared: pscan.cast::<OParallel>(),
+            shared: pscan.cast::<ParallelScanShared>(),
             tree,
             current: None,
         }

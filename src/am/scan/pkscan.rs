@@ -825,7 +825,7 @@ type KeyRange = (Bound<Vec<u8>>, Bound<Vec<u8>>);
 
 /// Rust-side run state. Invariant: `ranges` is None until the key values
 /// were evaluated for the current scan (first fetch after begin/rescan).
-struct Run {
+struct PkScanRun {
     table: Table,
     conds: Vec<Cond>,
     values: Vec<*mut pg_sys::ExprState>,
@@ -855,7 +855,7 @@ struct Run {
 #[repr(C)]
 struct PkScanState {
     css: pg_sys::CustomScanState,
-    run: *mut Run,
+    run: *mut PkScanRun,
 }
 
 #[pg_guard]
@@ -876,7 +876,7 @@ unsafe extern "C-unwind" fn begin(
     _eflags: c_int,
 ) {
     // SAFETY: `node` is our PkScanState (create_state made it) with its
-    // relation opened by ExecInitCustomScan; Run lives in the query context.
+    // relation opened by ExecInitCustomScan; PkScanRun lives in the query context.
     unsafe {
         let s = node as *mut PkScanState;
         let plan = (*node).ss.ps.plan as *mut pg_sys::CustomScan;
@@ -901,7 +901,7 @@ unsafe extern "C-unwind" fn begin(
             .map(|e| pg_sys::ExecInitExpr(e, &mut (*node).ss.ps))
             .collect();
         let snapshot = (*estate).es_snapshot;
-        (*s).run = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(Run {
+        (*s).run = PgMemoryContexts::CurrentMemoryContext.leak_and_drop_on_delete(PkScanRun {
             table: table_of(rel),
             conds,
             values,
@@ -1044,7 +1044,7 @@ fn after(b: &[u8]) -> Vec<u8> {
 /// As for [`key_ranges`].
 unsafe fn point_range(
     node: *mut pg_sys::CustomScanState,
-    run: &Run,
+    run: &PkScanRun,
     desc: &KeyDesc,
 ) -> Option<(VecDeque<KeyRange>, bool)> {
     let mut key = Vec::new();
@@ -1089,10 +1089,10 @@ struct Bounds {
 /// table).
 ///
 /// # Safety
-/// `node` is our scan node with its Run.
+/// `node` is our scan node with its PkScanRun.
 unsafe fn key_ranges(
     node: *mut pg_sys::CustomScanState,
-    run: &Run,
+    run: &PkScanRun,
 ) -> (VecDeque<KeyRange>, bool) {
     let desc = run.table.desc().expect("custom scan on a keyed table");
     // SAFETY: per the contract.
@@ -1150,7 +1150,7 @@ unsafe fn key_ranges(
 /// As for [`key_ranges`].
 unsafe fn column_bounds(
     node: *mut pg_sys::CustomScanState,
-    run: &Run,
+    run: &PkScanRun,
     desc: &KeyDesc,
     column_cmp: &impl Fn(&[u8], &[u8], &[u8]) -> std::cmp::Ordering,
 ) -> Option<Bounds> {
@@ -1257,7 +1257,7 @@ type ColumnBounds = (Option<Vec<u8>>, Option<Vec<u8>>);
 /// As for [`key_ranges`].
 unsafe fn range_bounds(
     node: *mut pg_sys::CustomScanState,
-    run: &Run,
+    run: &PkScanRun,
     col: &KeyCol,
     here: &[(usize, &Cond)],
     prefix: &[u8],
@@ -1328,11 +1328,11 @@ unsafe fn array_elements(d: pg_sys::Datum, elemtype: pg_sys::Oid) -> Vec<pg_sys:
 /// when the parameters are known.
 ///
 /// # Safety
-/// `ss` is our scan node, `run` its Run; `rel` and `snapshot` are the
+/// `ss` is our scan node, `run` its PkScanRun; `rel` and `snapshot` are the
 /// scan's.
 unsafe fn start_ranges(
     ss: *mut pg_sys::ScanState,
-    run: &mut Run,
+    run: &mut PkScanRun,
     rel: pg_sys::Relation,
     snapshot: pg_sys::Snapshot,
 ) {
@@ -1374,7 +1374,7 @@ unsafe fn start_ranges(
 /// # Safety
 /// `run` has a cursor; `rel`, `snapshot` and `slot` are the scan's.
 unsafe fn next_visible(
-    run: &mut Run,
+    run: &mut PkScanRun,
     rel: pg_sys::Relation,
     snapshot: pg_sys::Snapshot,
     slot: *mut pg_sys::TupleTableSlot,
@@ -1446,7 +1446,7 @@ unsafe fn lock_point_row(
 /// # Safety
 /// `rel` and `snapshot` are the scan's.
 unsafe fn lock_empty_key(
-    run: &Run,
+    run: &PkScanRun,
     rel: pg_sys::Relation,
     snapshot: pg_sys::Snapshot,
     range: KeyRange,

@@ -61,7 +61,7 @@ impl Levels {
     /// The levels a new table gets: each given option, else `compress` for
     /// primary/toast, else the GUC defaults (`default_primary_compress` and
     /// `default_toast_compress` when not -1, else `default_compress`).
-    pub(crate) fn for_new_table(given: &Given) -> Levels {
+    pub(crate) fn for_new_table(given: &GivenLevels) -> Levels {
         let default_compress = crate::pg::guc::default_compress();
         let guc_or = |specific: i32| {
             if specific != COMPRESS_OFF {
@@ -88,10 +88,10 @@ impl Levels {
     /// now; `SET (compress = N)` sets all three to N; `RESET
     /// (primary_compress)` (or toast) makes it follow the table's `compress`;
     /// a specific `SET` always wins for its own tree.
-    pub(crate) fn altered(self, set: &Given, reset: &[Opt]) -> Levels {
+    pub(crate) fn altered(self, set: &GivenLevels, reset: &[Opt]) -> Levels {
         let mut l = self;
         if reset.contains(&Opt::Compress) {
-            l = Levels::for_new_table(&Given::default());
+            l = Levels::for_new_table(&GivenLevels::default());
         }
         if let Some(c) = set.compress {
             l = Levels {
@@ -126,13 +126,13 @@ impl Levels {
 
 /// Our options given in one statement (validated values).
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Given {
+pub(crate) struct GivenLevels {
     pub(crate) compress: Option<i32>,
     pub(crate) primary: Option<i32>,
     pub(crate) toast: Option<i32>,
 }
 
-impl Given {
+impl GivenLevels {
     pub(crate) fn slot(&mut self, opt: Opt) -> &mut Option<i32> {
         match opt {
             Opt::Compress => &mut self.compress,
@@ -144,7 +144,7 @@ impl Given {
 
 /// The levels a table created now without options would get.
 pub fn new_table_levels() -> Levels {
-    Levels::for_new_table(&Given::default())
+    Levels::for_new_table(&GivenLevels::default())
 }
 
 /// Reads stored levels of `reloid` from `pg_class.reloptions`.

@@ -235,7 +235,7 @@ fn checkpoint_is_not_starved_by_overlapping_writers() {
 #[test]
 fn checkpoint_start_waits_for_every_barrier_partition() {
     use crate::buffer::BARRIERS;
-    use crate::engine::{set_barrier_slot, Barrier, CheckpointStart};
+    use crate::engine::{set_barrier_slot, CheckpointBarrier, CheckpointStart};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
     let dir = tempfile::tempdir().unwrap();
@@ -248,7 +248,7 @@ fn checkpoint_start_waits_for_every_barrier_partition() {
         let holder = e.clone();
         std::thread::spawn(move || {
             set_barrier_slot(slot);
-            let _b = Barrier::enter(&holder.inner.pool);
+            let _b = CheckpointBarrier::enter(&holder.inner.pool);
             entered_tx.send(()).unwrap();
             let _ = leave_rx.recv();
         });
@@ -293,7 +293,7 @@ fn engine_with_latches(dir: &std::path::Path, nbuf: usize, lwlock_like: bool) ->
 }
 
 fn starvation_run(lwlock_like: bool) {
-    use crate::engine::Barrier;
+    use crate::engine::CheckpointBarrier;
     use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::time::{Duration, Instant};
 
@@ -313,7 +313,7 @@ fn starvation_run(lwlock_like: bool) {
                     let k = t * 1_000_000 + i % 300;
                     tr.upsert(&key(k), &value(k, i, 40)).unwrap();
                     {
-                        let _b = Barrier::enter(&e.inner.pool);
+                        let _b = CheckpointBarrier::enter(&e.inner.pool);
                         let until = Instant::now() + Duration::from_micros(50);
                         while Instant::now() < until {
                             std::hint::spin_loop();
@@ -361,7 +361,7 @@ fn starvation_run(lwlock_like: bool) {
 /// `apply` of the map entry inside its own entry.)
 #[test]
 fn nested_barrier_entry_does_not_wait_for_a_waiting_checkpoint() {
-    use crate::engine::Barrier;
+    use crate::engine::CheckpointBarrier;
     use std::sync::atomic::Ordering;
     use std::time::Duration;
 
@@ -373,13 +373,13 @@ fn nested_barrier_entry_does_not_wait_for_a_waiting_checkpoint() {
     // Not scoped: if the nested entry deadlocks, the test still fails.
     std::thread::spawn(move || {
         let pool = &e2.inner.pool;
-        let outer = Barrier::enter(pool);
+        let outer = CheckpointBarrier::enter(pool);
         std::thread::scope(|s| {
             let ck = s.spawn(|| e2.checkpoint(0).unwrap());
             while pool.checkpoint_wants().load(Ordering::Acquire) == 0 {
                 std::thread::yield_now();
             }
-            let inner = Barrier::enter(pool);
+            let inner = CheckpointBarrier::enter(pool);
             let _ = tx.send("nested entry passed");
             drop(inner);
             drop(outer);
