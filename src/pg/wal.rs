@@ -168,7 +168,7 @@ thread_local! {
 }
 
 /// What replay needs from the table access method, which sits above this
-/// layer and registers it when the library loads (`am::storage::trees::install`).
+/// layer and registers it when the library loads (`am::install`).
 pub struct ReplayHooks {
     /// The key order the descriptor item `desc` of `tree` names (None:
     /// byte order).

@@ -225,7 +225,7 @@ fn empty_tree(id: TreeId, desc: Option<Vec<u8>>) {
 
 /// The tree id of `rel`'s toast relation, if it has one: its values
 /// belong to rows that go with the table's. Read from its pg_class row
-/// (`storage::orioledb_relfile`): no relcache entry or lock of its own.
+/// (`pg::orioledb_relfile`): no relcache entry or lock of its own.
 ///
 /// # Safety
 /// `rel` is a valid, open relation.
