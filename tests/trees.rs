@@ -879,11 +879,11 @@ fn compression_options_survive_dump_and_restore() {
 }
 
 /// Tables created and dropped faster than the checkpointer's schedule (a
-/// test suite, work tables): the metadata of dropped tables comes back at
-/// an engine checkpoint, which CREATE TABLE takes itself when the metadata
-/// is full, so 1,500 create/insert/drop cycles (more than the default
-/// metadata holds at about three chunks each) all succeed with the
-/// default settings.
+/// test suite, work tables): a dropped table's metadata chunks come back
+/// at the drop and its tree slot at an engine checkpoint, which CREATE
+/// TABLE takes itself when no slot is left, so 1,500 create/insert/drop
+/// cycles (more than the default metadata holds at about three chunks
+/// each) all succeed with the default settings.
 #[test]
 fn creating_and_dropping_many_tables_never_runs_out_of_metadata() {
     let (env, _g) = require_server!();
@@ -898,7 +898,7 @@ fn creating_and_dropping_many_tables_never_runs_out_of_metadata() {
         .unwrap_or_else(|e| panic!("cycle {i}: {}", describe(&e)));
     }
     // Leave no metadata pressure behind: the checkpoints release the
-    // dropped tables' chunks now, not while later tests run (an engine
+    // dropped tables' slots now, not while later tests run (an engine
     // checkpoint in the middle of a test's inserts writes its pages twice).
     c.batch_execute("CHECKPOINT; CHECKPOINT").unwrap();
 }

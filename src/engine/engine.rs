@@ -603,7 +603,7 @@ impl EngineProcess {
 
     /// As `write_image`, discarding the write if the slot no longer holds
     /// tree number `num` (dropped and reused since the caller looked).
-    fn write_image_checked(
+    pub(crate) fn write_image_checked(
         &self,
         slot: usize,
         num: u32,
@@ -616,7 +616,11 @@ impl EngineProcess {
         let level = self.meta.slot(slot).compress.load(Ordering::Relaxed);
         let mut img = image::encode(buf, page, epoch, level);
         let f = self.meta.file(slot);
-        if self.meta.slot(slot).num.load(Ordering::Acquire) != num {
+        // A buffer of a tree dropped since `write_page` looked: its page
+        // table and bitmap are gone (`drop_tree`), and its file still
+        // holds the durable checkpoint's images, which must stay intact.
+        let s = self.meta.slot(slot);
+        if s.num.load(Ordering::Acquire) != num || s.state.load(Ordering::Acquire) == SLOT_DROPPED {
             return Ok(());
         }
         // Under the file latch: a checkpoint whose commit fsync failed sets
@@ -1178,11 +1182,19 @@ impl Engine {
         }
     }
 
-    /// Metadata chunks in use and in all: those of dropped trees stay in
-    /// use until a checkpoint releases them, so a server that drops many
-    /// tables checkpoints early when few are left (`hooks::checkpointer`).
+    /// Metadata chunks in use and in all (a dropped tree's come back at
+    /// once; its slot only at the next checkpoint), so a server short of
+    /// them checkpoints early (`hooks::checkpointer`).
     pub fn metadata_use(&self) -> (usize, usize) {
         (self.inner.meta.chunks_in_use(), self.inner.meta.nchunks)
+    }
+
+    /// Tree slots of dropped trees (a checkpoint frees them), free slots,
+    /// and slots in all.
+    pub fn slot_use(&self) -> (usize, usize, usize) {
+        let meta = &self.inner.meta;
+        let count = |state| self.slots_in(state).len();
+        (count(SLOT_DROPPED), count(SLOT_FREE), meta.max_trees())
     }
 
     /// The last durable checkpoint number (0 = none yet).
@@ -1443,6 +1455,11 @@ impl Engine {
         inner
             .pool
             .invalidate_tree(meta.slot(slot).num.load(Ordering::Acquire));
+        // Its page table and bitmap go back to the arena now: only its id is
+        // needed until a checkpoint removes its files (`remove_old_files`),
+        // and no page of it is written any more (`write_image_checked`
+        // looks at the state under the file latch this takes).
+        meta.file(slot).reset();
         Ok(())
     }
 

@@ -79,15 +79,17 @@ fn warn_unsafe_backup_settings(warned: &mut bool) {
     *warned = unsafe_now;
 }
 
-/// Whether the engine's metadata is three quarters used, and the last
-/// checkpoint was long enough ago to try another: the chunks of dropped
-/// trees are only released by a checkpoint, so a workload that creates and
-/// drops many tables (a test suite, temporary work tables) would otherwise
-/// run out between two scheduled checkpoints with the default settings.
+/// Whether three quarters of the engine's tree slots are taken, some by
+/// dropped trees, and the last checkpoint was long enough ago to try
+/// another: a dropped tree's slot (unlike its metadata chunks, which come
+/// back at once) is only released by a checkpoint, so a workload that
+/// creates and drops many tables (a test suite, temporary work tables)
+/// would otherwise run out between two scheduled checkpoints with the
+/// default settings.
 fn metadata_short(last: Instant) -> bool {
     const AT_MOST_EVERY: Duration = Duration::from_secs(5);
-    let (used, total) = crate::pg::engine::engine().metadata_use();
-    used * 4 >= total * 3 && last.elapsed() >= AT_MOST_EVERY
+    let (dropped, free, total) = crate::pg::engine::engine().slot_use();
+    dropped > 0 && free * 4 <= total && last.elapsed() >= AT_MOST_EVERY
 }
 
 /// Points this process's proc-array index at a slot the dense arrays

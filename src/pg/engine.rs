@@ -294,8 +294,7 @@ pub fn report(e: EngineError) -> ! {
     };
     let hint = match &e {
         EngineError::MetadataFull(_) => Some(
-            "Each table's trees need metadata chunks until the next engine checkpoint \
-             releases those of dropped tables; run CHECKPOINT, or raise \
+            "Each table's trees need metadata chunks (two for a small tree); raise \
              orioledb.main_buffers (the metadata region is one chunk per four pool pages, \
              at least 1024).",
         ),

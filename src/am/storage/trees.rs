@@ -173,9 +173,10 @@ fn open_or_create(id: TreeId, level: i32) -> orioledb_engine::Tree {
     };
     let engine = engine();
     let opened = match engine.open_tree(id, opts.clone()) {
-        // The metadata and slots of dropped tables come back at the next
-        // engine checkpoint: a server creating and dropping tables faster
-        // than the checkpointer runs takes one now rather than failing.
+        // The slots of dropped tables come back at the next engine
+        // checkpoint (their chunks at the drop): a server creating and
+        // dropping tables faster than the checkpointer runs takes one now
+        // rather than failing.
         Err(EngineError::MetadataFull(_) | EngineError::TooManyTrees(_)) => {
             crate::pg::engine::checkpoint().unwrap_or_else(|e| report(e));
             engine.open_tree(id, opts)
