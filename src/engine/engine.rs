@@ -1193,8 +1193,15 @@ impl Engine {
     /// and slots in all.
     pub fn slot_use(&self) -> (usize, usize, usize) {
         let meta = &self.inner.meta;
-        let count = |state| self.slots_in(state).len();
-        (count(SLOT_DROPPED), count(SLOT_FREE), meta.max_trees())
+        let (mut dropped, mut free) = (0, 0);
+        for i in 0..meta.max_trees() {
+            match meta.slot(i).state.load(Ordering::Acquire) {
+                SLOT_DROPPED => dropped += 1,
+                SLOT_FREE => free += 1,
+                _ => {}
+            }
+        }
+        (dropped, free, meta.max_trees())
     }
 
     /// The last durable checkpoint number (0 = none yet).

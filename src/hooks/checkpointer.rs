@@ -88,8 +88,11 @@ fn warn_unsafe_backup_settings(warned: &mut bool) {
 /// default settings.
 fn metadata_short(last: Instant) -> bool {
     const AT_MOST_EVERY: Duration = Duration::from_secs(5);
+    if last.elapsed() < AT_MOST_EVERY {
+        return false;
+    }
     let (dropped, free, total) = crate::pg::engine::engine().slot_use();
-    dropped > 0 && free * 4 <= total && last.elapsed() >= AT_MOST_EVERY
+    dropped > 0 && free * 4 <= total
 }
 
 /// Points this process's proc-array index at a slot the dense arrays

@@ -39,7 +39,10 @@ unsafe extern "C-unwind" fn object_access(
         && class_id == pg_sys::RelationRelationId
         && sub_id == 0
     {
-        crate::am::storage::trees::relation_dropped(object_id);
+        // An orioledb relation is no index; only an index is a primary key.
+        if crate::am::storage::trees::relation_dropped(object_id) {
+            return;
+        }
         if let Some(table) = crate::am::storage::trees::primary_key_owner(object_id) {
             // DROP CONSTRAINT, or DROP COLUMN of a key column.
             crate::am::rekey::key_dropped(table);

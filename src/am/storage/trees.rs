@@ -174,10 +174,11 @@ fn open_or_create(id: TreeId, level: i32) -> orioledb_engine::Tree {
     let engine = engine();
     let opened = match engine.open_tree(id, opts.clone()) {
         // The slots of dropped tables come back at the next engine
-        // checkpoint (their chunks at the drop): a server creating and
-        // dropping tables faster than the checkpointer runs takes one now
-        // rather than failing.
-        Err(EngineError::MetadataFull(_) | EngineError::TooManyTrees(_)) => {
+        // checkpoint: a server creating and dropping tables faster than the
+        // checkpointer runs takes one now rather than failing. (Their
+        // chunks came back at the drop: a checkpoint frees none, so a full
+        // metadata arena is an error at once.)
+        Err(EngineError::TooManyTrees(_)) => {
             crate::pg::engine::checkpoint().unwrap_or_else(|e| report(e));
             engine.open_tree(id, opts)
         }
@@ -240,14 +241,16 @@ pub unsafe fn create_toast_tree(rel: pg_sys::Relation) -> orioledb_engine::Tree 
 
 /// A relation is being dropped (`hooks::object_access`, with its catalog
 /// row still there): an orioledb table's tree goes when the transaction
-/// commits.
-pub fn relation_dropped(reloid: pg_sys::Oid) {
-    if let Some((db, relnode)) = orioledb_relfile(reloid) {
-        let id = tree_id(db, relnode);
-        if engine().has_tree(id) {
-            remember(id, When::DropAtCommit);
-        }
+/// commits. Whether it is an orioledb relation.
+pub fn relation_dropped(reloid: pg_sys::Oid) -> bool {
+    let Some((db, relnode)) = orioledb_relfile(reloid) else {
+        return false;
+    };
+    let id = tree_id(db, relnode);
+    if engine().has_tree(id) {
+        remember(id, When::DropAtCommit);
     }
+    true
 }
 
 /// The orioledb table whose primary-key index is `index`, if it is one.
