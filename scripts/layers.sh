@@ -5,7 +5,8 @@
 #   src/pg/      PostgreSQL plumbing: may use the engine
 #   src/am/      the table access method: may use pg and the engine; inside
 #                it, rooms from the bottom: layout, storage, toast, rows,
-#                rekey, scan, modify, maintenance (then routine.rs on top)
+#                rekey, scan, modify, maintenance, secondary (then routine.rs
+#                on top)
 #   src/hooks/   _PG_init, the utility hook, the checkpointer worker, and
 #   src/lib.rs   the SQL-callable functions: may use everything
 # Comments are ignored (they may name any module); every other mention of a
@@ -33,7 +34,7 @@ check src/am 'crate::hooks\b|use crate::\{[^}]*\bhooks\b' "hooks"
 
 # The access method's rooms, from the bottom (docs/architecture.md, "The
 # access method's rooms"); routine.rs, handler.rs and mod.rs sit on top.
-ROOMS=(layout storage toast rows rekey scan modify maintenance)
+ROOMS=(layout storage toast rows rekey scan modify maintenance secondary)
 for i in "${!ROOMS[@]}"; do
     room=${ROOMS[$i]}
     above=$(IFS='|'; echo "${ROOMS[*]:$((i + 1))}")

@@ -88,15 +88,16 @@ pgrx::extension_sql!(
     r#"
 CREATE VIEW orioledb_trees AS
 SELECT c.oid::regclass AS reloid, t.relnode,
-       CASE WHEN c.relkind = 't' THEN 'toast' ELSE 'primary' END AS tree, t.file,
+       CASE c.relkind WHEN 't' THEN 'toast' WHEN 'i' THEN 'index' ELSE 'primary' END AS tree, t.file,
        t.pages, t.resident_pages, t.dirty_pages, t.file_bytes, t.compress,
        CASE WHEN t.key_attnums IS NULL THEN 'row id'
             ELSE (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY u.ord)
                   FROM unnest(t.key_attnums) WITH ORDINALITY u(n, ord)
                   JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = u.n)
        END AS key,
-       CASE WHEN c.relkind = 't'
-            THEN (SELECT o.oid::regclass FROM pg_class o WHERE o.reltoastrelid = c.oid)
+       CASE c.relkind
+            WHEN 't' THEN (SELECT o.oid::regclass FROM pg_class o WHERE o.reltoastrelid = c.oid)
+            WHEN 'i' THEN (SELECT i.indrelid::regclass FROM pg_index i WHERE i.indexrelid = c.oid)
             ELSE c.oid::regclass END AS "table"
 FROM orioledb_tree_stats() t
 LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
@@ -108,10 +109,11 @@ LEFT JOIN pg_class c ON c.relfilenode = t.relnode AND c.reltablespace = 0;
 /// Bytes of relation `rel`'s engine files on disk: for its primary tree and
 /// its toast tree, the data file and the checkpoint map(s) present in
 /// `orioledb_data/<database oid>/` (the row-id map is part of the primary
-/// tree); ERROR if `rel` is not an orioledb table.
+/// tree); for an `orioledb_btree` index, its tree's; ERROR if `rel` is
+/// neither an orioledb table nor such an index.
 #[pg_extern]
 fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
-    let Some((db, relnode)) = pg::orioledb_relfile(rel) else {
+    let Some((db, relnode)) = pg::engine_relfile(rel) else {
         // Raises the "not an orioledb table" ERROR.
         let _ = orioledb_tree_of(rel);
         return 0;
@@ -166,11 +168,12 @@ fn held_bytes(m: &std::fs::Metadata) -> u64 {
     m.len().min(m.blocks() * 512)
 }
 
-/// The primary tree of orioledb table `rel` (Err if the table has none in
-/// the engine); an ERROR (42809) naming `rel` if it is not an orioledb table.
+/// The primary tree of orioledb table `rel`, or the tree of `orioledb_btree`
+/// index `rel` (Err if it has none in the engine); an ERROR (42809) naming
+/// `rel` if it is neither.
 fn orioledb_tree_of(rel: pg_sys::Oid) -> orioledb_engine::Result<orioledb_engine::Tree> {
     pg::require_preloaded();
-    let Some((db, relnode)) = pg::orioledb_relfile(rel) else {
+    let Some((db, relnode)) = pg::engine_relfile(rel) else {
         // SAFETY: name lookup for the message; NULL (no such relation) is handled.
         let name = unsafe {
             let n = pg_sys::get_rel_name(rel);
@@ -247,14 +250,18 @@ pgrx::extension_sql!(
 CREATE FUNCTION orioledb_relation_size(rel oid) RETURNS bigint
 LANGUAGE sql STRICT STABLE AS $$
     SELECT orioledb_tree_bytes(rel)
-         + coalesce((SELECT sum(pg_relation_size(i.indexrelid))
+         + coalesce((SELECT sum(CASE WHEN a.amname = 'orioledb_btree'
+                                     THEN orioledb_tree_bytes(i.indexrelid)
+                                     ELSE pg_relation_size(i.indexrelid) END)
                      FROM pg_index i
+                     JOIN pg_class ic ON ic.oid = i.indexrelid
+                     JOIN pg_am a ON a.oid = ic.relam
                      WHERE i.indrelid = rel
                         OR i.indrelid = (SELECT reltoastrelid FROM pg_class WHERE oid = rel)),
                     0)::bigint
 $$;
 COMMENT ON FUNCTION orioledb_relation_size(oid) IS
-  'Bytes an orioledb table occupies on disk: its engine files (primary and toast trees, with their checkpoint maps) plus its indexes';
+  'Bytes an orioledb table occupies on disk: its engine files (primary and toast trees, with their checkpoint maps) plus its indexes (an orioledb_btree index''s engine files)';
 
 CREATE FUNCTION orioledb_table_description(rel oid) RETURNS text
 LANGUAGE sql STRICT STABLE AS $$

@@ -30,8 +30,10 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-/// The access methods compared, in diff order (expected, actual).
-const AMS: [&str; 2] = ["heap", "orioledb"];
+/// The access methods compared, in diff order (expected, actual), each
+/// with the index method scripts name as `:ix` (secondary indexes: a
+/// PostgreSQL btree on heap, the engine's `orioledb_btree` on orioledb).
+const AMS: [(&str, &str); 2] = [("heap", "btree"), ("orioledb", "orioledb_btree")];
 
 /// One `#[test]` per script of `tests/sql/`.
 macro_rules! parity_tests {
@@ -65,6 +67,7 @@ parity_tests! {
     parity_scans => "scans",
     parity_scan_kinds => "scan_kinds",
     parity_tid_layout => "tid_layout",
+    parity_secondary => "secondary",
 }
 
 fn sql_dir() -> PathBuf {
@@ -97,11 +100,11 @@ fn parity_db(env: &TestEnv, name: &str, am: &str) {
 
 /// Run `script` (SQL text) with psql in database `db`; stdout and stderr in the
 /// order psql wrote them (both go to one pipe).
-fn run_psql(env: &TestEnv, db: &str, script: &str) -> String {
+fn run_psql(env: &TestEnv, db: &str, ix: &str, script: &str) -> String {
     let (mut reader, writer) = std::io::pipe().expect("pipe");
     let mut cmd = client_command(env, "psql");
     // -a echoes the script, so a diff shows the statements next to their output
-    cmd.args(["-X", "-q", "-a", "-v", "ON_ERROR_STOP=0"])
+    cmd.args(["-X", "-q", "-a", "-v", "ON_ERROR_STOP=0", "-v", &format!("ix={ix}")])
         .args(["-d", db, "-f", "-"])
         // the same messages in both runs whatever the caller's environment
         .env("LC_MESSAGES", "C")
@@ -143,10 +146,10 @@ fn run_parity(script: &str) {
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
     let t0 = std::time::Instant::now();
     let mut outputs = Vec::new();
-    for am in AMS {
+    for (am, ix) in AMS {
         let db = format!("parity_{script}_{am}");
         parity_db(&env, &db, am);
-        outputs.push(run_psql(&env, &db, &sql));
+        outputs.push(run_psql(&env, &db, ix, &sql));
     }
     let (heap, oriole) = (&outputs[0], &outputs[1]);
     eprintln!(
@@ -157,7 +160,7 @@ fn run_parity(script: &str) {
     if heap != oriole {
         let dir = output_dir();
         let _ = std::fs::create_dir_all(&dir);
-        for (am, out) in AMS.iter().zip(&outputs) {
+        for ((am, _), out) in AMS.iter().zip(&outputs) {
             let _ = std::fs::write(dir.join(format!("{script}.{am}.out")), out);
         }
         panic!(
@@ -348,7 +351,7 @@ fn unsupported_statements_fail_with_their_sqlstate() {
         "no expectations in {}",
         path.display()
     );
-    for am in AMS {
+    for (am, _) in AMS {
         let db = format!("parity_unsupported_{am}");
         parity_db(&env, &db, am);
         let mut c = connect(&env, &db);

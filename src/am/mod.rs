@@ -13,7 +13,9 @@
 //!   builds, the primary scan and its planner hook;
 //! - `modify` — writing: insert, update, delete, row locks, and the row
 //!   changes logical decoding reads;
-//! - `maintenance` — VACUUM and the pruning of quiet tables.
+//! - `maintenance` — VACUUM and the pruning of quiet tables;
+//! - `secondary` — the `orioledb_btree` index access method: secondary
+//!   indexes stored in engine trees.
 //!
 //! On top, `routine` fills PostgreSQL's `TableAmRoutine` with callbacks
 //! into the rooms and `handler` hands it out; [`install`] wires the rooms
@@ -26,6 +28,7 @@ pub mod rekey;
 pub mod routine;
 pub mod rows;
 pub mod scan;
+pub mod secondary;
 pub mod storage;
 pub mod toast;
 
@@ -41,6 +44,7 @@ pub(crate) fn install() {
     on_event(layout::table::at_event);
     on_event(toast::at_event);
     on_event(rekey::at_event);
+    on_event(secondary::shape::at_event);
     on_event(storage::trees::at_event);
     scan::planner::install();
     scan::pkscan::install();

@@ -251,7 +251,7 @@ fn index_not_compressed(am: &str, table: &str) -> ! {
         format!("orioledb: indexes using access method \"{am}\" are not compressed"),
     )
     .hint(format!(
-        "Compression is a table option of orioledb tables: ALTER TABLE {table} SET (compress = N)."
+        "Compression is a table option of orioledb tables (ALTER TABLE {table} SET (compress = N)), and an option of their orioledb_btree indexes."
     ))
     .raise()
 }
@@ -559,6 +559,9 @@ enum AfterStatement {
         name: *const c_char,
         options: *mut pg_sys::List,
     },
+    /// Apply the `compress` option of `orioledb_btree` index `.0` (which
+    /// PostgreSQL has just set or reset) to its tree.
+    IndexLevel(pg_sys::Oid),
     /// Make the engine's trees durable too.
     Checkpoint {
         /// `pg::backup::checkpoints_ran()` before PostgreSQL's checkpoint.
@@ -644,20 +647,7 @@ unsafe extern "C-unwind" fn prepare(
                 ran_before: crate::pg::backup::checkpoints_ran(),
             },
             pg_sys::NodeTag::T_IndexStmt => {
-                let stmt = call.stmt() as *mut pg_sys::IndexStmt;
-                if let Some(&(_, _)) = ours_in((*stmt).options).first() {
-                    let table = if (*stmt).relation.is_null() {
-                        String::new()
-                    } else {
-                        text_of((*(*stmt).relation).relname)
-                    };
-                    let am = if (*stmt).accessMethod.is_null() {
-                        "btree".to_string()
-                    } else {
-                        text_of((*stmt).accessMethod)
-                    };
-                    index_not_compressed(&am, &table);
-                }
+                index_stmt(call.stmt() as *mut pg_sys::IndexStmt);
                 AfterStatement::Nothing
             }
             _ => AfterStatement::Nothing,
@@ -670,6 +660,57 @@ unsafe extern "C-unwind" fn prepare(
         after,
     }
 }
+
+/// `CREATE INDEX ... WITH (compress = N)`: on an orioledb table, without a
+/// method or with btree's, the index becomes an `orioledb_btree` index
+/// (whose `amoptions` takes the level); an index of `orioledb_btree` takes
+/// the option itself. Our options elsewhere are 0A000.
+///
+/// # Safety
+/// `stmt` is a valid `IndexStmt`.
+unsafe fn index_stmt(stmt: *mut pg_sys::IndexStmt) {
+    // SAFETY: per the contract; the RangeVar is looked up without a lock
+    // (DefineIndex takes its own).
+    unsafe {
+        let ours = ours_in((*stmt).options);
+        let Some(&(first, _)) = ours.first() else {
+            return;
+        };
+        let am = if (*stmt).accessMethod.is_null() {
+            "btree".to_string()
+        } else {
+            text_of((*stmt).accessMethod)
+        };
+        if am == INDEX_AM_NAME {
+            return;
+        }
+        let table = if (*stmt).relation.is_null() {
+            String::new()
+        } else {
+            text_of((*(*stmt).relation).relname)
+        };
+        let on_ours = !(*stmt).relation.is_null() && {
+            let relid = pg_sys::RangeVarGetRelidExtended((*stmt).relation, pg_sys::NoLock as _, 1, None, std::ptr::null_mut());
+            relid != pg_sys::InvalidOid && crate::pg::orioledb_relfile(relid).is_some()
+        };
+        if am == "btree" && on_ours && ours.iter().all(|(o, _)| *o == Opt::Compress) {
+            (*stmt).accessMethod = pg_sys::pstrdup(c"orioledb_btree".as_ptr());
+            return;
+        }
+        if on_ours && first != Opt::Compress {
+            error(
+                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
+                format!("orioledb: \"{}\" is a table option", first.name()),
+            )
+            .hint("An index takes \"compress\" only.")
+            .raise();
+        }
+        index_not_compressed(&am, &table);
+    }
+}
+
+/// The index access method whose indexes take `compress`.
+const INDEX_AM_NAME: &str = "orioledb_btree";
 
 /// Finishes a statement the extension acts on, after it ran.
 #[pg_guard]
@@ -688,6 +729,18 @@ extern "C-unwind" fn finish(after: AfterStatement) {
                 }
             }
             AfterStatement::Levels { relid, levels } => write_levels(relid, Some(levels)),
+            AfterStatement::IndexLevel(relid) => {
+                pg_sys::CommandCounterIncrement();
+                let rel = pg_sys::RelationIdGetRelation(relid);
+                if !rel.is_null() {
+                    let level = crate::am::secondary::options::level_of(rel);
+                    crate::am::secondary::shape::shape_of(rel)
+                        .tree
+                        .set_compress(level)
+                        .unwrap_or_else(|e| crate::pg::engine::report(e));
+                    pg_sys::RelationClose(rel);
+                }
+            }
             AfterStatement::DropDatabase(oid) => {
                 if oid != pg_sys::InvalidOid {
                     crate::am::storage::trees::drop_database_trees(oid);
@@ -862,6 +915,11 @@ unsafe fn alter_table(call: &mut UtilityCall) -> AfterStatement {
         }
         let (sets, resets) = our_sets_and_resets(&relopt_cmds);
         let first_ours = sets.first().map(|s| s.0).or(resets.first().copied());
+        if let Some(index) = orioledb_btree_index((*stmt).relation) {
+            // PostgreSQL validates and stores the index's options itself
+            // (`amoptions`); the tree takes the level afterwards.
+            return AfterStatement::IndexLevel(index);
+        }
         let Some(relid) = locked_target(stmt, first_ours) else {
             return AfterStatement::Nothing;
         };
@@ -877,6 +935,31 @@ unsafe fn alter_table(call: &mut UtilityCall) -> AfterStatement {
         remove_ours(call, relid);
         AfterStatement::Levels { relid, levels }
     }
+}
+
+/// The `orioledb_btree` index `rv` names, if it names one (looked up
+/// without a lock: ALTER INDEX takes its own).
+///
+/// # Safety
+/// `rv` is null or a valid RangeVar.
+unsafe fn orioledb_btree_index(rv: *mut pg_sys::RangeVar) -> Option<pg_sys::Oid> {
+    if rv.is_null() {
+        return None;
+    }
+    // SAFETY: per the contract.
+    let relid = unsafe {
+        pg_sys::RangeVarGetRelidExtended(rv, pg_sys::NoLock as _, 1, None, std::ptr::null_mut())
+    };
+    let am = crate::pg::index_am_oid();
+    let is = relid != pg_sys::InvalidOid
+        && am != pg_sys::InvalidOid
+        // SAFETY: a syscache lookup of an existing relation.
+        && unsafe {
+            crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, relid.into(), |tup| {
+                (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup)).relam == am
+            })
+        } == Some(true);
+    is.then_some(relid)
 }
 
 /// Our options in reloption subcommands `cmds`: those SET (with their

@@ -81,10 +81,29 @@ fn am_oid() -> pg_sys::Oid {
     unsafe { pg_sys::get_table_am_oid(c"orioledb".as_ptr(), true) }
 }
 
-/// (database, relfilenode) of `reloid` if it is a relation of our AM.
+/// The OID of the `orioledb_btree` index access method in this database
+/// (InvalidOid if the extension is not installed); not cached, as
+/// [`am_oid`].
+pub fn index_am_oid() -> pg_sys::Oid {
+    // SAFETY: catalog lookup by a static NUL-terminated name.
+    unsafe { pg_sys::get_index_am_oid(c"orioledb_btree".as_ptr(), true) }
+}
+
+/// (database, relfilenode) of `reloid` if it is a relation of our table AM.
 pub fn orioledb_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
-    let am = am_oid();
-    if am == pg_sys::InvalidOid {
+    relfile_of(reloid, am_oid(), pg_sys::InvalidOid)
+}
+
+/// (database, relfilenode) of `reloid` if it has an engine tree: an
+/// orioledb table (or its toast relation) or an `orioledb_btree` index.
+pub fn engine_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
+    relfile_of(reloid, am_oid(), index_am_oid())
+}
+
+/// (database, relfilenode) of `reloid` if its access method is `am` or
+/// `other` (either InvalidOid: none).
+fn relfile_of(reloid: pg_sys::Oid, am: pg_sys::Oid, other: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid)> {
+    if am == pg_sys::InvalidOid && other == pg_sys::InvalidOid {
         return None;
     }
     // SAFETY: syscache lookup; the tuple is released before returning and
@@ -92,7 +111,8 @@ pub fn orioledb_relfile(reloid: pg_sys::Oid) -> Option<(pg_sys::Oid, pg_sys::Oid
     unsafe {
         crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, reloid.into(), |tup| {
             let form = pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup);
-            ((*form).relam == am && (*form).relfilenode != pg_sys::InvalidOid)
+            let ours = (*form).relam != pg_sys::InvalidOid && ((*form).relam == am || (*form).relam == other);
+            (ours && (*form).relfilenode != pg_sys::InvalidOid)
                 .then(|| (pg_sys::MyDatabaseId, (*form).relfilenode))
         })
         .flatten()

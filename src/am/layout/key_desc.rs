@@ -281,6 +281,30 @@ fn inet_key(v: &[u8], out: &mut Vec<u8>) {
 const TAG_VALUE: u8 = 1;
 const TAG_NULL: u8 = 2;
 
+/// `kind`, or for text under a libc language collation (`TextBytes`,
+/// `BpcharBytes`) the kind a tree compares under its locale (`LibcText`,
+/// `LibcBpchar`), when the tree can delimit every column before it (`cols`)
+/// and this process can open the locale; with the locale's index in
+/// `locales` (added there if new), 0 for other kinds.
+fn libc_ordered(kind: Kind, cols: &[KeyCol], coll: pg_sys::Oid, locales: &mut Vec<String>) -> (Kind, u8) {
+    if !matches!(kind, Kind::TextBytes | Kind::BpcharBytes) || !cols.iter().all(|c| c.kind.delimited()) {
+        return (kind, 0);
+    }
+    let Some(name) = crate::am::layout::collate::libc_locale(coll)
+        .filter(|n| n.len() < 256 && crate::am::layout::collate::libc_collation(n).is_some())
+    else {
+        return (kind, 0);
+    };
+    let locale = match locales.iter().position(|l| *l == name) {
+        Some(i) => i,
+        None => {
+            locales.push(name);
+            locales.len() - 1
+        }
+    } as u8;
+    (if kind == Kind::TextBytes { Kind::LibcText } else { Kind::LibcBpchar }, locale)
+}
+
 impl KeyDesc {
     pub fn encode(&self) -> Vec<u8> {
         let v2 = !self.locales.is_empty();
@@ -430,27 +454,7 @@ impl KeyDesc {
                 {
                     return None;
                 }
-                let mut kind = Kind::of(att.atttypid, coll)?;
-                let mut locale = 0;
-                // Text under a libc language collation is compared by the
-                // tree under its locale, when the tree can delimit every
-                // column before it and this process can open the locale.
-                if matches!(kind, Kind::TextBytes | Kind::BpcharBytes)
-                    && cols.iter().all(|c: &KeyCol| c.kind.delimited())
-                {
-                    if let Some(name) = crate::am::layout::collate::libc_locale(coll)
-                        .filter(|n| n.len() < 256 && crate::am::layout::collate::libc_collation(n).is_some())
-                    {
-                        locale = match locales.iter().position(|l| *l == name) {
-                            Some(i) => i,
-                            None => {
-                                locales.push(name);
-                                locales.len() - 1
-                            }
-                        } as u8;
-                        kind = if kind == Kind::TextBytes { Kind::LibcText } else { Kind::LibcBpchar };
-                    }
-                }
+                let (kind, locale) = libc_ordered(Kind::of(att.atttypid, coll)?, &cols, coll, &mut locales);
                 cols.push(KeyCol {
                     attnum,
                     typid: att.atttypid.to_u32(),
@@ -481,6 +485,60 @@ impl KeyDesc {
             pg_sys::index_close(index, pg_sys::AccessShareLock as _);
             d
         }
+    }
+
+    /// The descriptor of secondary index `index`'s key columns (`attnum`:
+    /// the index column, 1-based) for a tree in the btree order of every
+    /// column (`secondary`); Err names the first column no encoding keeps
+    /// in that order.
+    ///
+    /// # Safety
+    /// `index` is an open index relation.
+    pub unsafe fn for_secondary(index: pg_sys::Relation) -> Result<KeyDesc, String> {
+        // SAFETY: an open index has rd_index, rd_indcollation and
+        // rd_opcintype arrays of indnkeyatts entries.
+        unsafe {
+            let nkeys = (*(*index).rd_index).indnkeyatts as usize;
+            let mut cols: Vec<KeyCol> = Vec::with_capacity(nkeys);
+            let mut locales = Vec::new();
+            for i in 0..nkeys {
+                let typid = *(*index).rd_opcintype.add(i);
+                let coll = *(*index).rd_indcollation.add(i);
+                let kind = Kind::of(typid, coll)
+                    .map(|k| libc_ordered(k, &cols, coll, &mut locales))
+                    .filter(|(k, _)| k.ordered());
+                let Some((kind, locale)) = kind else {
+                    let ty = std::ffi::CStr::from_ptr(pg_sys::format_type_be(typid)).to_string_lossy();
+                    return Err(format!(
+                        "column {} (type {ty}) has no encoding in its btree order{}",
+                        i + 1,
+                        if matches!(Kind::of(typid, coll), Some(Kind::TextBytes | Kind::BpcharBytes)) {
+                            " after the columns before it"
+                        } else {
+                            ""
+                        }
+                    ));
+                };
+                cols.push(KeyCol {
+                    attnum: (i + 1) as i16,
+                    typid: typid.to_u32(),
+                    coll: coll.to_u32(),
+                    kind,
+                    locale,
+                });
+            }
+            if cols.is_empty() {
+                return Err("an index needs a key column".into());
+            }
+            Ok(KeyDesc { cols, locales })
+        }
+    }
+
+    /// Whether column `n` (0-based) is compared by a locale, or comes before
+    /// one that is (its encoding must then stay as the tree's order reads
+    /// it: ascending, NULLs last).
+    pub fn collated_through(&self, n: usize) -> bool {
+        self.cols[n..].iter().any(|c| matches!(c.kind, Kind::LibcText | Kind::LibcBpchar))
     }
 
     /// Appends the encoding of one column's datum (`None` = NULL).

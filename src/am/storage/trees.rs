@@ -164,6 +164,30 @@ fn other_kind_has_file(db: u32, rel: u32, temp: bool) -> bool {
     })
 }
 
+/// The empty tree of secondary index `index` (an `orioledb_btree` index
+/// being built on its current relation file) at compression `level`. A
+/// tree already under that file — left over by a crash, or the same file
+/// built again (TRUNCATE of a table created in this transaction empties
+/// its indexes in place) — is emptied. Dropped if the transaction rolls
+/// back; a file the index leaves (REINDEX, TRUNCATE) loses its tree to the
+/// orphan sweep once PostgreSQL has removed the file.
+///
+/// # Safety
+/// `index` is an open index relation.
+pub unsafe fn new_index_tree(index: pg_sys::Relation, level: i32) -> orioledb_engine::Tree {
+    // SAFETY: an open relation has a valid rd_node.
+    let node = unsafe { (*index).rd_node };
+    let id = tree_id(node.dbNode, node.relNode);
+    let engine = engine();
+    if engine.tree(id).is_ok() {
+        engine.truncate_tree(id).unwrap_or_else(|e| report(e));
+    }
+    let tree = open_or_create(id, level);
+    tree.set_compress(level).unwrap_or_else(|e| report(e));
+    remember(id, When::DropAtAbort);
+    tree
+}
+
 /// Opens tree `id`, creating it at compression `level` if it does not
 /// exist (atomically: two processes asking at once get the same tree).
 fn open_or_create(id: TreeId, level: i32) -> orioledb_engine::Tree {
@@ -240,10 +264,10 @@ pub unsafe fn create_toast_tree(rel: pg_sys::Relation) -> orioledb_engine::Tree 
 
 
 /// A relation is being dropped (`hooks::object_access`, with its catalog
-/// row still there): an orioledb table's tree goes when the transaction
-/// commits. Whether it is an orioledb relation.
+/// row still there): the tree of an orioledb table or `orioledb_btree`
+/// index goes when the transaction commits. Whether it is one of those.
 pub fn relation_dropped(reloid: pg_sys::Oid) -> bool {
-    let Some((db, relnode)) = orioledb_relfile(reloid) else {
+    let Some((db, relnode)) = crate::pg::engine_relfile(reloid) else {
         return false;
     };
     let id = tree_id(db, relnode);

@@ -1,0 +1,318 @@
+//! Writing an `orioledb_btree` index: its build, an entry per inserted row,
+//! and VACUUM's removal of entries whose rows are gone.
+
+use super::shape::{key_tid, shape_of, Shape};
+use crate::pg::engine::report;
+use orioledb_engine::page::{MAX_ITEM, MAX_KEY};
+use pgrx::pg_sys;
+use pgrx::PgSqlErrorCode;
+
+/// Refuses what the index does not serve: a table of another access method,
+/// and temporary or unlogged tables (an unlogged index would have to be
+/// emptied after a crash with its table, which only tables do here).
+///
+/// # Safety
+/// Open relations.
+unsafe fn check_target(heap: pg_sys::Relation, index: pg_sys::Relation) {
+    // SAFETY: per the contract.
+    unsafe {
+        let name = crate::pg::rel_name(index);
+        if crate::pg::orioledb_relfile((*heap).rd_id).is_none() {
+            crate::pg::error::error(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("orioledb_btree index \"{name}\" must be on an orioledb table"),
+            )
+            .hint("Use a btree index on tables of other access methods.")
+            .raise();
+        }
+        if (*(*index).rd_rel).relpersistence as u8 != pg_sys::RELPERSISTENCE_PERMANENT {
+            crate::pg::error::raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("orioledb_btree index \"{name}\" on a temporary or unlogged table is not supported"),
+            );
+        }
+    }
+}
+
+/// The value of an entry: the row's index tuple, as bytes.
+///
+/// # Safety
+/// `values`/`nulls` hold one datum per index column, of their types.
+unsafe fn entry_value(index: pg_sys::Relation, values: *mut pg_sys::Datum, nulls: *mut bool) -> Vec<u8> {
+    // SAFETY: per the contract; the tuple is palloc'd and freed here.
+    unsafe {
+        let itup = pg_sys::index_form_tuple((*index).rd_att, values, nulls);
+        let len = ((*itup).t_info as u32 & pg_sys::INDEX_SIZE_MASK) as usize;
+        let v = std::slice::from_raw_parts(itup.cast::<u8>(), len).to_vec();
+        pg_sys::pfree(itup.cast());
+        v
+    }
+}
+
+/// An ERROR (54000) for an entry the engine cannot store, as btree gives
+/// for an index row larger than a third of a page.
+///
+/// # Safety
+/// `index` is an open relation.
+unsafe fn check_size(index: pg_sys::Relation, key: &[u8], value: &[u8]) {
+    if key.len() <= MAX_KEY && key.len() + value.len() <= MAX_ITEM {
+        return;
+    }
+    crate::pg::error::error(
+        PgSqlErrorCode::ERRCODE_PROGRAM_LIMIT_EXCEEDED,
+        format!(
+            "index row size {} exceeds orioledb_btree maximum {} for index \"{}\"",
+            key.len() + value.len(),
+            MAX_ITEM.min(MAX_KEY + value.len()),
+            // SAFETY: per the contract.
+            unsafe { crate::pg::rel_name(index) }
+        ),
+    )
+    .detail(format!("Key columns take at most {MAX_KEY} bytes encoded; a row at most {MAX_ITEM}."))
+    .hint("Values larger than 1/3 of a buffer page cannot be indexed.")
+    .raise()
+}
+
+/// One entry of `index`: its key and value, size-checked.
+///
+/// # Safety
+/// As [`entry_value`]; `tid` names the row.
+unsafe fn entry(
+    shape: &Shape,
+    index: pg_sys::Relation,
+    values: *mut pg_sys::Datum,
+    nulls: *mut bool,
+    tid: &pg_sys::ItemPointerData,
+) -> (Vec<u8>, Vec<u8>) {
+    // SAFETY: per the contract.
+    unsafe {
+        let key = shape.entry_key(values, nulls, tid);
+        let value = entry_value(index, values, nulls);
+        check_size(index, &key, &value);
+        (key, value)
+    }
+}
+
+/// A build's entries not yet in the tree. Invariant: `bytes` is the sum of
+/// the entries' key and value lengths.
+struct Pending {
+    shape: std::rc::Rc<Shape>,
+    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    bytes: usize,
+    budget: usize,
+    tuples: f64,
+}
+
+impl Pending {
+    /// Writes the entries in key order: each run of them falls into a leaf
+    /// under one descent.
+    fn flush(&mut self) {
+        let cmp = self.shape.tree.cmp();
+        self.entries.sort_unstable_by(|a, b| cmp.cmp(&a.0, &b.0));
+        let items: Vec<(&[u8], &[u8])> = self.entries.iter().map(|(k, v)| (&k[..], &v[..])).collect();
+        let mut from = 0;
+        while from < items.len() {
+            match self.shape.tree.insert_run(&items[from..]).unwrap_or_else(|e| report(e)) {
+                // A row the build met twice (a table scan that returned a
+                // TID again): one entry is enough.
+                Some(at) => from += at + 1,
+                None => break,
+            }
+        }
+        self.entries.clear();
+        self.bytes = 0;
+    }
+}
+
+/// `IndexBuildCallback` of [`ambuild`].
+#[pgrx::pg_guard]
+unsafe extern "C-unwind" fn build_callback(
+    index: pg_sys::Relation,
+    tid: pg_sys::ItemPointer,
+    values: *mut pg_sys::Datum,
+    isnull: *mut bool,
+    _alive: bool,
+    state: *mut std::ffi::c_void,
+) {
+    // SAFETY: `state` is the build's Pending, alive for the scan; the
+    // table AM passes the row's TID and one datum per index column.
+    unsafe {
+        let p = &mut *(state as *mut Pending);
+        let e = entry(&p.shape, index, values, isnull, &*tid);
+        p.bytes += e.0.len() + e.1.len() + 64;
+        p.entries.push(e);
+        p.tuples += 1.0;
+        if p.bytes >= p.budget {
+            p.flush();
+        }
+    }
+}
+
+/// `ambuild`: a new tree for the index's file, filled from a scan of the
+/// table; the entries are sorted in batches of `maintenance_work_mem`.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn ambuild(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    info: *mut pg_sys::IndexInfo,
+) -> *mut pg_sys::IndexBuildResult {
+    // SAFETY: PostgreSQL passes open relations, locked for the build.
+    unsafe {
+        check_target(heap, index);
+        super::shape::layout_of(index);
+        let level = super::options::level_of(index);
+        let tree = crate::am::storage::trees::new_index_tree(index, level);
+        let (desc, _) = super::shape::layout_of(index);
+        tree.upsert(crate::am::layout::table::DESC_KEY, &desc.encode())
+            .unwrap_or_else(|e| report(e));
+        let mut pending = Pending {
+            shape: shape_of(index),
+            entries: Vec::new(),
+            bytes: 0,
+            budget: pg_sys::maintenance_work_mem as usize * 1024,
+            tuples: 0.0,
+        };
+        let heap_tuples = pg_sys::table_index_build_scan(
+            heap,
+            index,
+            info,
+            true,
+            true,
+            Some(build_callback),
+            (&raw mut pending).cast(),
+            std::ptr::null_mut(),
+        );
+        pending.flush();
+        let result = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
+        (*result).heap_tuples = heap_tuples;
+        (*result).index_tuples = pending.tuples;
+        result
+    }
+}
+
+/// `ambuildempty`: never called, since indexes of unlogged tables are
+/// refused (there is no init fork to fill).
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
+    // SAFETY: PostgreSQL passes an open index.
+    unsafe {
+        crate::pg::error::raise(
+            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            format!(
+                "orioledb_btree index \"{}\" on a temporary or unlogged table is not supported",
+                crate::pg::rel_name(index)
+            ),
+        )
+    }
+}
+
+/// `aminsert`: the entry for a new row (or a row version whose indexed
+/// columns changed). Never a uniqueness check: the method is not unique.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn aminsert(
+    index: pg_sys::Relation,
+    values: *mut pg_sys::Datum,
+    isnull: *mut bool,
+    tid: pg_sys::ItemPointer,
+    _heap: pg_sys::Relation,
+    _check: pg_sys::IndexUniqueCheck::Type,
+    _unchanged: bool,
+    _info: *mut pg_sys::IndexInfo,
+) -> bool {
+    // SAFETY: PostgreSQL passes the open index, the row's TID and one
+    // datum per index column.
+    unsafe {
+        let shape = shape_of(index);
+        let (key, value) = entry(&shape, index, values, isnull, &*tid);
+        // An entry already there (CREATE INDEX CONCURRENTLY's validation
+        // inserts only TIDs it did not find, so only a retry) stays.
+        shape.tree.insert(&key, &value).unwrap_or_else(|e| report(e));
+    }
+    false
+}
+
+/// Entries deleted at a time while VACUUM walks the index.
+const DELETE_BATCH: usize = 4096;
+
+/// `ambulkdelete`: removes every entry whose TID `callback` calls dead,
+/// counting the rest.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn ambulkdelete(
+    info: *mut pg_sys::IndexVacuumInfo,
+    stats: *mut pg_sys::IndexBulkDeleteResult,
+    callback: pg_sys::IndexBulkDeleteCallback,
+    state: *mut std::ffi::c_void,
+) -> *mut pg_sys::IndexBulkDeleteResult {
+    // SAFETY: PostgreSQL passes the open index in `info` and a callback
+    // that takes a TID and `state`.
+    unsafe {
+        let stats = stats_or_new(stats);
+        let shape = shape_of((*info).index);
+        let callback = callback.expect("ambulkdelete gets a callback");
+        let mut doomed: Vec<Vec<u8>> = Vec::new();
+        let mut kept = 0.0;
+        let delete = |doomed: &mut Vec<Vec<u8>>| {
+            for k in doomed.drain(..) {
+                shape.tree.delete(&k).unwrap_or_else(|e| report(e));
+            }
+        };
+        let mut walk = orioledb_engine::cursor::LeafWalk::new(shape.tree.range(
+            std::ops::Bound::Excluded(crate::am::layout::table::DESC_KEY.to_vec()),
+            std::ops::Bound::Unbounded,
+            orioledb_engine::Direction::Forward,
+        ));
+        while let Some(item) = walk.next() {
+            pgrx::check_for_interrupts!();
+            let (k, _) = item.unwrap_or_else(|e| report(e));
+            let mut tid = key_tid(k);
+            if callback(&mut tid, state) {
+                doomed.push(k.to_vec());
+                (*stats).tuples_removed += 1.0;
+            } else {
+                kept += 1.0;
+            }
+            if doomed.len() >= DELETE_BATCH {
+                delete(&mut doomed);
+            }
+        }
+        delete(&mut doomed);
+        (*stats).num_index_tuples = kept;
+        (*stats).num_pages = shape.tree.approx_pages() as pg_sys::BlockNumber;
+        stats
+    }
+}
+
+/// `amvacuumcleanup`: the index's size for `pg_class` (entries counted by
+/// a bulk delete of this VACUUM, else the table's estimate).
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn amvacuumcleanup(
+    info: *mut pg_sys::IndexVacuumInfo,
+    stats: *mut pg_sys::IndexBulkDeleteResult,
+) -> *mut pg_sys::IndexBulkDeleteResult {
+    // SAFETY: PostgreSQL passes the open index in `info`.
+    unsafe {
+        if (*info).analyze_only {
+            return stats;
+        }
+        let had = !stats.is_null();
+        let stats = stats_or_new(stats);
+        if !had {
+            (*stats).num_index_tuples = (*info).num_heap_tuples;
+            (*stats).estimated_count = (*info).estimated_count;
+        }
+        (*stats).num_pages = shape_of((*info).index).tree.approx_pages() as pg_sys::BlockNumber;
+        stats
+    }
+}
+
+/// `stats`, or a new zeroed result when null.
+///
+/// # Safety
+/// `stats` is null or a valid result.
+unsafe fn stats_or_new(stats: *mut pg_sys::IndexBulkDeleteResult) -> *mut pg_sys::IndexBulkDeleteResult {
+    if !stats.is_null() {
+        return stats;
+    }
+    // SAFETY: a zeroed palloc'd result, as PostgreSQL's AMs make it.
+    unsafe { pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBulkDeleteResult>()).cast() }
+}

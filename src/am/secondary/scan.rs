@@ -1,0 +1,345 @@
+//! Reading an `orioledb_btree` index: ordered scans in either direction
+//! (index and index-only scans) and bitmap scans.
+//!
+//! The scan keys' leading equalities and the range on the next column give
+//! the key range walked (`bounds`); every entry in it is then checked
+//! against all scan keys with their operators, on the columns of the
+//! entry's stored index tuple, so the range only has to hold every match,
+//! and an entry is returned only if its tuple satisfies every key (no
+//! recheck is asked for).
+
+use super::shape::{key_tid, shape_of, Shape};
+use crate::pg::engine::report;
+use orioledb_engine::collated_order::AFTER_PREFIX;
+use orioledb_engine::cursor::LeafWalk;
+use orioledb_engine::key_format::VERSION_TAG;
+use orioledb_engine::Direction;
+use pgrx::pg_sys;
+use std::cmp::Ordering;
+use std::ops::Bound;
+use std::rc::Rc;
+
+/// A scan's state (`IndexScanDesc.opaque`). Invariant: `walk`, when set,
+/// reads `lo..hi` (narrowed past `last` when the walk began after a turn)
+/// in its direction; `last` is the key of the entry returned last, None
+/// before the first and after either end; `itup` is a palloc'd page-sized
+/// buffer holding the returned entry's index tuple.
+struct ScanState {
+    shape: Option<Rc<Shape>>,
+    lo: Bound<Vec<u8>>,
+    hi: Bound<Vec<u8>>,
+    /// A scan key no entry can satisfy (a comparison with NULL).
+    empty: bool,
+    walk: Option<(LeafWalk, Direction)>,
+    last: Option<Vec<u8>>,
+    itup: *mut u8,
+    values: Vec<pg_sys::Datum>,
+    nulls: Vec<bool>,
+}
+
+/// `ambeginscan`.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn ambeginscan(
+    index: pg_sys::Relation,
+    nkeys: std::ffi::c_int,
+    norderbys: std::ffi::c_int,
+) -> pg_sys::IndexScanDesc {
+    // SAFETY: PostgreSQL passes an open index; the scan descriptor and the
+    // buffer live in the executor's memory context for the scan.
+    unsafe {
+        let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
+        let natts = (*(*index).rd_att).natts as usize;
+        let state = Box::new(ScanState {
+            shape: None,
+            lo: Bound::Unbounded,
+            hi: Bound::Unbounded,
+            empty: false,
+            walk: None,
+            last: None,
+            itup: pg_sys::palloc(pg_sys::BLCKSZ as usize).cast(),
+            values: vec![pg_sys::Datum::from(0); natts],
+            nulls: vec![false; natts],
+        });
+        (*scan).opaque = Box::into_raw(state).cast();
+        (*scan).xs_itupdesc = (*index).rd_att;
+        scan
+    }
+}
+
+/// The scan's state.
+///
+/// # Safety
+/// `scan` was begun by [`ambeginscan`] and not ended.
+unsafe fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
+    // SAFETY: per the contract.
+    unsafe { &mut *((*scan).opaque as *mut ScanState) }
+}
+
+/// `amrescan`: takes the new scan keys and computes the range to walk.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn amrescan(
+    scan: pg_sys::IndexScanDesc,
+    keys: pg_sys::ScanKey,
+    _nkeys: std::ffi::c_int,
+    _orderbys: pg_sys::ScanKey,
+    _norderbys: std::ffi::c_int,
+) {
+    // SAFETY: PostgreSQL passes the scan and (when not null) as many keys
+    // as the scan was begun with.
+    unsafe {
+        let n = (*scan).numberOfKeys as usize;
+        if !keys.is_null() && n > 0 {
+            std::ptr::copy(keys, (*scan).keyData, n);
+        }
+        let st = state(scan);
+        let shape = match &st.shape {
+            Some(s) => s.clone(),
+            None => {
+                let s = shape_of((*scan).indexRelation);
+                st.shape = Some(s.clone());
+                s
+            }
+        };
+        let keys = std::slice::from_raw_parts((*scan).keyData, n);
+        (st.lo, st.hi, st.empty) = bounds(&shape, (*scan).indexRelation, keys);
+        st.walk = None;
+        st.last = None;
+    }
+}
+
+/// Which of two lower (`lower`) or upper bounds leaves the smaller range.
+fn tighter(shape: &Shape, a: Bound<Vec<u8>>, b: Bound<Vec<u8>>, lower: bool) -> Bound<Vec<u8>> {
+    let key = |x: &Bound<Vec<u8>>| match x {
+        Bound::Included(k) | Bound::Excluded(k) => Some(k.clone()),
+        Bound::Unbounded => None,
+    };
+    let (Some(ka), Some(kb)) = (key(&a), key(&b)) else {
+        return if matches!(a, Bound::Unbounded) { b } else { a };
+    };
+    match shape.tree.cmp().cmp(&ka, &kb) {
+        Ordering::Equal => {
+            if matches!(a, Bound::Excluded(_)) {
+                a
+            } else {
+                b
+            }
+        }
+        Ordering::Greater => {
+            if lower {
+                a
+            } else {
+                b
+            }
+        }
+        Ordering::Less => {
+            if lower {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}
+
+/// `prefix` followed by `AFTER_PREFIX`: after every key that starts with it.
+fn after(prefix: &[u8]) -> Vec<u8> {
+    let mut v = prefix.to_vec();
+    v.extend_from_slice(&AFTER_PREFIX);
+    v
+}
+
+/// The key range holding every entry that satisfies `keys`, and whether
+/// none can (a key compares with NULL).
+///
+/// # Safety
+/// `keys` are the scan's keys on open index `index`.
+// Long because one walk over the columns keeps the prefix, the bounds and
+// the per-strategy cases together, as btree's _bt_first does.
+unsafe fn bounds(
+    shape: &Shape,
+    index: pg_sys::Relation,
+    keys: &[pg_sys::ScanKeyData],
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>, bool) {
+    let null_compare = keys.iter().any(|k| {
+        k.sk_flags as u32 & pg_sys::SK_ISNULL != 0
+            && k.sk_flags as u32 & (pg_sys::SK_SEARCHNULL | pg_sys::SK_SEARCHNOTNULL) == 0
+    });
+    if null_compare {
+        return (Bound::Unbounded, Bound::Unbounded, true);
+    }
+    let mut prefix = vec![VERSION_TAG];
+    for n in 0..shape.desc.cols.len() {
+        // SAFETY: rd_opcintype has an entry per key column.
+        let opcintype = unsafe { *(*index).rd_opcintype.add(n) };
+        let on_col = keys.iter().filter(|k| k.sk_attno as usize == n + 1);
+        let usable = |k: &&pg_sys::ScanKeyData| {
+            k.sk_flags as u32 & pg_sys::SK_ISNULL == 0
+                && (k.sk_subtype == pg_sys::InvalidOid || k.sk_subtype == opcintype)
+        };
+        let encode = |k: &pg_sys::ScanKeyData| {
+            let mut v = prefix.clone();
+            // SAFETY: a usable key's argument is of the column's type.
+            unsafe { shape.push_column(n, Some(k.sk_argument), &mut v) };
+            v
+        };
+        if let Some(k) = on_col.clone().filter(usable).find(|k| k.sk_strategy == pg_sys::BTEqualStrategyNumber as u16) {
+            prefix = encode(k);
+            continue;
+        }
+        if on_col.clone().any(|k| k.sk_flags as u32 & pg_sys::SK_SEARCHNULL != 0) {
+            // SAFETY: a NULL needs no datum.
+            unsafe { shape.push_column(n, None, &mut prefix) };
+            continue;
+        }
+        let descending = shape.order[n].0;
+        let mut lo = Bound::Included(prefix.clone());
+        let mut hi = Bound::Included(after(&prefix));
+        for k in on_col.filter(usable) {
+            let s = k.sk_strategy as u32;
+            // In the tree's order: on a descending column "greater" is
+            // "earlier".
+            let (less, greater) = (pg_sys::BTLessStrategyNumber, pg_sys::BTGreaterStrategyNumber);
+            let (le, ge) = (pg_sys::BTLessEqualStrategyNumber, pg_sys::BTGreaterEqualStrategyNumber);
+            let (s_lt, s_le, s_ge, s_gt) = if descending { (greater, ge, le, less) } else { (less, le, ge, greater) };
+            let v = encode(k);
+            if s == s_lt {
+                hi = tighter(shape, hi, Bound::Excluded(v), false);
+            } else if s == s_le {
+                hi = tighter(shape, hi, Bound::Included(after(&v)), false);
+            } else if s == s_ge {
+                lo = tighter(shape, lo, Bound::Included(v), true);
+            } else if s == s_gt {
+                lo = tighter(shape, lo, Bound::Included(after(&v)), true);
+            }
+        }
+        return (lo, hi, false);
+    }
+    (Bound::Included(prefix.clone()), Bound::Included(after(&prefix)), false)
+}
+
+/// Whether the entry whose index tuple `st.itup` holds satisfies every
+/// scan key (deforming it into `st.values`/`st.nulls`).
+///
+/// # Safety
+/// `scan` is begun; `st.itup` holds a valid index tuple of its index.
+unsafe fn matches(scan: pg_sys::IndexScanDesc, st: &mut ScanState) -> bool {
+    // SAFETY: per the contract; each key's function takes the column's
+    // datum and the key's argument.
+    unsafe {
+        let n = (*scan).numberOfKeys as usize;
+        if n == 0 {
+            return true;
+        }
+        pg_sys::index_deform_tuple(
+            st.itup.cast(),
+            (*(*scan).indexRelation).rd_att,
+            st.values.as_mut_ptr(),
+            st.nulls.as_mut_ptr(),
+        );
+        let keys = std::slice::from_raw_parts_mut((*scan).keyData, n);
+        keys.iter_mut().all(|k| {
+            let a = k.sk_attno as usize - 1;
+            let flags = k.sk_flags as u32;
+            if flags & pg_sys::SK_ISNULL != 0 {
+                return if flags & pg_sys::SK_SEARCHNULL != 0 {
+                    st.nulls[a]
+                } else {
+                    flags & pg_sys::SK_SEARCHNOTNULL != 0 && !st.nulls[a]
+                };
+            }
+            !st.nulls[a]
+                && pg_sys::FunctionCall2Coll(&mut k.sk_func, k.sk_collation, st.values[a], k.sk_argument).value() != 0
+        })
+    }
+}
+
+/// The next entry in `dir` that satisfies the keys, its tuple copied to
+/// `st.itup`; None at the end of the range.
+///
+/// # Safety
+/// `scan` is begun and rescanned.
+unsafe fn next_match(scan: pg_sys::IndexScanDesc, dir: Direction) -> Option<Vec<u8>> {
+    // SAFETY: per the contract.
+    let st = unsafe { state(scan) };
+    if st.empty {
+        return None;
+    }
+    if st.walk.as_ref().is_none_or(|(_, d)| *d != dir) {
+        let shape = st.shape.clone().expect("a rescan sets the shape");
+        let (mut lo, mut hi) = (st.lo.clone(), st.hi.clone());
+        // A turn: go on from the entry returned last, leaving it out.
+        match (&st.last, dir) {
+            (Some(k), Direction::Forward) => lo = Bound::Excluded(k.clone()),
+            (Some(k), Direction::Backward) => hi = Bound::Excluded(k.clone()),
+            (None, _) => {}
+        }
+        st.walk = Some((LeafWalk::new(shape.tree.range(lo, hi, dir)), dir));
+    }
+    loop {
+        let (walk, _) = st.walk.as_mut().expect("set above");
+        let Some(item) = walk.next() else {
+            st.last = None;
+            return None;
+        };
+        pgrx::check_for_interrupts!();
+        let (k, v) = item.unwrap_or_else(|e| report(e));
+        // SAFETY: `itup` is a page-sized buffer; values are at most a
+        // third of a page.
+        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), st.itup, v.len()) };
+        let k = k.to_vec();
+        // SAFETY: the buffer now holds the entry's index tuple.
+        if unsafe { matches(scan, st) } {
+            st.last = Some(k.clone());
+            return Some(k);
+        }
+    }
+}
+
+/// `amgettuple`: the next matching entry's TID (and, for index-only
+/// scans, its tuple).
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, dir: pg_sys::ScanDirection::Type) -> bool {
+    let dir = if dir == pg_sys::ScanDirection::BackwardScanDirection {
+        Direction::Backward
+    } else {
+        Direction::Forward
+    };
+    // SAFETY: PostgreSQL passes a begun, rescanned scan.
+    unsafe {
+        let Some(k) = next_match(scan, dir) else {
+            return false;
+        };
+        (*scan).xs_heaptid = key_tid(&k);
+        (*scan).xs_recheck = false;
+        if (*scan).xs_want_itup {
+            (*scan).xs_itup = state(scan).itup.cast();
+        }
+        true
+    }
+}
+
+/// `amgetbitmap`: every matching entry's TID.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *mut pg_sys::TIDBitmap) -> i64 {
+    let mut n = 0;
+    // SAFETY: PostgreSQL passes a begun, rescanned scan and its bitmap.
+    unsafe {
+        while let Some(k) = next_match(scan, Direction::Forward) {
+            let mut tid = key_tid(&k);
+            pg_sys::tbm_add_tuples(tbm, &mut tid, 1, false);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// `amendscan`.
+#[pgrx::pg_guard]
+pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
+    // SAFETY: the state was boxed by ambeginscan and is dropped once.
+    unsafe {
+        let st = Box::from_raw((*scan).opaque as *mut ScanState);
+        pg_sys::pfree(st.itup.cast());
+        (*scan).opaque = std::ptr::null_mut();
+    }
+}
