@@ -87,7 +87,8 @@ unsafe fn entry(
     // SAFETY: per the contract.
     unsafe {
         let key = shape.entry_key(values, nulls, tid);
-        let value = entry_value(index, values, nulls);
+        // Readers take the columns from the key when the value is empty.
+        let value = if shape.key_only { Vec::new() } else { entry_value(index, values, nulls) };
         check_size(index, &key, &value);
         (key, value)
     }

@@ -23,7 +23,9 @@ use std::rc::Rc;
 /// reads `lo..hi` (narrowed past `last` when the walk began after a turn)
 /// in its direction; `last` is the key of the entry returned last, None
 /// before the first and after either end; `itup` is a palloc'd page-sized
-/// buffer holding the returned entry's index tuple.
+/// buffer holding the current entry's index tuple unless `from_key`, when
+/// its columns were read from its key into `values`/`nulls` (by-reference
+/// ones in `cxt`, reset for every entry).
 struct ScanState {
     shape: Option<Rc<Shape>>,
     lo: Bound<Vec<u8>>,
@@ -33,6 +35,8 @@ struct ScanState {
     walk: Option<(LeafWalk, Direction)>,
     last: Option<Vec<u8>>,
     itup: *mut u8,
+    from_key: bool,
+    cxt: pg_sys::MemoryContext,
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
 }
@@ -57,6 +61,14 @@ pub unsafe extern "C-unwind" fn ambeginscan(
             walk: None,
             last: None,
             itup: pg_sys::palloc(pg_sys::BLCKSZ as usize).cast(),
+            from_key: false,
+            cxt: pg_sys::AllocSetContextCreateExtended(
+                pg_sys::CurrentMemoryContext,
+                c"orioledb_btree entry".as_ptr(),
+                pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
+                pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
+                pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
+            ),
             values: vec![pg_sys::Datum::from(0); natts],
             nulls: vec![false; natts],
         });
@@ -217,11 +229,11 @@ unsafe fn bounds(
     (Bound::Included(prefix.clone()), Bound::Included(after(&prefix)), false)
 }
 
-/// Whether the entry whose index tuple `st.itup` holds satisfies every
-/// scan key (deforming it into `st.values`/`st.nulls`).
+/// Whether the current entry satisfies every scan key (deforming the index
+/// tuple in `st.itup` into `st.values`/`st.nulls` unless `st.from_key`).
 ///
 /// # Safety
-/// `scan` is begun; `st.itup` holds a valid index tuple of its index.
+/// `scan` is begun; `st` holds the current entry (see [`ScanState`]).
 unsafe fn matches(scan: pg_sys::IndexScanDesc, st: &mut ScanState) -> bool {
     // SAFETY: per the contract; each key's function takes the column's
     // datum and the key's argument.
@@ -230,12 +242,14 @@ unsafe fn matches(scan: pg_sys::IndexScanDesc, st: &mut ScanState) -> bool {
         if n == 0 {
             return true;
         }
-        pg_sys::index_deform_tuple(
+        if !st.from_key {
+            pg_sys::index_deform_tuple(
             st.itup.cast(),
             (*(*scan).indexRelation).rd_att,
             st.values.as_mut_ptr(),
             st.nulls.as_mut_ptr(),
-        );
+            );
+        }
         let keys = std::slice::from_raw_parts_mut((*scan).keyData, n);
         keys.iter_mut().all(|k| {
             let a = k.sk_attno as usize - 1;
@@ -283,9 +297,22 @@ unsafe fn next_match(scan: pg_sys::IndexScanDesc, dir: Direction) -> Option<Vec<
         };
         pgrx::check_for_interrupts!();
         let (k, v) = item.unwrap_or_else(|e| report(e));
-        // SAFETY: `itup` is a page-sized buffer; values are at most a
-        // third of a page.
-        unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), st.itup, v.len()) };
+        st.from_key = v.is_empty();
+        if st.from_key {
+            let shape = st.shape.as_ref().expect("a rescan sets the shape");
+            // SAFETY: `cxt` is the scan's; the key is an entry key of the
+            // index, whose entries are key-only when their value is empty.
+            unsafe {
+                pg_sys::MemoryContextReset(st.cxt);
+                let prev = pg_sys::MemoryContextSwitchTo(st.cxt);
+                shape.decode_key(k, &mut st.values, &mut st.nulls);
+                pg_sys::MemoryContextSwitchTo(prev);
+            }
+        } else {
+            // SAFETY: `itup` is a page-sized buffer; values are at most a
+            // third of a page.
+            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), st.itup, v.len()) };
+        }
         let k = k.to_vec();
         // SAFETY: the buffer now holds the entry's index tuple.
         if unsafe { matches(scan, st) } {
@@ -312,7 +339,19 @@ pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, dir: pg_
         (*scan).xs_heaptid = key_tid(&k);
         (*scan).xs_recheck = false;
         if (*scan).xs_want_itup {
-            (*scan).xs_itup = state(scan).itup.cast();
+            let st = state(scan);
+            (*scan).xs_itup = if st.from_key {
+                let prev = pg_sys::MemoryContextSwitchTo(st.cxt);
+                let t = pg_sys::index_form_tuple(
+                    (*(*scan).indexRelation).rd_att,
+                    st.values.as_mut_ptr(),
+                    st.nulls.as_mut_ptr(),
+                );
+                pg_sys::MemoryContextSwitchTo(prev);
+                t
+            } else {
+                st.itup.cast()
+            };
         }
         true
     }
@@ -340,6 +379,7 @@ pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
     unsafe {
         let st = Box::from_raw((*scan).opaque as *mut ScanState);
         pg_sys::pfree(st.itup.cast());
+        pg_sys::MemoryContextDelete(st.cxt);
         (*scan).opaque = std::ptr::null_mut();
     }
 }

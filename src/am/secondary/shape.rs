@@ -8,9 +8,13 @@
 //! NULL's tag is 0 for NULLS FIRST and 2 for NULLS LAST (a value's is 1);
 //! a DESC column's encoding is stored with every byte inverted (the
 //! encodings are prefix-free, so that reverses their order). The value is
-//! the entry's `IndexTuple` (key and INCLUDE columns) as
-//! `index_form_tuple` makes it, which index-only scans return and scan
-//! keys are checked against.
+//! empty when every column can be read back from the key ([`decodable`]:
+//! integers, date/time types stored as integers, bool, "char", oid, uuid,
+//! pg_lsn, macaddr, and text, varchar and bytea) and the index has no
+//! INCLUDE columns; otherwise it is the entry's `IndexTuple` (key and
+//! INCLUDE columns) as `index_form_tuple` makes it. Readers tell the two
+//! apart by the empty value; index-only scans and scan keys see the
+//! columns either way.
 //!
 //! The tree's descriptor item (`layout::table::DESC_KEY`) holds the key
 //! columns' descriptor, so that replay and the tree checker compare
@@ -18,7 +22,7 @@
 //! the last such column must be ascending with NULLs last: the tree's
 //! comparator (`collated_order::ColumnOrder`) reads them that way.
 
-use crate::am::layout::key_desc::KeyDesc;
+use crate::am::layout::key_desc::{KeyDesc, Kind};
 use crate::pg::engine::{engine, report, tree_id};
 use orioledb_engine::key_format::VERSION_TAG;
 use orioledb_engine::{EngineError, Tree};
@@ -33,11 +37,43 @@ pub const TID_LEN: usize = 6;
 
 /// One index's tree and key layout. Invariant: `tree` compares keys in the
 /// order `desc` gives (its locale for libc-collated columns), and `order`
-/// has one (descending, nulls first) pair per column of `desc`.
+/// has one (descending, nulls first) pair per column of `desc`;
+/// `key_only` exactly when the index has no INCLUDE columns and every
+/// column is [`decodable`].
 pub struct Shape {
     pub tree: Tree,
     pub desc: KeyDesc,
     pub order: Vec<(bool, bool)>,
+    pub key_only: bool,
+}
+
+/// How a column's encoding is laid out, for reading it back.
+#[derive(Clone, Copy)]
+enum Width {
+    /// A by-value datum of this many bytes.
+    Value(usize),
+    /// A by-reference datum of this many bytes.
+    Fixed(usize),
+    /// An escaped byte string: a varlena's contents.
+    Escaped,
+}
+
+/// How a column of `kind` reads back from its encoding, if it does exactly
+/// (not floats, which fold -0 and NaNs, numeric and interval, which fold
+/// equal values, char(n), whose trailing spaces are stripped, or text under
+/// ICU, whose sort key comes first).
+fn decodable(kind: Kind) -> Option<Width> {
+    Some(match kind {
+        Kind::Bool | Kind::Char => Width::Value(1),
+        Kind::Int2 => Width::Value(2),
+        Kind::Int4 | Kind::Oid => Width::Value(4),
+        Kind::Int8 | Kind::Lsn => Width::Value(8),
+        Kind::Mac6 => Width::Fixed(6),
+        Kind::Mac8 => Width::Fixed(8),
+        Kind::Uuid => Width::Fixed(16),
+        Kind::Bytes | Kind::LibcText => Width::Escaped,
+        _ => return None,
+    })
 }
 
 thread_local! {
@@ -124,7 +160,10 @@ pub unsafe fn shape_of(index: pg_sys::Relation) -> Rc<Shape> {
     // SAFETY: per the contract.
     let (desc, order) = unsafe { layout_of(index) };
     let tree = crate::am::layout::table::ordered_by(tree, &desc);
-    let shape = Rc::new(Shape { tree, desc, order });
+    // SAFETY: an open index has its pg_index row and tuple descriptor.
+    let include = unsafe { (*(*index).rd_index).indnkeyatts != (*(*index).rd_att).natts as i16 };
+    let key_only = !include && desc.cols.iter().all(|c| decodable(c.kind).is_some());
+    let shape = Rc::new(Shape { tree, desc, order, key_only });
     SHAPES.with(|s| s.borrow_mut().insert(key, shape.clone()));
     shape
 }
@@ -186,5 +225,96 @@ impl Shape {
         }
         key.extend_from_slice(&tid_bytes(tid));
         key
+    }
+
+    /// Reads an entry's key columns back from `key` into `values`/`nulls`
+    /// (one per column; by-reference datums palloc'd in the current memory
+    /// context). Only for an index whose entries are `key_only`.
+    ///
+    /// # Safety
+    /// `key` is an entry key of this index.
+    pub unsafe fn decode_key(&self, key: &[u8], values: &mut [pg_sys::Datum], nulls: &mut [bool]) {
+        let mut at = 1;
+        for (n, col) in self.desc.cols.iter().enumerate() {
+            let descending = self.order[n].0;
+            nulls[n] = key[at] != 1;
+            at += 1;
+            if nulls[n] {
+                continue;
+            }
+            let byte = |i: usize| if descending { !key[i] } else { key[i] };
+            let width = decodable(col.kind).expect("a key-only index has decodable columns");
+            let (d, used) = match width {
+                Width::Value(w) | Width::Fixed(w) => {
+                    let mut b = [0u8; 16];
+                    for (i, x) in b[..w].iter_mut().enumerate() {
+                        *x = byte(at + i);
+                    }
+                    // SAFETY: a palloc'd copy for a by-reference datum.
+                    (unsafe { fixed_datum(col.kind, &b[..w], matches!(width, Width::Fixed(_))) }, w)
+                }
+                Width::Escaped => {
+                    let mut v = Vec::new();
+                    let mut i = at;
+                    loop {
+                        let c = byte(i);
+                        i += 1;
+                        if c != 0 {
+                            v.push(c);
+                        } else if byte(i) == 0xFF {
+                            v.push(0);
+                            i += 1;
+                        } else {
+                            i += 1;
+                            break;
+                        }
+                    }
+                    // SAFETY: a palloc'd varlena.
+                    (unsafe { varlena_datum(&v) }, i - at)
+                }
+            };
+            values[n] = d;
+            at += used;
+        }
+    }
+}
+
+/// The datum of a fixed-width encoding `b` of `kind` (by reference when
+/// `by_ref`: a palloc'd copy of the bytes).
+///
+/// # Safety
+/// In a memory context that outlives the datum's use.
+unsafe fn fixed_datum(kind: Kind, b: &[u8], by_ref: bool) -> pg_sys::Datum {
+    if by_ref {
+        // SAFETY: a palloc'd copy of the bytes.
+        unsafe {
+            let p = pg_sys::palloc(b.len()) as *mut u8;
+            std::ptr::copy_nonoverlapping(b.as_ptr(), p, b.len());
+            return pg_sys::Datum::from(p);
+        }
+    }
+    let mut be = [0u8; 8];
+    be[8 - b.len()..].copy_from_slice(b);
+    let x = u64::from_be_bytes(be);
+    match kind {
+        Kind::Int2 => pg_sys::Datum::from((x as u16 ^ 0x8000) as i16),
+        Kind::Int4 => pg_sys::Datum::from((x as u32 ^ 0x8000_0000) as i32),
+        Kind::Int8 => pg_sys::Datum::from((x ^ (1 << 63)) as i64),
+        _ => pg_sys::Datum::from(x as usize),
+    }
+}
+
+/// A palloc'd varlena holding `v` (text, varchar or bytea).
+///
+/// # Safety
+/// In a memory context that outlives the datum's use.
+unsafe fn varlena_datum(v: &[u8]) -> pg_sys::Datum {
+    // SAFETY: VARHDRSZ + len bytes, the header written first.
+    unsafe {
+        let size = pg_sys::VARHDRSZ + v.len();
+        let p = pg_sys::palloc(size) as *mut u8;
+        pgrx::varlena::set_varsize_4b(p.cast(), size as i32);
+        std::ptr::copy_nonoverlapping(v.as_ptr(), p.add(pg_sys::VARHDRSZ), v.len());
+        pg_sys::Datum::from(p)
     }
 }
