@@ -1,8 +1,10 @@
 -- The index access method `orioledb_btree`: secondary indexes of orioledb
 -- tables stored in engine trees (src/am/secondary). Its operator classes
 -- use btree's operators and comparison functions, so the planner orders by
--- them as by btree's; only same-type operators are listed (a comparison
--- with another type is not an index condition).
+-- them as by btree's. Integers of every width share one family, with the
+-- cross-type operators, as in btree's integer_ops (a bigint column compared
+-- with an int literal is an index condition); other classes list only
+-- same-type operators.
 CREATE FUNCTION orioledb_btree_handler(internal)
     RETURNS index_am_handler
     LANGUAGE c
@@ -17,21 +19,42 @@ CREATE ACCESS METHOD orioledb_btree TYPE INDEX HANDLER orioledb_btree_handler;
 COMMENT ON ACCESS METHOD orioledb_btree IS
     'ordered secondary indexes of orioledb tables, stored and compressed by the engine (orioledb_rs)';
 
+CREATE OPERATOR FAMILY integer_ops USING orioledb_btree;
 
-CREATE OPERATOR CLASS int2_ops DEFAULT FOR TYPE int2 USING orioledb_btree AS
+CREATE OPERATOR CLASS int2_ops DEFAULT FOR TYPE int2 USING orioledb_btree FAMILY integer_ops AS
     OPERATOR 1 < (int2, int2), OPERATOR 2 <= (int2, int2), OPERATOR 3 = (int2, int2),
     OPERATOR 4 >= (int2, int2), OPERATOR 5 > (int2, int2),
     FUNCTION 1 btint2cmp(int2, int2);
 
-CREATE OPERATOR CLASS int4_ops DEFAULT FOR TYPE int4 USING orioledb_btree AS
+CREATE OPERATOR CLASS int4_ops DEFAULT FOR TYPE int4 USING orioledb_btree FAMILY integer_ops AS
     OPERATOR 1 < (int4, int4), OPERATOR 2 <= (int4, int4), OPERATOR 3 = (int4, int4),
     OPERATOR 4 >= (int4, int4), OPERATOR 5 > (int4, int4),
     FUNCTION 1 btint4cmp(int4, int4);
 
-CREATE OPERATOR CLASS int8_ops DEFAULT FOR TYPE int8 USING orioledb_btree AS
+CREATE OPERATOR CLASS int8_ops DEFAULT FOR TYPE int8 USING orioledb_btree FAMILY integer_ops AS
     OPERATOR 1 < (int8, int8), OPERATOR 2 <= (int8, int8), OPERATOR 3 = (int8, int8),
     OPERATOR 4 >= (int8, int8), OPERATOR 5 > (int8, int8),
     FUNCTION 1 btint8cmp(int8, int8);
+
+ALTER OPERATOR FAMILY integer_ops USING orioledb_btree ADD
+    OPERATOR 1 < (int2, int4), OPERATOR 2 <= (int2, int4), OPERATOR 3 = (int2, int4),
+    OPERATOR 4 >= (int2, int4), OPERATOR 5 > (int2, int4),
+    FUNCTION 1 (int2, int4) btint24cmp(int2, int4),
+    OPERATOR 1 < (int2, int8), OPERATOR 2 <= (int2, int8), OPERATOR 3 = (int2, int8),
+    OPERATOR 4 >= (int2, int8), OPERATOR 5 > (int2, int8),
+    FUNCTION 1 (int2, int8) btint28cmp(int2, int8),
+    OPERATOR 1 < (int4, int2), OPERATOR 2 <= (int4, int2), OPERATOR 3 = (int4, int2),
+    OPERATOR 4 >= (int4, int2), OPERATOR 5 > (int4, int2),
+    FUNCTION 1 (int4, int2) btint42cmp(int4, int2),
+    OPERATOR 1 < (int4, int8), OPERATOR 2 <= (int4, int8), OPERATOR 3 = (int4, int8),
+    OPERATOR 4 >= (int4, int8), OPERATOR 5 > (int4, int8),
+    FUNCTION 1 (int4, int8) btint48cmp(int4, int8),
+    OPERATOR 1 < (int8, int2), OPERATOR 2 <= (int8, int2), OPERATOR 3 = (int8, int2),
+    OPERATOR 4 >= (int8, int2), OPERATOR 5 > (int8, int2),
+    FUNCTION 1 (int8, int2) btint82cmp(int8, int2),
+    OPERATOR 1 < (int8, int4), OPERATOR 2 <= (int8, int4), OPERATOR 3 = (int8, int4),
+    OPERATOR 4 >= (int8, int4), OPERATOR 5 > (int8, int4),
+    FUNCTION 1 (int8, int4) btint84cmp(int8, int4);
 
 CREATE OPERATOR CLASS oid_ops DEFAULT FOR TYPE oid USING orioledb_btree AS
     OPERATOR 1 < (oid, oid), OPERATOR 2 <= (oid, oid), OPERATOR 3 = (oid, oid),

@@ -61,7 +61,7 @@ ANALYZE sx;
 SET enable_seqscan = off;
 -- index scans and index-only scans, then bitmap scans
 SET enable_bitmapscan = off;
-\set run 'SELECT count(*), sum(id) FROM sx WHERE i2 = -3; SELECT count(*), sum(id) FROM sx WHERE i2 BETWEEN -5 AND 5; SELECT count(*), sum(id) FROM sx WHERE i4 = 42; SELECT count(*), sum(id) FROM sx WHERE i4 > 1090; SELECT count(*), sum(id) FROM sx WHERE i4 IN (1, 2, 3, 1010); SELECT count(*), sum(id) FROM sx WHERE i4 = ANY (ARRAY[7, 8]); SELECT count(*), sum(id) FROM sx WHERE i4 IS NULL; SELECT count(*) FROM sx WHERE i4 IS NOT NULL; SELECT count(*), sum(id) FROM sx WHERE i8 >= 4000; SELECT count(*), sum(id) FROM sx WHERE i8 < -4900; SELECT count(*), sum(id) FROM sx WHERE num = 5.143; SELECT count(*), sum(id) FROM sx WHERE num > 15; SELECT count(*), sum(id) FROM sx WHERE num IS NULL; SELECT count(*), sum(id) FROM sx WHERE f4 = 2.5 AND f8 < 0; SELECT count(*), sum(id) FROM sx WHERE f4 < 1; SELECT count(*), sum(id) FROM sx WHERE tc = $$k42$$; SELECT count(*), sum(id) FROM sx WHERE tc >= $$k19$$ AND tc < $$k2$$; SELECT count(*), sum(id) FROM sx WHERE td = $$Word 7$$; SELECT count(*), sum(id) FROM sx WHERE td > $$WORD$$ AND td < $$Word 2$$; SELECT count(*), sum(id) FROM sx WHERE vc = $$v3$$ AND bp = $$c3$$; SELECT count(*), sum(id) FROM sx WHERE vc < $$v15$$; SELECT count(*), sum(id) FROM sx WHERE by = $$\\x0a$$; SELECT count(*), sum(id) FROM sx WHERE by > $$\\xf0$$; SELECT count(*), sum(id) FROM sx WHERE d = $$2024-02-01$$; SELECT count(*), sum(id) FROM sx WHERE d BETWEEN $$2024-03-01$$ AND $$2024-03-05$$ AND ts > $$2024-01-02$$; SELECT count(*), sum(id) FROM sx WHERE tz < $$2024-01-03 00:00+00$$; SELECT count(*), sum(id) FROM sx WHERE tm = $$01:40$$; SELECT count(*), sum(id) FROM sx WHERE tm > $$23:00$$ AND iv > $$1 day$$; SELECT count(*), sum(id) FROM sx WHERE u = $$00000000-0000-0000-0000-00000000002a$$; SELECT count(*), sum(id) FROM sx WHERE b AND i4 < 10; SELECT count(*), sum(id) FROM sx WHERE ip = $$10.1.5.0/29$$; SELECT count(*), sum(id) FROM sx WHERE ip > $$10.3.0.0/24$$; SELECT count(*), sum(id) FROM sx WHERE b AND i4 = 9; SELECT count(*), sum(id) FROM sx WHERE lower(td) = $$word 9$$ AND i4 * 2 > 50; SELECT count(*), sum(id) FROM sx WHERE other BETWEEN 100 AND 200;'
+\set run 'SELECT count(*), sum(id) FROM sx WHERE i2 = -3; SELECT count(*), sum(id) FROM sx WHERE i2 BETWEEN -5 AND 5; SELECT count(*), sum(id) FROM sx WHERE i4 = 42; SELECT count(*), sum(id) FROM sx WHERE i4 > 1090; SELECT count(*), sum(id) FROM sx WHERE i4 IN (1, 2, 3, 1010); SELECT count(*), sum(id) FROM sx WHERE i4 = ANY (ARRAY[7, 8]); SELECT count(*), sum(id) FROM sx WHERE i4 IS NULL; SELECT count(*) FROM sx WHERE i4 IS NOT NULL; SELECT count(*), sum(id) FROM sx WHERE i8 >= 4000; SELECT count(*), sum(id) FROM sx WHERE i8 < -4900; SELECT count(*), sum(id) FROM sx WHERE num = 5.143; SELECT count(*), sum(id) FROM sx WHERE num > 15; SELECT count(*), sum(id) FROM sx WHERE num IS NULL; SELECT count(*), sum(id) FROM sx WHERE f4 = 2.5 AND f8 < 0; SELECT count(*), sum(id) FROM sx WHERE f4 < 1; SELECT count(*), sum(id) FROM sx WHERE tc = $$k42$$; SELECT count(*), sum(id) FROM sx WHERE tc >= $$k19$$ AND tc < $$k2$$; SELECT count(*), sum(id) FROM sx WHERE td = $$Word 7$$; SELECT count(*), sum(id) FROM sx WHERE td > $$WORD$$ AND td < $$Word 2$$; SELECT count(*), sum(id) FROM sx WHERE vc = $$v3$$ AND bp = $$c3$$; SELECT count(*), sum(id) FROM sx WHERE vc < $$v15$$; SELECT count(*), sum(id) FROM sx WHERE by = $$\\x0a$$; SELECT count(*), sum(id) FROM sx WHERE by > $$\\xf0$$; SELECT count(*), sum(id) FROM sx WHERE d = $$2024-02-01$$; SELECT count(*), sum(id) FROM sx WHERE d BETWEEN $$2024-03-01$$ AND $$2024-03-05$$ AND ts > $$2024-01-02$$; SELECT count(*), sum(id) FROM sx WHERE tz < $$2024-01-03 00:00+00$$; SELECT count(*), sum(id) FROM sx WHERE tm = $$01:40$$; SELECT count(*), sum(id) FROM sx WHERE tm > $$23:00$$ AND iv > $$1 day$$; SELECT count(*), sum(id) FROM sx WHERE u = $$00000000-0000-0000-0000-00000000002a$$; SELECT count(*), sum(id) FROM sx WHERE b AND i4 < 10; SELECT count(*), sum(id) FROM sx WHERE ip = $$10.1.5.0/29$$; SELECT count(*), sum(id) FROM sx WHERE ip > $$10.3.0.0/24$$; SELECT count(*), sum(id) FROM sx WHERE b AND i4 = 9; SELECT count(*), sum(id) FROM sx WHERE lower(td) = $$word 9$$ AND i4 * 2 > 50; SELECT count(*), sum(id) FROM sx WHERE other BETWEEN 100 AND 200; SELECT count(*), sum(id) FROM sx WHERE i2 = 3::int8; SELECT count(*), sum(id) FROM sx WHERE i2 < 100000 AND i2 > -4::int8; SELECT count(*), sum(id) FROM sx WHERE i4 < 3000000000 AND i4 >= 1095::int2; SELECT count(*), sum(id) FROM sx WHERE i8 = 17::int2 OR i8 > 4990;'
 :run
 -- ordered, both directions, with LIMIT
 SELECT i4, id FROM sx WHERE i4 < 5 ORDER BY i4, id LIMIT 5;
@@ -119,3 +119,27 @@ SELECT count(*) FROM sx WHERE other BETWEEN 100 AND 200;
 RESET enable_bitmapscan;
 RESET enable_seqscan;
 DROP TABLE sx;
+-- text under a libc language collation (compared by its locale in the
+-- tree) and under ICU (sort keys), both ways, with ranges and IN
+CREATE COLLATION sx_libc (provider = libc, locale = 'en_US.UTF-8');
+CREATE TABLE sc (id int PRIMARY KEY, l text COLLATE sx_libc, i text COLLATE "en-x-icu", n int);
+INSERT INTO sc SELECT row_number() OVER (), s, s, g
+FROM unnest(ARRAY['b', 'B', 'a', 'A', 'ä', 'co-op', 'coop', 'Zeta', 'zeta', 'élan', 'elan', '10', '9', '']) s,
+     generate_series(1, 3) g;
+CREATE INDEX sc_l ON sc USING :ix (l, n);
+CREATE INDEX sc_i ON sc USING :ix (i DESC, n);
+ANALYZE sc;
+SET enable_seqscan = off;
+SET enable_bitmapscan = off;
+SELECT l, n FROM sc ORDER BY l, n LIMIT 8;
+SELECT l, n FROM sc WHERE l > 'b' AND l < 'e' ORDER BY l, n;
+SELECT l, n FROM sc WHERE l = 'coop' AND n >= 2 ORDER BY l, n;
+SELECT count(*) FROM sc WHERE l IN ('a', 'B', 'nope');
+SELECT i, n FROM sc ORDER BY i DESC, n LIMIT 8;
+SELECT i, n FROM sc WHERE i <= 'b' ORDER BY i DESC, n LIMIT 6;
+SELECT i FROM sc WHERE i = 'élan' ORDER BY i DESC, n;
+RESET enable_bitmapscan;
+SELECT count(*) FROM sc WHERE l >= 'co' AND l < 'd';
+SELECT count(*) FROM sc WHERE i > 'a';
+RESET enable_seqscan;
+DROP TABLE sc;

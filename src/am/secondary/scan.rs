@@ -184,14 +184,11 @@ unsafe fn bounds(
         // SAFETY: rd_opcintype has an entry per key column.
         let opcintype = unsafe { *(*index).rd_opcintype.add(n) };
         let on_col = keys.iter().filter(|k| k.sk_attno as usize == n + 1);
-        let usable = |k: &&pg_sys::ScanKeyData| {
-            k.sk_flags as u32 & pg_sys::SK_ISNULL == 0
-                && (k.sk_subtype == pg_sys::InvalidOid || k.sk_subtype == opcintype)
-        };
+        let usable = |k: &&pg_sys::ScanKeyData| bound_datum(k, opcintype).is_some();
         let encode = |k: &pg_sys::ScanKeyData| {
             let mut v = prefix.clone();
-            // SAFETY: a usable key's argument is of the column's type.
-            unsafe { shape.push_column(n, Some(k.sk_argument), &mut v) };
+            // SAFETY: bound_datum gives a datum of the column's type.
+            unsafe { shape.push_column(n, bound_datum(k, opcintype), &mut v) };
             v
         };
         if let Some(k) = on_col.clone().filter(usable).find(|k| k.sk_strategy == pg_sys::BTEqualStrategyNumber as u16) {
@@ -227,6 +224,37 @@ unsafe fn bounds(
         return (lo, hi, false);
     }
     (Bound::Included(prefix.clone()), Bound::Included(after(&prefix)), false)
+}
+
+/// The argument of scan key `k` as a datum of the column's type
+/// `opcintype`, when it bounds the range: of that type, or an integer of
+/// another width that the column's type holds (integers share an operator
+/// family); None for a NULL or anything else (then the key only filters).
+fn bound_datum(k: &pg_sys::ScanKeyData, opcintype: pg_sys::Oid) -> Option<pg_sys::Datum> {
+    if k.sk_flags as u32 & pg_sys::SK_ISNULL != 0 {
+        return None;
+    }
+    if k.sk_subtype == pg_sys::InvalidOid || k.sk_subtype == opcintype {
+        return Some(k.sk_argument);
+    }
+    let width = |t: pg_sys::Oid| match t {
+        pg_sys::INT2OID => Some(16),
+        pg_sys::INT4OID => Some(32),
+        pg_sys::INT8OID => Some(64),
+        _ => None,
+    };
+    let (from, to) = (width(k.sk_subtype)?, width(opcintype)?);
+    let raw = k.sk_argument.value() as i64;
+    let v = match from {
+        16 => raw as i16 as i64,
+        32 => raw as i32 as i64,
+        _ => raw,
+    };
+    match to {
+        16 => i16::try_from(v).ok().map(pg_sys::Datum::from),
+        32 => i32::try_from(v).ok().map(pg_sys::Datum::from),
+        _ => Some(pg_sys::Datum::from(v)),
+    }
 }
 
 /// Whether the current entry satisfies every scan key (deforming the index
