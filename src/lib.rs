@@ -880,25 +880,30 @@ mod tests {
     }
 
     #[pg_test]
-    fn index_compress_option_is_refused() {
+    fn index_compress_option_makes_engine_indexes_or_is_refused() {
         Spi::run("CREATE TABLE t_opt_i (id int) USING orioledb").unwrap();
         Spi::run("CREATE TABLE t_opt_ih (id int)").unwrap();
+        Spi::run("CREATE INDEX t_opt_i_idx ON t_opt_i (id) WITH (compress = 1)").unwrap();
+        let am = Spi::get_one::<String>(
+            "SELECT a.amname::text FROM pg_class c JOIN pg_am a ON a.oid = c.relam WHERE c.relname = 't_opt_i_idx'",
+        );
+        assert_eq!(am, Ok(Some("orioledb_btree".to_string())));
         expect_error_parts(
-            "CREATE INDEX ON t_opt_i (id) WITH (compress = 1)",
+            "CREATE INDEX ON t_opt_ih (id) WITH (compress = 1)",
             "0A000",
             &[
                 "orioledb: indexes using access method \"btree\" are not compressed",
                 "HINT: ",
-                "ALTER TABLE t_opt_i SET (compress",
+                "ALTER TABLE t_opt_ih SET (compress",
             ],
         );
         expect_error(
-            "CREATE INDEX ON t_opt_ih USING hash (id) WITH (primary_compress = 1)",
+            "CREATE INDEX ON t_opt_i USING hash (id) WITH (primary_compress = 1)",
             "0A000",
             "indexes using access method \"hash\" are not compressed",
         );
         expect_error(
-            "CREATE TABLE t_opt_pk (id int, PRIMARY KEY (id) WITH (toast_compress = 1)) USING orioledb",
+            "CREATE TABLE t_opt_pk (id int, PRIMARY KEY (id) WITH (compress = 1)) USING orioledb",
             "0A000",
             "are not compressed",
         );

@@ -409,23 +409,6 @@ fn standby_copy(p: &ScratchCluster, pgdata: &Path) {
     run_checked(bb, "pg_basebackup -R");
 }
 
-/// Waits until `sc` (a standby) has replayed what `pc` (its primary) has
-/// written so far.
-fn wait_for_replay(sc: &mut Client, pc: &mut Client) {
-    let lsn: String = pc.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
-    let start = std::time::Instant::now();
-    loop {
-        let behind: bool = sc
-            .query_one("SELECT pg_last_wal_replay_lsn() < $1::text::pg_lsn", &[&lsn])
-            .unwrap()
-            .get(0);
-        if !behind {
-            return;
-        }
-        assert!(start.elapsed() < Duration::from_secs(60), "the standby did not catch up");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 /// A standby checkpoints the engine on its own (restartpoints of the
 /// engine, kept by its own slot): once PostgreSQL's restartpoints have

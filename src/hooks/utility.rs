@@ -251,7 +251,7 @@ fn index_not_compressed(am: &str, table: &str) -> ! {
         format!("orioledb: indexes using access method \"{am}\" are not compressed"),
     )
     .hint(format!(
-        "Compression is a table option of orioledb tables (ALTER TABLE {table} SET (compress = N)), and an option of their orioledb_btree indexes."
+        "Compression is a table option of orioledb tables (ALTER TABLE {table} SET (compress = N)); their non-unique indexes take compress as orioledb_btree indexes."
     ))
     .raise()
 }
@@ -661,10 +661,12 @@ unsafe extern "C-unwind" fn prepare(
     }
 }
 
-/// `CREATE INDEX ... WITH (compress = N)`: on an orioledb table, without a
-/// method or with btree's, the index becomes an `orioledb_btree` index
-/// (whose `amoptions` takes the level); an index of `orioledb_btree` takes
-/// the option itself. Our options elsewhere are 0A000.
+/// `CREATE INDEX ... WITH (compress = N)`: a non-unique index of an
+/// orioledb table, without a method or with btree's, becomes an
+/// `orioledb_btree` index (whose `amoptions` takes the level); an index of
+/// `orioledb_btree` takes the option itself. Our options elsewhere
+/// (`primary_compress`, `toast_compress`, unique indexes, other methods,
+/// other tables) are 0A000.
 ///
 /// # Safety
 /// `stmt` is a valid `IndexStmt`.
@@ -673,9 +675,9 @@ unsafe fn index_stmt(stmt: *mut pg_sys::IndexStmt) {
     // (DefineIndex takes its own).
     unsafe {
         let ours = ours_in((*stmt).options);
-        let Some(&(first, _)) = ours.first() else {
+        if ours.is_empty() {
             return;
-        };
+        }
         let am = if (*stmt).accessMethod.is_null() {
             "btree".to_string()
         } else {
@@ -693,17 +695,12 @@ unsafe fn index_stmt(stmt: *mut pg_sys::IndexStmt) {
             let relid = pg_sys::RangeVarGetRelidExtended((*stmt).relation, pg_sys::NoLock as _, 1, None, std::ptr::null_mut());
             relid != pg_sys::InvalidOid && crate::pg::orioledb_relfile(relid).is_some()
         };
-        if am == "btree" && on_ours && ours.iter().all(|(o, _)| *o == Opt::Compress) {
+        // Unique indexes stay btrees: primary keys, unique constraints and
+        // ON CONFLICT arbiters need one.
+        let unique = (*stmt).unique || (*stmt).primary;
+        if am == "btree" && on_ours && !unique && ours.iter().all(|(o, _)| *o == Opt::Compress) {
             (*stmt).accessMethod = pg_sys::pstrdup(c"orioledb_btree".as_ptr());
             return;
-        }
-        if on_ours && first != Opt::Compress {
-            error(
-                PgSqlErrorCode::ERRCODE_INVALID_PARAMETER_VALUE,
-                format!("orioledb: \"{}\" is a table option", first.name()),
-            )
-            .hint("An index takes \"compress\" only.")
-            .raise();
         }
         index_not_compressed(&am, &table);
     }

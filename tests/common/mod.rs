@@ -850,3 +850,22 @@ pub fn held_bytes(m: &std::fs::Metadata) -> u64 {
     use std::os::unix::fs::MetadataExt;
     m.len().min(m.blocks() * 512)
 }
+
+/// Waits until `sc` (a standby) has replayed what `pc` (its primary) has
+/// written so far.
+#[allow(dead_code)]
+pub fn wait_for_replay(sc: &mut Client, pc: &mut Client) {
+    let lsn: String = pc.query_one("SELECT pg_current_wal_lsn()::text", &[]).unwrap().get(0);
+    let start = std::time::Instant::now();
+    loop {
+        let behind: bool = sc
+            .query_one("SELECT pg_last_wal_replay_lsn() < $1::text::pg_lsn", &[&lsn])
+            .unwrap()
+            .get(0);
+        if !behind {
+            return;
+        }
+        assert!(start.elapsed() < Duration::from_secs(60), "the standby did not catch up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -25,6 +25,7 @@ struct IndexOptions {
 ///
 /// # Safety
 /// `reloptions` is a null datum or a text array.
+#[pgrx::pg_guard]
 pub unsafe extern "C-unwind" fn amoptions(reloptions: pg_sys::Datum, validate: bool) -> *mut pg_sys::bytea {
     if reloptions.is_null() {
         return std::ptr::null_mut();
