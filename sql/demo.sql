@@ -8,8 +8,8 @@
 \pset footer off
 
 \echo
-\echo '== 1. The table access method "orioledb" and its settings'
-SELECT amname, amtype FROM pg_am WHERE amname = 'orioledb';
+\echo '== 1. The access methods "orioledb" (tables) and "orioledb_btree" (their secondary indexes), and the settings'
+SELECT amname, amtype FROM pg_am WHERE amname IN ('orioledb', 'orioledb_btree') ORDER BY 1;
 SELECT orioledb_rs_version();
 SELECT name, setting, unit, context FROM pg_settings WHERE name LIKE 'orioledb.%' ORDER BY name;
 
@@ -21,10 +21,10 @@ LANGUAGE sql VOLATILE AS $$
 $$;
 
 \echo
-\echo '== 2. tbl1: 100 rows of 3000 random bytes, a secondary index, CHECKPOINT'
+\echo '== 2. tbl1: 100 rows of 3000 random bytes, a secondary index in the engine, CHECKPOINT'
 DROP TABLE IF EXISTS tbl1, tbl2, tbl3, tbl20;
 CREATE TABLE tbl1 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb;
-CREATE INDEX idx_tbl1_ts ON tbl1 (ts);
+CREATE INDEX idx_tbl1_ts ON tbl1 USING orioledb_btree (ts);
 INSERT INTO tbl1 SELECT g, g, now(), pg_temp.random_bytes(3000) FROM generate_series(1, 100) g;
 \d+ tbl1
 CHECKPOINT;
@@ -33,21 +33,23 @@ CHECKPOINT;
 \echo '== 3. Its files: orioledb_data/<database oid>/<relfilenode>[-<checkpoint>.map]'
 -- The primary tree (the table body in primary-key order, with the row-id map
 -- inside) is named by the table's relfilenode, the toast tree by its toast
--- relation's. The primary key and idx_tbl1_ts are PostgreSQL btrees in base/.
-SELECT "table", tree, file, key, pages, file_bytes, compress
+-- relation's, the secondary index idx_tbl1_ts's tree by the index's. The
+-- primary key stays a PostgreSQL btree in base/.
+SELECT "table", reloid, tree, file, key, pages, file_bytes, compress
   FROM orioledb_trees WHERE "table" = 'tbl1'::regclass ORDER BY tree;
 SELECT f AS file_in_orioledb_data, (pg_stat_file('orioledb_data/' || d.oid || '/' || f)).size
   FROM pg_database d, pg_ls_dir('orioledb_data/' || d.oid) f
  WHERE d.datname = current_database()
    AND split_part(split_part(f, '-', 1), '.', 1)::oid IN
-       (SELECT relfilenode FROM pg_class WHERE oid = 'tbl1'::regclass
+       (SELECT relfilenode FROM pg_class WHERE oid IN ('tbl1'::regclass, 'idx_tbl1_ts'::regclass)
         UNION SELECT t.relfilenode FROM pg_class c JOIN pg_class t ON t.oid = c.reltoastrelid
               WHERE c.oid = 'tbl1'::regclass)
  ORDER BY 1;
 SELECT relname, pg_relation_size(oid) FROM pg_class
  WHERE oid IN ('tbl1_pkey'::regclass, 'idx_tbl1_ts'::regclass) ORDER BY 1;
--- pg_relation_size() sees no table file; orioledb_relation_size() is the sum of
--- every file above (engine files plus PostgreSQL's index files).
+-- pg_relation_size() sees no table file (and an empty one for idx_tbl1_ts);
+-- orioledb_relation_size() is the sum of every file above (engine files plus
+-- PostgreSQL's index files).
 SELECT pg_relation_size('tbl1') AS pg_relation_size,
        orioledb_relation_size('tbl1'::regclass) AS orioledb_relation_size;
 
@@ -68,9 +70,12 @@ SELECT orioledb_check(reltoastrelid) AS toast_tree FROM pg_class WHERE relname =
 SELECT tree, file FROM orioledb_trees WHERE "table" = 'tbl2'::regclass ORDER BY tree;
 
 \echo
-\echo '== 5. tbl3 = tbl1 WITH (compress = 1), and compress = 20'
+\echo '== 5. tbl3 = tbl1 WITH (compress = 1), and compress = 20; their indexes too'
 CREATE TABLE tbl3 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb WITH (compress = 1);
 CREATE TABLE tbl20 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb WITH (compress = 20);
+-- WITH (compress = N) on an index of an orioledb table makes it an orioledb_btree index
+CREATE INDEX idx_tbl3_ts ON tbl3 (ts) WITH (compress = 1);
+CREATE INDEX idx_tbl20_ts ON tbl20 (ts) WITH (compress = 20);
 INSERT INTO tbl3 SELECT * FROM tbl1;
 INSERT INTO tbl20 SELECT * FROM tbl1;
 CHECKPOINT;
@@ -79,10 +84,14 @@ SELECT "table", tree, compress, file_bytes FROM orioledb_trees
 SELECT * FROM orioledb_table WHERE reloid = 'tbl3'::regclass;
 
 \echo
-\echo '== 6. Reading by primary key: one descent into the table itself'
+\echo '== 6. Reading by primary key: one descent into the table itself; by ts: its index'
 EXPLAIN (COSTS OFF) SELECT c1 FROM tbl1 WHERE id = 42;
 EXPLAIN (COSTS OFF) SELECT id FROM tbl1 WHERE id BETWEEN 10 AND 20 ORDER BY id DESC;
 SELECT id, c1, length(lob) FROM tbl1 WHERE id BETWEEN 10 AND 12 ORDER BY id DESC;
+SET enable_seqscan = off;
+EXPLAIN (COSTS OFF) SELECT ts FROM tbl1 WHERE ts <= localtimestamp ORDER BY ts DESC LIMIT 3;
+SELECT count(*) FROM tbl1 WHERE ts <= localtimestamp;
+RESET enable_seqscan;
 
 DROP TABLE tbl1, tbl2, tbl3, tbl20;
 

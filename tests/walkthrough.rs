@@ -1,5 +1,6 @@
 //! The seed walkthrough (`sql/demo.sql`, the README demo) as a test: the
-//! files of tbl1 after CHECKPOINT mapped to its relations, the toast
+//! files of tbl1 after CHECKPOINT mapped to its relations (the secondary
+//! index's own file and map among them, with and without compress), the toast
 //! threshold (tbl2), sizes for compress -1, 1 and 20 (tbl1/tbl3/tbl20),
 //! `orioledb_relation_size` equal to the sum of the files, `orioledb_table`;
 //! and pgbench_accounts at scale 10 with `compress = 3` at most a quarter of
@@ -81,7 +82,7 @@ fn seed_walkthrough() {
     c.batch_execute(RANDOM_BYTES).unwrap();
     c.batch_execute(
         "CREATE TABLE tbl1 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb;
-         CREATE INDEX idx_tbl1_ts ON tbl1 (ts);
+         CREATE INDEX idx_tbl1_ts ON tbl1 USING orioledb_btree (ts);
          INSERT INTO tbl1 SELECT g, g, now(), random_bytes(3000) FROM generate_series(1, 100) g;
          CHECKPOINT;",
     )
@@ -96,6 +97,7 @@ fn seed_walkthrough() {
         .unwrap()
         .get(0);
     let toast_node = relnode(&mut c, &toast);
+    let index_node = relnode(&mut c, "idx_tbl1_ts");
 
     // The primary tree is named by the table's relfilenode, the toast tree
     // by its toast relation's; each has its checkpoint map beside it.
@@ -105,6 +107,10 @@ fn seed_walkthrough() {
     assert!(primary_files.contains_key(&table_node.to_string()), "{primary_files:?}");
     assert!(primary_files.keys().any(|k| k.ends_with(".map")), "{primary_files:?}");
     assert!(toast_files.contains_key(&toast_node.to_string()), "{toast_files:?}");
+    // The secondary index is an engine tree too, as in the seed.
+    let index_files = files_of(&dir, index_node);
+    assert!(index_files.contains_key(&index_node.to_string()), "{index_files:?}");
+    assert!(index_files.keys().any(|k| k.ends_with(".map")), "{index_files:?}");
     // 100 values of 3000 random bytes went to toast: ~300 kB there, the
     // primary tree holds only the short rows (and its row-id map).
     let toast_bytes = toast_files[&toast_node.to_string()];
@@ -127,7 +133,11 @@ fn seed_walkthrough() {
         )
         .unwrap()
         .get(0);
-    let engine_sum: u64 = primary_files.values().chain(toast_files.values()).sum();
+    let engine_sum: u64 = primary_files
+        .values()
+        .chain(toast_files.values())
+        .chain(index_files.values())
+        .sum();
     let (size, pg_size): (i64, i64) = {
         let r = c
             .query_one(
@@ -186,6 +196,8 @@ fn seed_walkthrough() {
     c.batch_execute(
         "CREATE TABLE tbl3 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb WITH (compress = 1);
          CREATE TABLE tbl20 (id int PRIMARY KEY, c1 int, ts timestamp, lob bytea) USING orioledb WITH (compress = 20);
+         CREATE INDEX idx_tbl3_ts ON tbl3 (ts) WITH (compress = 1);
+         CREATE INDEX idx_tbl20_ts ON tbl20 (ts) WITH (compress = 20);
          INSERT INTO tbl3 SELECT * FROM tbl1;
          INSERT INTO tbl20 SELECT * FROM tbl1;
          CHECKPOINT;",
@@ -208,7 +220,19 @@ fn seed_walkthrough() {
         .iter()
         .map(|r| (r.get(0), r.get(1)))
         .collect();
-    assert_eq!(levels, vec![("primary".to_string(), 1), ("toast".to_string(), 1)]);
+    assert_eq!(
+        levels,
+        vec![("index".to_string(), 1), ("primary".to_string(), 1), ("toast".to_string(), 1)]
+    );
+    // The index files: 100 equal timestamps, one page; compressed, a few
+    // hundred bytes.
+    let (i1, i3, i20) = (
+        tree(&mut c, "tbl1", "index").1,
+        tree(&mut c, "tbl3", "index").1,
+        tree(&mut c, "tbl20", "index").1,
+    );
+    eprintln!("index bytes: -1 {i1}, 1 {i3}, 20 {i20}");
+    assert!(i3 < i1 && i20 < i1, "compressed index files are smaller: {i3}, {i20} vs {i1}");
     let desc: String = c
         .query_one(
             "SELECT description FROM orioledb_table WHERE reloid = 'tbl3'::regclass",
