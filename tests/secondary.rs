@@ -13,13 +13,14 @@ mod common;
 use common::*;
 use std::time::Duration;
 
-/// The index's compression level as its tree stores it.
-fn tree_level(c: &mut Client, index: &str) -> i32 {
+/// The compression level of relation `rel`'s tree (a table's primary tree
+/// or an index's) as the engine stores it.
+fn tree_level(c: &mut Client, rel: &str) -> i32 {
     c.query_one(
         "SELECT compress FROM orioledb_trees WHERE reloid = $1::text::regclass",
-        &[&index],
+        &[&rel],
     )
-    .unwrap_or_else(|e| panic!("no tree for {index}: {}", describe(&e)))
+    .unwrap_or_else(|e| panic!("no tree for {rel}: {}", describe(&e)))
     .get(0)
 }
 
@@ -345,4 +346,110 @@ fn a_standby_reads_through_the_index() {
             pc.batch_execute("DROP INDEX t_a; INSERT INTO t SELECT g, 60 FROM generate_series(20001, 20100) g").unwrap();
         }
     }
+}
+
+/// DROP INDEX CONCURRENTLY keeps the tree while the index is still written
+/// (other sessions insert while it waits), and the tree goes once the
+/// index's file is gone; a cancelled one leaves the index whole.
+#[test]
+fn drop_index_concurrently_keeps_the_tree_until_the_index_is_gone() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_secondary_dropconc");
+    c.batch_execute(
+        "CREATE TABLE t (id int PRIMARY KEY, a int) USING orioledb;
+         INSERT INTO t SELECT g, g % 10 FROM generate_series(1, 1000) g;
+         CREATE INDEX t_a ON t USING orioledb_btree (a);",
+    )
+    .unwrap();
+    let node = relfilenode(&mut c, "t_a");
+    // A transaction that read the table holds the DROP in its wait.
+    let mut holder = connect(&env, "itest_secondary_dropconc");
+    holder.batch_execute("BEGIN; SELECT count(*) FROM t").unwrap();
+    let env2 = env.clone();
+    let dropper = std::thread::spawn(move || {
+        let mut d = connect(&env2, "itest_secondary_dropconc");
+        d.batch_execute("SET lock_timeout = '20s'").unwrap();
+        d.batch_execute("DROP INDEX CONCURRENTLY t_a")
+    });
+    // Wait until the DROP waits (its first commit is done), then write.
+    let start = std::time::Instant::now();
+    while count(
+        &mut c,
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%DROP INDEX CONCURRENTLY%' AND wait_event_type = 'Lock'",
+    ) == 0
+    {
+        assert!(start.elapsed() < Duration::from_secs(20), "the DROP never waited");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    c.batch_execute("INSERT INTO t SELECT g, 5 FROM generate_series(1001, 1100) g").unwrap();
+    assert!(has_tree(&mut c, node), "the tree went while the index was still written");
+    holder.batch_execute("COMMIT").unwrap();
+    dropper.join().unwrap().unwrap();
+    assert_eq!(count(&mut c, "SELECT count(*) FROM t WHERE a = 5"), 200);
+    // PostgreSQL removes the file at a checkpoint; the orphan sweep then
+    // drops the tree after the engine's.
+    let start = std::time::Instant::now();
+    while has_tree(&mut c, node) {
+        assert!(start.elapsed() < Duration::from_secs(30), "the dropped index kept its tree");
+        c.batch_execute("CHECKPOINT").unwrap();
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A level set in a rolled-back transaction (or subtransaction) is undone
+/// with the option; an index's tree never moves to another tablespace;
+/// an operator class with its own order is refused.
+#[test]
+fn levels_roll_back_and_indexes_stay_where_their_trees_are() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_secondary_rollback");
+    c.batch_execute(
+        "CREATE TABLE t (id int PRIMARY KEY, a int) USING orioledb WITH (compress = 2);
+         INSERT INTO t SELECT g, g FROM generate_series(1, 100) g;
+         CREATE INDEX t_a ON t (a) WITH (compress = 3);",
+    )
+    .unwrap();
+    c.batch_execute("BEGIN; ALTER INDEX t_a SET (compress = 9)").unwrap();
+    assert_eq!(tree_level(&mut c, "t_a"), 9, "the transaction's own writes use the new level");
+    c.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(tree_level(&mut c, "t_a"), 3);
+    c.batch_execute("BEGIN; SAVEPOINT s; ALTER TABLE t SET (compress = 7); ROLLBACK TO s; ALTER INDEX t_a SET (compress = 4); COMMIT").unwrap();
+    assert_eq!(tree_level(&mut c, "t"), 2, "the table's level came back with its option");
+    assert_eq!(tree_level(&mut c, "t_a"), 4);
+
+    let dir = std::env::temp_dir().join(format!("itest_sec_ts_{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let chown = std::process::Command::new("chown").arg(&env.os_user).arg(&dir).status().unwrap();
+    assert!(chown.success(), "chown {} {}", env.os_user, dir.display());
+    c.batch_execute("DROP TABLESPACE IF EXISTS itest_sec_ts").unwrap();
+    c.batch_execute(&format!("CREATE TABLESPACE itest_sec_ts LOCATION '{}'", dir.display()))
+        .unwrap();
+    expect_sqlstate(&mut c, "ALTER INDEX t_a SET TABLESPACE itest_sec_ts", "0A000");
+    expect_sqlstate(&mut c, "ALTER INDEX ALL IN TABLESPACE pg_default SET TABLESPACE itest_sec_ts", "0A000");
+    expect_sqlstate(&mut c, "CREATE INDEX bad ON t USING orioledb_btree (a) TABLESPACE itest_sec_ts", "0A000");
+    c.batch_execute("SET default_tablespace = itest_sec_ts").unwrap();
+    expect_sqlstate(&mut c, "CREATE INDEX bad ON t (a) WITH (compress = 1)", "0A000");
+    c.batch_execute("RESET default_tablespace").unwrap();
+    c.batch_execute("DROP TABLESPACE itest_sec_ts").unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    c.batch_execute(
+        "CREATE FUNCTION rev_cmp(int4, int4) RETURNS int LANGUAGE sql IMMUTABLE AS 'SELECT btint4cmp($2, $1)';
+         CREATE OPERATOR CLASS rev_int4_ops FOR TYPE int4 USING orioledb_btree AS
+             OPERATOR 1 >, OPERATOR 2 >=, OPERATOR 3 =, OPERATOR 4 <=, OPERATOR 5 <, FUNCTION 1 rev_cmp(int4, int4);",
+    )
+    .unwrap();
+    expect_sqlstate(&mut c, "CREATE INDEX bad ON t USING orioledb_btree (a rev_int4_ops)", "0A000");
+    // A rewrite through a cached plan (a function's body) works every time.
+    c.batch_execute(
+        "CREATE FUNCTION mk() RETURNS void LANGUAGE plpgsql AS $$
+         BEGIN
+           CREATE INDEX mk_a ON t (a) WITH (compress = 1);
+           DROP INDEX mk_a;
+         END $$;
+         SELECT mk(); SELECT mk(); SELECT mk();",
+    )
+    .unwrap();
+    let (by_index, by_seq) = both_ways(&mut c, "t", 10, 19);
+    assert_eq!((by_index, by_seq), (10, 10));
 }

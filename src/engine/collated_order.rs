@@ -5,8 +5,10 @@
 //!
 //! Keys are those of the primary-key layout (`src/am/table.rs`): a one-byte
 //! range tag, then — for versions — per column a tag byte (`1` value
-//! follows, `2` NULL) and the value's encoding (`key_format.rs`), then a suffix
-//! compared as bytes. Keys of other ranges, and the parts of search bounds
+//! follows, `2` NULL, or `0` NULL sorting first) and the value's encoding
+//! (`key_format.rs`; every byte inverted in a descending column of a
+//! secondary index, `src/am/secondary/shape.rs`), then a suffix compared
+//! as bytes. Keys of other ranges, and the parts of search bounds
 //! that are not complete column encodings (a bound may end in `0xFF` bytes to
 //! sit after every key with its prefix), compare as bytes from where they
 //! stop being decodable: for well-formed keys that is exactly where byte
@@ -52,6 +54,24 @@ fn escaped_len(b: &[u8]) -> Option<usize> {
     }
 }
 
+/// [`escaped_len`] of an escaped string stored with every byte inverted.
+fn inverted_escaped_len(b: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        let z = i + b.get(i..)?.iter().position(|&c| c == 0xFF)?;
+        match b.get(z + 1)? {
+            0xFF => return Some(z + 2),
+            0 => i = z + 2,
+            _ => return None,
+        }
+    }
+}
+
+/// `b` with every byte inverted back.
+fn uninvert(b: &[u8]) -> Vec<u8> {
+    b.iter().map(|c| !c).collect()
+}
+
 /// The bytes an escaped string stands for (terminator already removed).
 fn unescape(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
     if !b.windows(2).any(|w| w == [0, 0xFF]) {
@@ -67,11 +87,23 @@ fn unescape(b: &[u8]) -> std::borrow::Cow<'_, [u8]> {
 }
 
 impl Column {
-    /// Length of this column's value encoding at the start of `b`.
-    fn len(&self, b: &[u8]) -> Option<usize> {
+    /// Length of this column's value encoding at the start of `b` (stored
+    /// inverted when `inverted`).
+    fn len(&self, b: &[u8], inverted: bool) -> Option<usize> {
         match self {
             Column::Fixed(n) => (b.len() >= *n).then_some(*n),
+            Column::Escaped | Column::Collated(_) if inverted => inverted_escaped_len(b),
             Column::Escaped | Column::Collated(_) => escaped_len(b),
+        }
+    }
+
+    /// [`Column::compare`] of encodings stored inverted: inverted bytes
+    /// already compare in reverse, collated text is compared as it was and
+    /// the result reversed.
+    fn compare_inverted(&self, a: &[u8], b: &[u8]) -> Ordering {
+        match self {
+            Column::Fixed(_) | Column::Escaped => a.cmp(b),
+            Column::Collated(_) => self.compare(&uninvert(a), &uninvert(b)).reverse(),
         }
     }
 
@@ -91,13 +123,16 @@ impl Column {
     }
 }
 
-/// The order of a primary tree keyed by `cols` under range tag `tag`.
-/// Invariant: `cols` describes every column up to the last collated one
-/// (later columns and the suffix compare as bytes, as their encodings
-/// order them).
+/// The order of a tree keyed by `cols` under range tag `tag`. Invariant:
+/// `cols` describes every column up to the last collated one (later
+/// columns and the suffix compare as bytes, as their encodings order
+/// them); `inverted` is empty (no column inverted) or has one flag per
+/// column of `cols`, set for a column whose encodings are stored with
+/// every byte inverted (descending).
 pub struct ColumnOrder {
     pub tag: u8,
     pub cols: Vec<Column>,
+    pub inverted: Vec<bool>,
 }
 
 impl KeyCmp for ColumnOrder {
@@ -106,23 +141,26 @@ impl KeyCmp for ColumnOrder {
             return a.cmp(b);
         }
         let (mut i, mut j) = (1, 1);
-        for col in &self.cols {
+        for (n, col) in self.cols.iter().enumerate() {
             let (ra, rb) = (&a[i..], &b[j..]);
             match (ra.first(), rb.first()) {
                 (Some(&TAG_VALUE), Some(&TAG_VALUE)) => {}
-                (Some(&TAG_NULL), Some(&TAG_NULL)) => {
+                // Two NULLs (tag 2, or 0 for NULLS FIRST): equal here.
+                (Some(&x), Some(&y)) if x == y && x != TAG_VALUE && x <= TAG_NULL => {
                     i += 1;
                     j += 1;
                     continue;
                 }
                 _ => return ra.cmp(rb),
             }
-            let (Some(la), Some(lb)) = (col.len(&ra[1..]), col.len(&rb[1..])) else {
+            let inverted = self.inverted.get(n).copied().unwrap_or(false);
+            let (Some(la), Some(lb)) = (col.len(&ra[1..], inverted), col.len(&rb[1..], inverted)) else {
                 return ra.cmp(rb);
             };
-            match col.compare(&ra[1..1 + la], &rb[1..1 + lb]) {
-                Ordering::Equal => {}
-                o => return o,
+            let (va, vb) = (&ra[1..1 + la], &rb[1..1 + lb]);
+            let o = if inverted { col.compare_inverted(va, vb) } else { col.compare(va, vb) };
+            if o != Ordering::Equal {
+                return o;
             }
             i += 1 + la;
             j += 1 + lb;
@@ -155,6 +193,7 @@ mod tests {
         ColumnOrder {
             tag: 2,
             cols: vec![Column::Fixed(4), Column::Collated(Arc::new(NoCase))],
+            inverted: Vec::new(),
         }
     }
 
@@ -236,6 +275,68 @@ mod tests {
         }
     }
 
+    /// The order of the same columns with the collated one descending and
+    /// its NULLs first (tag 0), as a secondary index stores them.
+    fn descending_order() -> ColumnOrder {
+        ColumnOrder {
+            inverted: vec![false, true],
+            ..order()
+        }
+    }
+
+    fn encode_descending(r: &Row) -> Vec<u8> {
+        let mut k = vec![2];
+        k.push(if r.0.is_some() { TAG_VALUE } else { TAG_NULL });
+        if let Some(v) = r.0 {
+            encode_part(&KeyPart::Int4(v), &mut k);
+        }
+        match &r.1 {
+            None => k.push(0),
+            Some(s) => {
+                k.push(TAG_VALUE);
+                let mut v = Vec::new();
+                encode_part(&KeyPart::Bytes(s.as_bytes()), &mut v);
+                k.extend(v.iter().map(|c| !c));
+            }
+        }
+        k.extend_from_slice(&[0, 0, 0, 0]);
+        k.extend_from_slice(&r.2.to_be_bytes());
+        k
+    }
+
+    /// The order of `(a NULLS LAST, b DESC NULLS FIRST, suffix)`.
+    fn descending_model(a: &Row, b: &Row) -> Ordering {
+        let first = match (a.0, b.0) {
+            (Some(x), Some(y)) => x.cmp(&y),
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (None, None) => Ordering::Equal,
+        };
+        let second = match (&a.1, &b.1) {
+            (Some(x), Some(y)) => NoCase.compare(x.as_bytes(), y.as_bytes()).then_with(|| x.cmp(y)).reverse(),
+            (Some(_), None) => Ordering::Greater,
+            (None, Some(_)) => Ordering::Less,
+            (None, None) => Ordering::Equal,
+        };
+        first.then(second).then_with(|| a.2.cmp(&b.2))
+    }
+
+    proptest! {
+        #[test]
+        fn orders_descending_nulls_first_columns(rows in proptest::collection::vec(row(), 1..40)) {
+            let o = descending_order();
+            for a in &rows {
+                for b in &rows {
+                    prop_assert_eq!(
+                        o.cmp(&encode_descending(a), &encode_descending(b)),
+                        descending_model(a, b),
+                        "{:?} {:?}", a, b
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn other_ranges_and_broken_values_compare_as_bytes() {
         let o = order();
@@ -247,5 +348,6 @@ mod tests {
         assert_eq!(escaped_len(b"ab\0"), None);
         assert_eq!(escaped_len(b"a\0\xFFb\0\0z"), Some(6));
         assert_eq!(&*unescape(b"a\0\xFFb"), b"a\0b");
+        assert_eq!(inverted_escaped_len(&uninvert(b"a\0\xFFb\0\0z")), Some(6));
     }
 }

@@ -39,8 +39,17 @@ unsafe extern "C-unwind" fn object_access(
         && class_id == pg_sys::RelationRelationId
         && sub_id == 0
     {
+        // DROP INDEX CONCURRENTLY names the index before its internal
+        // commits, while other sessions still write and read it: its tree
+        // is left to the orphan sweep, which drops it once PostgreSQL has
+        // removed the index's file.
+        // SAFETY: for OAT_DROP, `arg` is null or an ObjectAccessDrop.
+        let concurrent = !arg.is_null()
+            && unsafe { (*(arg as *const pg_sys::ObjectAccessDrop)).dropflags } as u32
+                & pg_sys::PERFORM_DELETION_CONCURRENTLY
+                != 0;
         // An orioledb relation is no index; only an index is a primary key.
-        if crate::am::storage::trees::relation_dropped(object_id) {
+        if concurrent || crate::am::storage::trees::relation_dropped(object_id) {
             return;
         }
         if let Some(table) = crate::am::storage::trees::primary_key_owner(object_id) {

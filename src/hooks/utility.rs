@@ -405,6 +405,7 @@ fn acted_on(tag: pg_sys::NodeTag) -> bool {
             | T_DropdbStmt
             | T_CheckPointStmt
             | T_IndexStmt
+            | T_AlterTableMoveAllStmt
     )
 }
 
@@ -647,7 +648,27 @@ unsafe extern "C-unwind" fn prepare(
                 ran_before: crate::pg::backup::checkpoints_ran(),
             },
             pg_sys::NodeTag::T_IndexStmt => {
-                index_stmt(call.stmt() as *mut pg_sys::IndexStmt);
+                index_stmt(&mut call);
+                AfterStatement::Nothing
+            }
+            pg_sys::NodeTag::T_AlterTableMoveAllStmt => {
+                let stmt = call.stmt() as *mut pg_sys::AlterTableMoveAllStmt;
+                if (*stmt).objtype == pg_sys::ObjectType::OBJECT_INDEX {
+                    // orioledb_btree indexes live in the default tablespace only.
+                    let from = pg_sys::get_tablespace_oid((*stmt).orig_tablespacename, true);
+                    let default = from == pg_sys::DEFAULTTABLESPACE_OID || from == pg_sys::MyDatabaseTableSpace;
+                    let ours = crate::pg::index_am_oid() != pg_sys::InvalidOid
+                        && pgrx::Spi::get_one::<bool>(
+                            "SELECT EXISTS (SELECT FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+                                             WHERE a.amname = 'orioledb_btree')",
+                        )
+                        .ok()
+                        .flatten()
+                        .unwrap_or(true);
+                    if default && ours {
+                        index_stays_in_default_tablespace();
+                    }
+                }
                 AfterStatement::Nothing
             }
             _ => AfterStatement::Nothing,
@@ -669,11 +690,12 @@ unsafe extern "C-unwind" fn prepare(
 /// other tables) are 0A000.
 ///
 /// # Safety
-/// `stmt` is a valid `IndexStmt`.
-unsafe fn index_stmt(stmt: *mut pg_sys::IndexStmt) {
+/// `call`'s statement is a valid `IndexStmt`.
+unsafe fn index_stmt(call: &mut UtilityCall) {
     // SAFETY: per the contract; the RangeVar is looked up without a lock
     // (DefineIndex takes its own).
     unsafe {
+        let stmt = call.stmt() as *mut pg_sys::IndexStmt;
         let ours = ours_in((*stmt).options);
         if ours.is_empty() {
             return;
@@ -699,11 +721,26 @@ unsafe fn index_stmt(stmt: *mut pg_sys::IndexStmt) {
         // ON CONFLICT arbiters need one.
         let unique = (*stmt).unique || (*stmt).primary;
         if am == "btree" && on_ours && !unique && ours.iter().all(|(o, _)| *o == Opt::Compress) {
+            // A copy when the tree is cached (a plan, a function's body):
+            // the new name lives in the statement's memory context.
+            let stmt = call.stmt_mut() as *mut pg_sys::IndexStmt;
             (*stmt).accessMethod = pg_sys::pstrdup(c"orioledb_btree".as_ptr());
             return;
         }
         index_not_compressed(&am, &table);
     }
+}
+
+/// Raises 0A000: an `orioledb_btree` index cannot move to another
+/// tablespace (PostgreSQL would copy only its empty file; its tree stays
+/// under the old file number).
+fn index_stays_in_default_tablespace() -> ! {
+    error(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        "orioledb: orioledb_btree indexes stay in the default tablespace",
+    )
+    .hint("Move other indexes one at a time with ALTER INDEX ... SET TABLESPACE.")
+    .raise()
 }
 
 /// The index access method whose indexes take `compress`.
@@ -730,11 +767,9 @@ extern "C-unwind" fn finish(after: AfterStatement) {
                 pg_sys::CommandCounterIncrement();
                 let rel = pg_sys::RelationIdGetRelation(relid);
                 if !rel.is_null() {
+                    // An index whose concurrent build failed has no tree.
                     let level = crate::am::secondary::options::level_of(rel);
-                    crate::am::secondary::shape::shape_of(rel)
-                        .tree
-                        .set_compress(level)
-                        .unwrap_or_else(|e| crate::pg::engine::report(e));
+                    crate::am::storage::levels::set_tree_compression(relid, level);
                     pg_sys::RelationClose(rel);
                 }
             }
@@ -902,6 +937,12 @@ unsafe fn alter_table(call: &mut UtilityCall) -> AfterStatement {
     // is a List of DefElem for the reloption subtypes.
     unsafe {
         let stmt = call.stmt() as *mut pg_sys::AlterTableStmt;
+        let moves = cells((*stmt).cmds)
+            .into_iter()
+            .any(|c| (*(c as *mut pg_sys::AlterTableCmd)).subtype == pg_sys::AlterTableType::AT_SetTableSpace);
+        if moves && orioledb_btree_index((*stmt).relation).is_some() {
+            index_stays_in_default_tablespace();
+        }
         let relopt_cmds: Vec<_> = cells((*stmt).cmds)
             .into_iter()
             .map(|p| p as *mut pg_sys::AlterTableCmd)

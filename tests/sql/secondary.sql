@@ -126,8 +126,11 @@ CREATE TABLE sc (id int PRIMARY KEY, l text COLLATE sx_libc, i text COLLATE "en-
 INSERT INTO sc SELECT row_number() OVER (), s, s, g
 FROM unnest(ARRAY['b', 'B', 'a', 'A', 'ä', 'co-op', 'coop', 'Zeta', 'zeta', 'élan', 'elan', '10', '9', '']) s,
      generate_series(1, 3) g;
+INSERT INTO sc VALUES (100, NULL, NULL, 1), (101, NULL, NULL, 2);
 CREATE INDEX sc_l ON sc USING :ix (l, n);
 CREATE INDEX sc_i ON sc USING :ix (i DESC, n);
+CREATE INDEX sc_ld ON sc USING :ix (l DESC NULLS LAST, n DESC);
+CREATE INDEX sc_nl ON sc USING :ix (n, l NULLS FIRST);
 ANALYZE sc;
 SET enable_seqscan = off;
 SET enable_bitmapscan = off;
@@ -138,6 +141,12 @@ SELECT count(*) FROM sc WHERE l IN ('a', 'B', 'nope');
 SELECT i, n FROM sc ORDER BY i DESC, n LIMIT 8;
 SELECT i, n FROM sc WHERE i <= 'b' ORDER BY i DESC, n LIMIT 6;
 SELECT i FROM sc WHERE i = 'élan' ORDER BY i DESC, n;
+SELECT l, n FROM sc ORDER BY l DESC NULLS LAST, n DESC LIMIT 8;
+SELECT l, n FROM sc WHERE l < 'co' ORDER BY l DESC NULLS LAST, n DESC;
+SELECT l, n FROM sc WHERE l >= 'Z' ORDER BY l NULLS FIRST, n LIMIT 6;
+SELECT n, l FROM sc WHERE n = 2 ORDER BY n, l NULLS FIRST;
+SELECT n, l FROM sc WHERE n = 2 AND l IS NULL;
+SELECT n, l FROM sc WHERE n = 3 AND l > 'b' ORDER BY n, l NULLS FIRST;
 RESET enable_bitmapscan;
 SELECT count(*) FROM sc WHERE l >= 'co' AND l < 'd';
 SELECT count(*) FROM sc WHERE i > 'a';

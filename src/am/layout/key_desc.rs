@@ -220,15 +220,18 @@ impl Kind {
 
 /// One column of the key. Invariant: `kind` is `Kind::of(typid, coll)`,
 /// or `LibcText`/`LibcBpchar` in place of `TextBytes`/`BpcharBytes`, with
-/// `locale` then indexing the descriptor's `locales` (0 otherwise).
+/// `locale` then indexing the descriptor's `locales` (0 otherwise);
+/// `descending` only in a secondary index's descriptor (its encodings are
+/// stored inverted).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyCol {
-    /// Table attribute number (1-based).
+    /// Table attribute number (1-based); a secondary index's column number.
     pub attnum: i16,
     pub typid: u32,
     pub coll: u32,
     pub kind: Kind,
     pub locale: u8,
+    pub descending: bool,
 }
 
 /// The columns a tree is keyed by, in index column order. Invariant: at
@@ -241,9 +244,11 @@ pub struct KeyDesc {
 }
 
 /// Descriptor formats: `PK1` without locales, `PK2` with a locale index
-/// per column and the locale names after the columns.
+/// per column and the locale names after the columns, `PK3` as `PK2` with
+/// a flags byte per column after its locale (bit 0: descending).
 const MAGIC: &[u8; 3] = b"PK1";
 const MAGIC2: &[u8; 3] = b"PK2";
+const MAGIC3: &[u8; 3] = b"PK3";
 
 /// Longest encoded key prefix: a version's key (tag, prefix, 6-byte
 /// suffix) stays inside the engine's 1024-byte key limit, leaving at least
@@ -307,8 +312,16 @@ fn libc_ordered(kind: Kind, cols: &[KeyCol], coll: pg_sys::Oid, locales: &mut Ve
 
 impl KeyDesc {
     pub fn encode(&self) -> Vec<u8> {
-        let v2 = !self.locales.is_empty();
-        let mut out = if v2 { MAGIC2 } else { MAGIC }.to_vec();
+        let v3 = self.cols.iter().any(|c| c.descending);
+        let v2 = v3 || !self.locales.is_empty();
+        let mut out = if v3 {
+            MAGIC3
+        } else if v2 {
+            MAGIC2
+        } else {
+            MAGIC
+        }
+        .to_vec();
         out.push(self.cols.len() as u8);
         for c in &self.cols {
             out.extend_from_slice(&c.attnum.to_le_bytes());
@@ -317,6 +330,9 @@ impl KeyDesc {
             out.push(c.kind as u8);
             if v2 {
                 out.push(c.locale);
+            }
+            if v3 {
+                out.push(c.descending as u8);
             }
         }
         if v2 {
@@ -330,11 +346,14 @@ impl KeyDesc {
     }
 
     pub fn decode(b: &[u8]) -> Option<KeyDesc> {
-        let (v2, rest) = match b.strip_prefix(MAGIC) {
-            Some(r) => (false, r),
-            None => (true, b.strip_prefix(MAGIC2)?),
+        let (v2, v3, rest) = if let Some(r) = b.strip_prefix(MAGIC) {
+            (false, false, r)
+        } else if let Some(r) = b.strip_prefix(MAGIC2) {
+            (true, false, r)
+        } else {
+            (true, true, b.strip_prefix(MAGIC3)?)
         };
-        let width = if v2 { 12 } else { 11 };
+        let width = 11 + v2 as usize + v3 as usize;
         let (&n, mut rest) = rest.split_first()?;
         let mut cols = Vec::with_capacity(n as usize);
         for _ in 0..n {
@@ -345,6 +364,7 @@ impl KeyDesc {
                 coll: u32::from_le_bytes(c[6..10].try_into().ok()?),
                 kind: Kind::from_u8(c[10])?,
                 locale: if v2 { c[11] } else { 0 },
+                descending: v3 && c[12] & 1 != 0,
             });
             rest = &rest[width..];
         }
@@ -400,9 +420,15 @@ impl KeyDesc {
                 }
             }
         }
+        let inverted = if self.cols.iter().any(|c| c.descending) {
+            self.cols[..=last].iter().map(|c| c.descending).collect()
+        } else {
+            Vec::new()
+        };
         Ok(Some(Arc::new(ColumnOrder {
             tag: orioledb_engine::key_format::VERSION_TAG,
             cols,
+            inverted,
         })))
     }
 
@@ -461,6 +487,7 @@ impl KeyDesc {
                     coll: coll.to_u32(),
                     kind,
                     locale,
+                    descending: false,
                 });
             }
             Some(KeyDesc { cols, locales })
@@ -519,12 +546,14 @@ impl KeyDesc {
                         }
                     ));
                 };
+                let option = *(*index).rd_indoption.add(i) as u32;
                 cols.push(KeyCol {
                     attnum: (i + 1) as i16,
                     typid: typid.to_u32(),
                     coll: coll.to_u32(),
                     kind,
                     locale,
+                    descending: option & pg_sys::INDOPTION_DESC != 0,
                 });
             }
             if cols.is_empty() {
@@ -532,13 +561,6 @@ impl KeyDesc {
             }
             Ok(KeyDesc { cols, locales })
         }
-    }
-
-    /// Whether column `n` (0-based) is compared by a locale, or comes before
-    /// one that is (its encoding must then stay as the tree's order reads
-    /// it: ascending, NULLs last).
-    pub fn collated_through(&self, n: usize) -> bool {
-        self.cols[n..].iter().any(|c| matches!(c.kind, Kind::LibcText | Kind::LibcBpchar))
     }
 
     /// Appends the encoding of one column's datum (`None` = NULL).

@@ -8,12 +8,14 @@ use pgrx::pg_sys;
 use pgrx::PgSqlErrorCode;
 
 /// Refuses what the index does not serve: a table of another access method,
-/// and temporary or unlogged tables (an unlogged index would have to be
+/// another tablespace (tree ids know no tablespace, as for tables), and
+/// temporary or unlogged tables (an unlogged index would have to be
 /// emptied after a crash with its table, which only tables do here).
 ///
 /// # Safety
 /// Open relations.
 unsafe fn check_target(heap: pg_sys::Relation, index: pg_sys::Relation) {
+    crate::pg::require_preloaded();
     // SAFETY: per the contract.
     unsafe {
         let name = crate::pg::rel_name(index);
@@ -24,6 +26,12 @@ unsafe fn check_target(heap: pg_sys::Relation, index: pg_sys::Relation) {
             )
             .hint("Use a btree index on tables of other access methods.")
             .raise();
+        }
+        if (*index).rd_node.spcNode != pg_sys::DEFAULTTABLESPACE_OID {
+            crate::pg::error::raise(
+                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+                format!("orioledb_btree index \"{name}\" outside the default tablespace is not supported"),
+            );
         }
         if (*(*index).rd_rel).relpersistence as u8 != pg_sys::RELPERSISTENCE_PERMANENT {
             crate::pg::error::raise(
@@ -266,7 +274,9 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
             pgrx::check_for_interrupts!();
             let (k, _) = item.unwrap_or_else(|e| report(e));
             let mut tid = key_tid(k);
-            if callback(&mut tid, state) {
+            // The callback may raise an ERROR (a sort spilling to disk
+            // while CREATE INDEX CONCURRENTLY validates): guarded.
+            if pg_sys::ffi::pg_guard_ffi_boundary(|| callback(&mut tid, state)) {
                 doomed.push(k.to_vec());
                 (*stats).tuples_removed += 1.0;
             } else {

@@ -33,11 +33,12 @@ pub extern "C" fn pg_finfo_orioledb_btree_handler() -> &'static pg_sys::Pg_finfo
 }
 
 /// Returns a new `IndexAmRoutine` of `orioledb_btree` (PostgreSQL copies
-/// it into the relation cache).
+/// it into the relation cache). Works without the preloaded library:
+/// CREATE OPERATOR CLASS asks for it while CREATE EXTENSION runs (the
+/// callbacks that need the engine check for it).
 #[pgrx::pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_btree_handler(_fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
-    crate::pg::require_preloaded();
     // SAFETY: a zeroed node of the right size and tag, as makeNode makes it.
     unsafe {
         let r = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexAmRoutine>()) as *mut pg_sys::IndexAmRoutine;
@@ -128,7 +129,8 @@ unsafe extern "C-unwind" fn amcostestimate(
     pages: *mut f64,
 ) {
     // SAFETY: the planner passes a valid path whose index it has locked;
-    // the relation is only looked up in the cache for its file.
+    // the relation is only looked up in the cache for its file and its
+    // pg_class row.
     unsafe {
         let info = (*path).indexinfo;
         let rel = pg_sys::RelationIdGetRelation((*info).indexoid);
@@ -137,8 +139,17 @@ unsafe extern "C-unwind" fn amcostestimate(
             if let Ok(t) = crate::pg::engine::engine().tree(crate::pg::engine::tree_id(node.dbNode, node.relNode)) {
                 (*info).pages = t.approx_pages().max(1) as pg_sys::BlockNumber;
             }
+            // A partial index's entries were estimated from its empty
+            // file (none): the count its build or VACUUM stored instead,
+            // else the table's.
+            if (*info).tuples <= 0.0 {
+                let stored = (*(*rel).rd_rel).reltuples as f64;
+                (*info).tuples = if stored > 0.0 { stored } else { (*(*info).rel).tuples };
+            }
             pg_sys::RelationClose(rel);
         }
-        btcostestimate(root, path, loop_count, startup, total, selectivity, correlation, pages);
+        pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            btcostestimate(root, path, loop_count, startup, total, selectivity, correlation, pages)
+        });
     }
 }

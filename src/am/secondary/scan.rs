@@ -32,6 +32,8 @@ struct ScanState {
     hi: Bound<Vec<u8>>,
     /// A scan key no entry can satisfy (a comparison with NULL).
     empty: bool,
+    /// Per scan key: whether every entry in `lo..hi` satisfies it.
+    implied: Vec<bool>,
     walk: Option<(LeafWalk, Direction)>,
     last: Option<Vec<u8>>,
     itup: *mut u8,
@@ -58,6 +60,7 @@ pub unsafe extern "C-unwind" fn ambeginscan(
             lo: Bound::Unbounded,
             hi: Bound::Unbounded,
             empty: false,
+            implied: Vec::new(),
             walk: None,
             last: None,
             itup: pg_sys::palloc(pg_sys::BLCKSZ as usize).cast(),
@@ -72,9 +75,40 @@ pub unsafe extern "C-unwind" fn ambeginscan(
             values: vec![pg_sys::Datum::from(0); natts],
             nulls: vec![false; natts],
         });
-        (*scan).opaque = Box::into_raw(state).cast();
+        // The state goes with the scan's memory context if the query ends
+        // in an ERROR (amendscan is not called then).
+        let holder = pg_sys::palloc0(std::mem::size_of::<Holder>()) as *mut Holder;
+        (*holder).state = Box::into_raw(state);
+        (*holder).callback.func = Some(drop_held_state);
+        (*holder).callback.arg = holder.cast();
+        pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*holder).callback);
+        (*scan).opaque = holder.cast();
         (*scan).xs_itupdesc = (*index).rd_att;
         scan
+    }
+}
+
+/// What `IndexScanDesc.opaque` points to: the scan's state, and the
+/// callback that drops it when the memory context the scan began in goes
+/// away first. Invariant: palloc'd in that context; `state` is null once
+/// dropped.
+#[repr(C)]
+struct Holder {
+    state: *mut ScanState,
+    callback: pg_sys::MemoryContextCallback,
+}
+
+/// Drops a scan's state that `amendscan` did not (an ERROR ended the
+/// query). Its per-entry context and buffer go with the memory context.
+unsafe extern "C-unwind" fn drop_held_state(arg: *mut std::ffi::c_void) {
+    // SAFETY: `arg` is the Holder registered with this callback; the state
+    // was boxed by ambeginscan and is dropped once (amendscan nulls it).
+    unsafe {
+        let holder = arg as *mut Holder;
+        if !(*holder).state.is_null() {
+            drop(Box::from_raw((*holder).state));
+            (*holder).state = std::ptr::null_mut();
+        }
     }
 }
 
@@ -83,8 +117,8 @@ pub unsafe extern "C-unwind" fn ambeginscan(
 /// # Safety
 /// `scan` was begun by [`ambeginscan`] and not ended.
 unsafe fn state<'a>(scan: pg_sys::IndexScanDesc) -> &'a mut ScanState {
-    // SAFETY: per the contract.
-    unsafe { &mut *((*scan).opaque as *mut ScanState) }
+    // SAFETY: per the contract: the holder's state is set until amendscan.
+    unsafe { &mut *(*((*scan).opaque as *mut Holder)).state }
 }
 
 /// `amrescan`: takes the new scan keys and computes the range to walk.
@@ -113,7 +147,7 @@ pub unsafe extern "C-unwind" fn amrescan(
             }
         };
         let keys = std::slice::from_raw_parts((*scan).keyData, n);
-        (st.lo, st.hi, st.empty) = bounds(&shape, (*scan).indexRelation, keys);
+        (st.lo, st.hi, st.empty, st.implied) = bounds(&shape, (*scan).indexRelation, keys);
         st.walk = None;
         st.last = None;
     }
@@ -160,8 +194,11 @@ fn after(prefix: &[u8]) -> Vec<u8> {
     v
 }
 
-/// The key range holding every entry that satisfies `keys`, and whether
-/// none can (a key compares with NULL).
+/// The key range holding every entry that satisfies `keys`, whether none
+/// can (a key compares with NULL), and which keys every entry in the range
+/// satisfies: the equalities (and `IS NULL`s) whose encodings make up its
+/// prefix, since equal encodings mean equal values for every encoding here
+/// (values btree calls equal share one, as -0 and 0, 1.0 and 1.00).
 ///
 /// # Safety
 /// `keys` are the scan's keys on open index `index`.
@@ -171,39 +208,43 @@ unsafe fn bounds(
     shape: &Shape,
     index: pg_sys::Relation,
     keys: &[pg_sys::ScanKeyData],
-) -> (Bound<Vec<u8>>, Bound<Vec<u8>>, bool) {
+) -> (Bound<Vec<u8>>, Bound<Vec<u8>>, bool, Vec<bool>) {
+    let mut implied = vec![false; keys.len()];
     let null_compare = keys.iter().any(|k| {
         k.sk_flags as u32 & pg_sys::SK_ISNULL != 0
             && k.sk_flags as u32 & (pg_sys::SK_SEARCHNULL | pg_sys::SK_SEARCHNOTNULL) == 0
     });
     if null_compare {
-        return (Bound::Unbounded, Bound::Unbounded, true);
+        return (Bound::Unbounded, Bound::Unbounded, true, implied);
     }
     let mut prefix = vec![VERSION_TAG];
     for n in 0..shape.desc.cols.len() {
         // SAFETY: rd_opcintype has an entry per key column.
         let opcintype = unsafe { *(*index).rd_opcintype.add(n) };
-        let on_col = keys.iter().filter(|k| k.sk_attno as usize == n + 1);
-        let usable = |k: &&pg_sys::ScanKeyData| bound_datum(k, opcintype).is_some();
+        let on_col = keys.iter().enumerate().filter(|(_, k)| k.sk_attno as usize == n + 1);
+        let usable = |(_, k): &(usize, &pg_sys::ScanKeyData)| bound_datum(k, opcintype).is_some();
         let encode = |k: &pg_sys::ScanKeyData| {
             let mut v = prefix.clone();
             // SAFETY: bound_datum gives a datum of the column's type.
             unsafe { shape.push_column(n, bound_datum(k, opcintype), &mut v) };
             v
         };
-        if let Some(k) = on_col.clone().filter(usable).find(|k| k.sk_strategy == pg_sys::BTEqualStrategyNumber as u16) {
+        let equal = |(_, k): &(usize, &pg_sys::ScanKeyData)| k.sk_strategy == pg_sys::BTEqualStrategyNumber as u16;
+        if let Some((i, k)) = on_col.clone().filter(usable).find(equal) {
             prefix = encode(k);
+            implied[i] = true;
             continue;
         }
-        if on_col.clone().any(|k| k.sk_flags as u32 & pg_sys::SK_SEARCHNULL != 0) {
+        if let Some((i, _)) = on_col.clone().find(|(_, k)| k.sk_flags as u32 & pg_sys::SK_SEARCHNULL != 0) {
             // SAFETY: a NULL needs no datum.
             unsafe { shape.push_column(n, None, &mut prefix) };
+            implied[i] = true;
             continue;
         }
         let descending = shape.order[n].0;
         let mut lo = Bound::Included(prefix.clone());
         let mut hi = Bound::Included(after(&prefix));
-        for k in on_col.filter(usable) {
+        for (_, k) in on_col.filter(usable) {
             let s = k.sk_strategy as u32;
             // In the tree's order: on a descending column "greater" is
             // "earlier".
@@ -221,9 +262,9 @@ unsafe fn bounds(
                 lo = tighter(shape, lo, Bound::Included(after(&v)), true);
             }
         }
-        return (lo, hi, false);
+        return (lo, hi, false, implied);
     }
-    (Bound::Included(prefix.clone()), Bound::Included(after(&prefix)), false)
+    (Bound::Included(prefix.clone()), Bound::Included(after(&prefix)), false, implied)
 }
 
 /// The argument of scan key `k` as a datum of the column's type
@@ -267,7 +308,7 @@ unsafe fn matches(scan: pg_sys::IndexScanDesc, st: &mut ScanState) -> bool {
     // datum and the key's argument.
     unsafe {
         let n = (*scan).numberOfKeys as usize;
-        if n == 0 {
+        if st.implied.iter().all(|&i| i) {
             return true;
         }
         if !st.from_key {
@@ -279,7 +320,7 @@ unsafe fn matches(scan: pg_sys::IndexScanDesc, st: &mut ScanState) -> bool {
             );
         }
         let keys = std::slice::from_raw_parts_mut((*scan).keyData, n);
-        keys.iter_mut().all(|k| {
+        keys.iter_mut().zip(&st.implied).filter(|(_, &implied)| !implied).all(|(k, _)| {
             let a = k.sk_attno as usize - 1;
             let flags = k.sk_flags as u32;
             if flags & pg_sys::SK_ISNULL != 0 {
@@ -295,12 +336,12 @@ unsafe fn matches(scan: pg_sys::IndexScanDesc, st: &mut ScanState) -> bool {
     }
 }
 
-/// The next entry in `dir` that satisfies the keys, its tuple copied to
-/// `st.itup`; None at the end of the range.
+/// The TID of the next entry in `dir` that satisfies the keys (its columns
+/// in the scan's state, see [`ScanState`]); None at the end of the range.
 ///
 /// # Safety
 /// `scan` is begun and rescanned.
-unsafe fn next_match(scan: pg_sys::IndexScanDesc, dir: Direction) -> Option<Vec<u8>> {
+unsafe fn next_match(scan: pg_sys::IndexScanDesc, dir: Direction) -> Option<pg_sys::ItemPointerData> {
     // SAFETY: per the contract.
     let st = unsafe { state(scan) };
     if st.empty {
@@ -326,7 +367,9 @@ unsafe fn next_match(scan: pg_sys::IndexScanDesc, dir: Direction) -> Option<Vec<
         pgrx::check_for_interrupts!();
         let (k, v) = item.unwrap_or_else(|e| report(e));
         st.from_key = v.is_empty();
-        if st.from_key {
+        // SAFETY: `scan` is begun (contract).
+        let want_columns = unsafe { (*scan).xs_want_itup } || !st.implied.iter().all(|&i| i);
+        if st.from_key && want_columns {
             let shape = st.shape.as_ref().expect("a rescan sets the shape");
             // SAFETY: `cxt` is the scan's; the key is an entry key of the
             // index, whose entries are key-only when their value is empty.
@@ -336,16 +379,16 @@ unsafe fn next_match(scan: pg_sys::IndexScanDesc, dir: Direction) -> Option<Vec<
                 shape.decode_key(k, &mut st.values, &mut st.nulls);
                 pg_sys::MemoryContextSwitchTo(prev);
             }
-        } else {
+        } else if !st.from_key {
             // SAFETY: `itup` is a page-sized buffer; values are at most a
             // third of a page.
             unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), st.itup, v.len()) };
         }
-        let k = k.to_vec();
-        // SAFETY: the buffer now holds the entry's index tuple.
+        let (tid, k) = (key_tid(k), k.to_vec());
+        // SAFETY: the state holds the current entry (see ScanState).
         if unsafe { matches(scan, st) } {
-            st.last = Some(k.clone());
-            return Some(k);
+            st.last = Some(k);
+            return Some(tid);
         }
     }
 }
@@ -361,10 +404,10 @@ pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, dir: pg_
     };
     // SAFETY: PostgreSQL passes a begun, rescanned scan.
     unsafe {
-        let Some(k) = next_match(scan, dir) else {
+        let Some(tid) = next_match(scan, dir) else {
             return false;
         };
-        (*scan).xs_heaptid = key_tid(&k);
+        (*scan).xs_heaptid = tid;
         (*scan).xs_recheck = false;
         if (*scan).xs_want_itup {
             let st = state(scan);
@@ -391,8 +434,7 @@ pub unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *m
     let mut n = 0;
     // SAFETY: PostgreSQL passes a begun, rescanned scan and its bitmap.
     unsafe {
-        while let Some(k) = next_match(scan, Direction::Forward) {
-            let mut tid = key_tid(&k);
+        while let Some(mut tid) = next_match(scan, Direction::Forward) {
             pg_sys::tbm_add_tuples(tbm, &mut tid, 1, false);
             n += 1;
         }
@@ -403,11 +445,13 @@ pub unsafe extern "C-unwind" fn amgetbitmap(scan: pg_sys::IndexScanDesc, tbm: *m
 /// `amendscan`.
 #[pgrx::pg_guard]
 pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
-    // SAFETY: the state was boxed by ambeginscan and is dropped once.
+    // SAFETY: the state was boxed by ambeginscan and is dropped once: the
+    // holder forgets it, so its callback finds nothing to drop.
     unsafe {
-        let st = Box::from_raw((*scan).opaque as *mut ScanState);
+        let holder = (*scan).opaque as *mut Holder;
+        let st = Box::from_raw((*holder).state);
+        (*holder).state = std::ptr::null_mut();
         pg_sys::pfree(st.itup.cast());
         pg_sys::MemoryContextDelete(st.cxt);
-        (*scan).opaque = std::ptr::null_mut();
     }
 }

@@ -17,10 +17,10 @@
 //! columns either way.
 //!
 //! The tree's descriptor item (`layout::table::DESC_KEY`) holds the key
-//! columns' descriptor, so that replay and the tree checker compare
-//! libc-collated text by its locale, as for primary trees. Columns up to
-//! the last such column must be ascending with NULLs last: the tree's
-//! comparator (`collated_order::ColumnOrder`) reads them that way.
+//! columns' descriptor (descending columns marked), so that replay and the
+//! tree checker compare libc-collated text by its locale, as for primary
+//! trees (`collated_order::ColumnOrder`, which reads the NULL tags and
+//! inverted columns too).
 
 use crate::am::layout::key_desc::{KeyDesc, Kind};
 use crate::pg::engine::{engine, report, tree_id};
@@ -108,6 +108,24 @@ unsafe fn column_order(index: pg_sys::Relation) -> Vec<(bool, bool)> {
     }
 }
 
+/// Whether index column `n`'s operator family orders its values as the
+/// type's default btree operator class does — the order the column's
+/// encoding keeps (a user's own class with another `<` would get rows in
+/// the wrong order and ranges that miss rows).
+///
+/// # Safety
+/// `index` is an open index relation with more than `n` key columns.
+unsafe fn default_order(index: pg_sys::Relation, n: usize) -> bool {
+    // SAFETY: per the contract; catalog and type-cache lookups.
+    unsafe {
+        let family = *(*index).rd_opfamily.add(n);
+        let ty = *(*index).rd_opcintype.add(n);
+        let lt = pg_sys::get_opfamily_member(family, ty, ty, pg_sys::BTLessStrategyNumber as i16);
+        let tc = pg_sys::lookup_type_cache(ty, pg_sys::TYPECACHE_LT_OPR as i32);
+        lt != pg_sys::InvalidOid && !tc.is_null() && (*tc).lt_opr == lt
+    }
+}
+
 /// The key layout of `index`, or an ERROR (0A000) naming what the engine
 /// cannot keep in the order the index asks for.
 ///
@@ -123,16 +141,16 @@ pub unsafe fn layout_of(index: pg_sys::Relation) -> (KeyDesc, Vec<(bool, bool)>)
                 format!("orioledb_btree index \"{name}\": {why}"),
             )
         });
-        let order = column_order(index);
-        if let Some(n) = (0..order.len()).find(|&n| order[n] != (false, false) && desc.collated_through(n)) {
+        if let Some(n) = (0..desc.cols.len()).find(|&n| !default_order(index, n)) {
             crate::pg::error::raise(
                 PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
                 format!(
-                    "orioledb_btree index \"{name}\": column {} must be ascending with NULLS LAST, as it comes before text under a libc collation",
+                    "orioledb_btree index \"{name}\": the operator class of column {} does not order as its type's default btree class",
                     n + 1
                 ),
             );
         }
+        let order = column_order(index);
         (desc, order)
     }
 }
@@ -142,6 +160,7 @@ pub unsafe fn layout_of(index: pg_sys::Relation) -> (KeyDesc, Vec<(bool, bool)>)
 /// # Safety
 /// `index` is an open `orioledb_btree` index.
 pub unsafe fn shape_of(index: pg_sys::Relation) -> Rc<Shape> {
+    crate::pg::require_preloaded();
     // SAFETY: an open relation has a valid rd_node.
     let node = unsafe { (*index).rd_node };
     let key = (node.dbNode.to_u32(), node.relNode.to_u32());

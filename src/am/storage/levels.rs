@@ -342,14 +342,73 @@ pub unsafe fn toast_owner(toast: pg_sys::Relation) -> Option<pg_sys::Oid> {
 }
 
 
-/// Sets the compression level of relation `reloid`'s primary tree (pages
-/// written from now on), if it is an orioledb table with a tree.
+/// Sets the compression level of relation `reloid`'s tree (pages written
+/// from now on), if it is an orioledb table or `orioledb_btree` index with
+/// a tree; undone if the transaction rolls back ([`set_level`]).
 pub fn set_tree_compression(reloid: pg_sys::Oid, level: i32) {
-    let Some((db, relnode)) = crate::pg::orioledb_relfile(reloid) else {
+    let Some((db, relnode)) = crate::pg::engine_relfile(reloid) else {
         return;
     };
     if let Ok(t) = crate::pg::engine::engine().tree(crate::pg::engine::tree_id(db, relnode)) {
-        t.set_compress(level).unwrap_or_else(|e| crate::pg::engine::report(e));
+        set_level(&t, level);
+    }
+}
+
+thread_local! {
+    /// Levels this transaction changed: (tree, level before, subtransaction
+    /// that changed it), oldest first. Invariant: empty between
+    /// transactions.
+    static UNDO: std::cell::RefCell<Vec<(orioledb_engine::TreeId, i32, pg_sys::SubTransactionId)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Sets `tree`'s level at once (this transaction's own writes use it) and
+/// remembers the old one, which a rollback of the changing (sub)transaction
+/// puts back: a tree's level follows its catalog options.
+pub fn set_level(tree: &orioledb_engine::Tree, level: i32) {
+    let before = tree.compress();
+    if before == level {
+        return;
+    }
+    tree.set_compress(level).unwrap_or_else(|e| crate::pg::engine::report(e));
+    // SAFETY: plain read of the current subtransaction id.
+    let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+    UNDO.with(|u| u.borrow_mut().push((tree.id(), before, sub)));
+}
+
+/// Puts back the levels of `undone` (newest first); a tree dropped by the
+/// same rollback is gone and skipped.
+fn restore(undone: Vec<(orioledb_engine::TreeId, i32, pg_sys::SubTransactionId)>) {
+    for (id, level, _) in undone.into_iter().rev() {
+        if let Ok(t) = crate::pg::engine::engine().tree(id) {
+            if let Err(e) = t.set_compress(level) {
+                pgrx::warning!("orioledb: could not restore the compression level of tree {id}: {e}");
+            }
+        }
+    }
+}
+
+/// Keeps or undoes level changes at transaction end (`pg::xact`).
+pub fn at_event(e: crate::pg::xact::Event) {
+    use crate::pg::xact::Event::*;
+    match e {
+        Commit | Prepare => UNDO.with(|u| u.borrow_mut().clear()),
+        Abort => restore(UNDO.with(|u| std::mem::take(&mut *u.borrow_mut()))),
+        SubCommit { sub, parent } => UNDO.with(|u| {
+            for e in u.borrow_mut().iter_mut().filter(|e| e.2 == sub) {
+                e.2 = parent;
+            }
+        }),
+        SubAbort { sub } => {
+            let mine = UNDO.with(|u| {
+                let mut all = u.borrow_mut();
+                let (mine, rest) = all.drain(..).partition(|e| e.2 == sub);
+                *all = rest;
+                mine
+            });
+            restore(mine);
+        }
+        PreCommit | Other => {}
     }
 }
 
