@@ -140,6 +140,24 @@ fn an_index_has_its_files_and_its_size_counts() {
     assert!(raw > 500_000, "100,000 entries in {raw} bytes");
     assert!(packed * 2 < raw, "compress = 3: {packed} bytes against {raw}");
     assert_eq!(after - before, raw + packed, "orioledb_relation_size counts both indexes' files");
+    // Scattered keys sorted through a sort that spills to disk (1 MB of
+    // memory) still fill the leaves as a build of ordered keys does.
+    c.batch_execute(
+        "ALTER TABLE t ADD COLUMN c int;
+         UPDATE t SET c = (id::int8 * 7919 % 100003)::int;
+         SET maintenance_work_mem = '1MB';
+         CREATE INDEX t_c ON t USING orioledb_btree (c);
+         RESET maintenance_work_mem;",
+    )
+    .unwrap();
+    let pages = |c: &mut Client, ix: &str| -> i64 {
+        c.query_one("SELECT pages FROM orioledb_trees WHERE reloid = $1::text::regclass", &[&ix])
+            .unwrap()
+            .get(0)
+    };
+    let (ordered, scattered) = (pages(&mut c, "t_a"), pages(&mut c, "t_c"));
+    assert!(scattered * 10 <= ordered * 11, "scattered keys took {scattered} pages, ordered {ordered}");
+    assert_eq!(both_ways_where(&mut c, "t", "c BETWEEN 5000 AND 9000"), (4001, 4001));
     let Some(pgdata) = env.pgdata.clone() else {
         eprintln!("SKIP the file check: ORIOLEDB_TEST_PGDATA not set");
         return;
@@ -415,6 +433,27 @@ fn levels_roll_back_and_indexes_stay_where_their_trees_are() {
     assert_eq!(tree_level(&mut c, "t_a"), 3);
     c.batch_execute("BEGIN; SAVEPOINT s; ALTER TABLE t SET (compress = 7); ROLLBACK TO s; ALTER INDEX t_a SET (compress = 4); COMMIT").unwrap();
     assert_eq!(tree_level(&mut c, "t"), 2, "the table's level came back with its option");
+    assert_eq!(tree_level(&mut c, "t_a"), 4);
+    // A toast tree made after the ALTER, in the same transaction, gets the
+    // old level back too.
+    c.batch_execute("CREATE TABLE w (id int PRIMARY KEY, v text) USING orioledb WITH (compress = 2)").unwrap();
+    c.batch_execute(
+        "BEGIN; ALTER TABLE w SET (toast_compress = 9);
+         INSERT INTO w SELECT 1, string_agg(md5(g::text), '') FROM generate_series(1, 200) g",
+    )
+    .unwrap();
+    let toast = "(SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'w')";
+    let toast_level = |c: &mut Client| -> i32 {
+        c.query_one(&format!("SELECT compress FROM orioledb_trees WHERE reloid::text = {toast}"), &[])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(toast_level(&mut c), 9);
+    c.batch_execute("ROLLBACK").unwrap();
+    assert_eq!(toast_level(&mut c), 2, "the toast tree kept the rolled-back level");
+    // ROLLBACK PREPARED runs elsewhere: such a transaction is refused.
+    c.batch_execute("BEGIN; ALTER INDEX t_a SET (compress = 8)").unwrap();
+    expect_sqlstate(&mut c, "PREPARE TRANSACTION 'sec_levels'", "0A000");
     assert_eq!(tree_level(&mut c, "t_a"), 4);
 
     let dir = std::env::temp_dir().join(format!("itest_sec_ts_{}", std::process::id()));

@@ -43,25 +43,24 @@ const TAG_NULL: u8 = 2;
 
 /// Length of an escaped string at the start of `b`, terminator included.
 fn escaped_len(b: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    loop {
-        let z = i + b.get(i..)?.iter().position(|&c| c == 0)?;
-        match b.get(z + 1)? {
-            0 => return Some(z + 2),
-            0xFF => i = z + 2,
-            _ => return None,
-        }
-    }
+    escaped_len_by(b, 0)
 }
 
 /// [`escaped_len`] of an escaped string stored with every byte inverted.
 fn inverted_escaped_len(b: &[u8]) -> Option<usize> {
+    escaped_len_by(b, 0xFF)
+}
+
+/// Length of an escaped string whose bytes are XORed with `x` (0: as
+/// written; 0xFF: inverted): `0x00` stands as `0x00 0xFF`, the end is
+/// `0x00 0x00`, both XORed.
+fn escaped_len_by(b: &[u8], x: u8) -> Option<usize> {
     let mut i = 0;
     loop {
-        let z = i + b.get(i..)?.iter().position(|&c| c == 0xFF)?;
-        match b.get(z + 1)? {
-            0xFF => return Some(z + 2),
-            0 => i = z + 2,
+        let z = i + b.get(i..)?.iter().position(|&c| c == x)?;
+        match b.get(z + 1)? ^ x {
+            0 => return Some(z + 2),
+            0xFF => i = z + 2,
             _ => return None,
         }
     }

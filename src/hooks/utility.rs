@@ -549,7 +549,13 @@ enum AfterStatement {
     },
     /// Write back the table's levels (taken out of `pg_class` while
     /// PostgreSQL validated the rest of its reloptions).
-    Levels { relid: pg_sys::Oid, levels: Levels },
+    Levels {
+        relid: pg_sys::Oid,
+        levels: Levels,
+        /// The toast level before the statement (for a toast tree made
+        /// later in the transaction, see `levels::toast_level_before`).
+        toast_before: i32,
+    },
     /// Drop the trees of the dropped database.
     DropDatabase(pg_sys::Oid),
     /// Copy the template's trees into the database named `name`, which
@@ -762,7 +768,10 @@ extern "C-unwind" fn finish(after: AfterStatement) {
                     write_levels(relid, Some(Levels::for_new_table(&given)));
                 }
             }
-            AfterStatement::Levels { relid, levels } => write_levels(relid, Some(levels)),
+            AfterStatement::Levels { relid, levels, toast_before } => {
+                write_levels(relid, Some(levels));
+                crate::am::storage::levels::toast_level_before(relid, toast_before);
+            }
             AfterStatement::IndexLevel(relid) => {
                 pg_sys::CommandCounterIncrement();
                 let rel = pg_sys::RelationIdGetRelation(relid);
@@ -962,16 +971,18 @@ unsafe fn alter_table(call: &mut UtilityCall) -> AfterStatement {
             return AfterStatement::Nothing;
         };
         let given = parse_given(&sets);
-        let levels = stored_levels(relid).altered(&given, &resets);
+        let before = stored_levels(relid);
+        let toast_before = before.toast;
+        let levels = before.altered(&given, &resets);
         if first_ours.is_none() {
             // Only PostgreSQL's own options: PostgreSQL validates the table's
             // whole reloptions array with heap's parser, which does not know
             // ours, so they step aside while it runs.
             write_levels(relid, None);
-            return AfterStatement::Levels { relid, levels };
+            return AfterStatement::Levels { relid, levels, toast_before };
         }
         remove_ours(call, relid);
-        AfterStatement::Levels { relid, levels }
+        AfterStatement::Levels { relid, levels, toast_before }
     }
 }
 

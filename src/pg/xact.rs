@@ -13,6 +13,9 @@ use pgrx::prelude::*;
 pub enum Event {
     /// The transaction is about to commit and can still run statements.
     PreCommit,
+    /// PREPARE TRANSACTION is about to hand the transaction over (an
+    /// ERROR here refuses it).
+    PrePrepare,
     /// PREPARE TRANSACTION has handed the transaction over; this session
     /// goes on without it.
     Prepare,
@@ -25,8 +28,7 @@ pub enum Event {
     },
     /// Subtransaction `sub` rolled back.
     SubAbort { sub: pg_sys::SubTransactionId },
-    /// Any other point PostgreSQL reports (a subtransaction's start, the
-    /// step before PREPARE, ...).
+    /// Any other point PostgreSQL reports (a subtransaction's start, ...).
     Other,
 }
 
@@ -69,6 +71,7 @@ unsafe extern "C-unwind" fn xact_callback(event: pg_sys::XactEvent::Type, _arg: 
     use pg_sys::XactEvent::*;
     tell(match event {
         XACT_EVENT_PRE_COMMIT | XACT_EVENT_PARALLEL_PRE_COMMIT => Event::PreCommit,
+        XACT_EVENT_PRE_PREPARE => Event::PrePrepare,
         XACT_EVENT_PREPARE => Event::Prepare,
         XACT_EVENT_COMMIT | XACT_EVENT_PARALLEL_COMMIT => Event::Commit,
         XACT_EVENT_ABORT | XACT_EVENT_PARALLEL_ABORT => Event::Abort,

@@ -102,22 +102,92 @@ unsafe fn entry(
     }
 }
 
-/// A build's entries not yet in the tree. Invariant: `bytes` is the sum of
-/// the entries' key and value lengths.
+/// A build's entries not yet in the tree. A tree in byte order sorts them
+/// all with PostgreSQL's tuplesort (spilling to disk beyond
+/// `maintenance_work_mem`) as bytea datums `key ‖ value ‖ key length`
+/// (no key is a prefix of another: the column encodings are prefix-free
+/// and a TID ends every key, so bytea order is key order), and then
+/// appends them leaf after leaf; a tree compared by a locale sorts in
+/// memory, in batches of `maintenance_work_mem`. Invariant: `sort` is
+/// non-null exactly for a byte-order tree until [`Pending::finish`];
+/// `bytes` is the sum of the batch's key and value lengths.
 struct Pending {
     shape: std::rc::Rc<Shape>,
+    sort: *mut pg_sys::Tuplesortstate,
     entries: Vec<(Vec<u8>, Vec<u8>)>,
     bytes: usize,
     budget: usize,
     tuples: f64,
 }
 
+/// Entries written to the tree at a time once sorted.
+const RUN_BYTES: usize = 4 << 20;
+
 impl Pending {
-    /// Writes the entries in key order: each run of them falls into a leaf
-    /// under one descent.
-    fn flush(&mut self) {
-        let cmp = self.shape.tree.cmp();
-        self.entries.sort_unstable_by(|a, b| cmp.cmp(&a.0, &b.0));
+    fn new(shape: std::rc::Rc<Shape>) -> Pending {
+        // SAFETY: reading a GUC of this backend.
+        let budget_kb = unsafe { pg_sys::maintenance_work_mem };
+        let sort = if shape.bytewise() {
+            // SAFETY: the type cache holds bytea's btree `<`; the sort's
+            // memory is a context of its own under the current one.
+            unsafe {
+                let tc = pg_sys::lookup_type_cache(pg_sys::BYTEAOID, pg_sys::TYPECACHE_LT_OPR as i32);
+                pg_sys::tuplesort_begin_datum(
+                    pg_sys::BYTEAOID,
+                    (*tc).lt_opr,
+                    pg_sys::InvalidOid,
+                    false,
+                    budget_kb,
+                    std::ptr::null_mut(),
+                    pg_sys::TUPLESORT_NONE as i32,
+                )
+            }
+        } else {
+            std::ptr::null_mut()
+        };
+        Pending {
+            shape,
+            sort,
+            entries: Vec::new(),
+            bytes: 0,
+            budget: budget_kb as usize * 1024,
+            tuples: 0.0,
+        }
+    }
+
+    /// Takes one entry.
+    fn push(&mut self, (key, value): (Vec<u8>, Vec<u8>)) {
+        self.tuples += 1.0;
+        if self.sort.is_null() {
+            self.bytes += key.len() + value.len() + 64;
+            self.entries.push((key, value));
+            if self.bytes >= self.budget {
+                self.write_sorted();
+            }
+            return;
+        }
+        let len = pg_sys::VARHDRSZ + key.len() + value.len() + 2;
+        // SAFETY: a palloc'd varlena of `len` bytes, filled in full; the
+        // sort copies it.
+        unsafe {
+            let p = pg_sys::palloc(len) as *mut u8;
+            pgrx::varlena::set_varsize_4b(p.cast(), len as i32);
+            let body = std::slice::from_raw_parts_mut(p.add(pg_sys::VARHDRSZ), len - pg_sys::VARHDRSZ);
+            body[..key.len()].copy_from_slice(&key);
+            body[key.len()..key.len() + value.len()].copy_from_slice(&value);
+            body[key.len() + value.len()..].copy_from_slice(&(key.len() as u16).to_le_bytes());
+            pg_sys::tuplesort_putdatum(self.sort, pg_sys::Datum::from(p), false);
+            pg_sys::pfree(p.cast());
+        }
+    }
+
+    /// Writes the batch in key order: each run of entries that falls into
+    /// one leaf goes in under one descent.
+    fn write_sorted(&mut self) {
+        if self.sort.is_null() {
+            let cmp = self.shape.tree.cmp();
+            self.entries.sort_unstable_by(|a, b| cmp.cmp(&a.0, &b.0));
+        }
         let items: Vec<(&[u8], &[u8])> = self.entries.iter().map(|(k, v)| (&k[..], &v[..])).collect();
         let mut from = 0;
         while from < items.len() {
@@ -130,6 +200,38 @@ impl Pending {
         }
         self.entries.clear();
         self.bytes = 0;
+    }
+
+    /// Writes every entry taken (the sort's in order, in runs).
+    fn finish(&mut self) {
+        if self.sort.is_null() {
+            self.write_sorted();
+            return;
+        }
+        // SAFETY: the sort was begun by `new` and is ended here once; each
+        // datum it hands out is a palloc'd bytea of `push`'s layout.
+        unsafe {
+            pg_sys::tuplesort_performsort(self.sort);
+            let (mut d, mut null) = (pg_sys::Datum::from(0), false);
+            while pg_sys::tuplesort_getdatum(self.sort, true, &mut d, &mut null, std::ptr::null_mut()) {
+                let v = d.cast_mut_ptr::<pg_sys::varlena>();
+                let body = std::slice::from_raw_parts(
+                    pgrx::varlena::vardata_any(v).cast::<u8>(),
+                    pgrx::varlena::varsize_any_exhdr(v),
+                );
+                let (rest, len) = body.split_at(body.len() - 2);
+                let klen = u16::from_le_bytes([len[0], len[1]]) as usize;
+                self.bytes += rest.len();
+                self.entries.push((rest[..klen].to_vec(), rest[klen..].to_vec()));
+                pg_sys::pfree(v.cast());
+                if self.bytes >= RUN_BYTES {
+                    self.write_sorted();
+                }
+            }
+            pg_sys::tuplesort_end(self.sort);
+            self.sort = std::ptr::null_mut();
+        }
+        self.write_sorted();
     }
 }
 
@@ -148,17 +250,12 @@ unsafe extern "C-unwind" fn build_callback(
     unsafe {
         let p = &mut *(state as *mut Pending);
         let e = entry(&p.shape, index, values, isnull, &*tid);
-        p.bytes += e.0.len() + e.1.len() + 64;
-        p.entries.push(e);
-        p.tuples += 1.0;
-        if p.bytes >= p.budget {
-            p.flush();
-        }
+        p.push(e);
     }
 }
 
-/// `ambuild`: a new tree for the index's file, filled from a scan of the
-/// table; the entries are sorted in batches of `maintenance_work_mem`.
+/// `ambuild`: a new tree for the index's file, filled in key order from a
+/// scan of the table ([`Pending`]).
 #[pgrx::pg_guard]
 pub unsafe extern "C-unwind" fn ambuild(
     heap: pg_sys::Relation,
@@ -168,19 +265,13 @@ pub unsafe extern "C-unwind" fn ambuild(
     // SAFETY: PostgreSQL passes open relations, locked for the build.
     unsafe {
         check_target(heap, index);
-        super::shape::layout_of(index);
+        // Refused layouts raise their ERROR before any tree exists.
+        let (desc, _) = super::shape::layout_of(index);
         let level = super::options::level_of(index);
         let tree = crate::am::storage::trees::new_index_tree(index, level);
-        let (desc, _) = super::shape::layout_of(index);
         tree.upsert(crate::am::layout::table::DESC_KEY, &desc.encode())
             .unwrap_or_else(|e| report(e));
-        let mut pending = Pending {
-            shape: shape_of(index),
-            entries: Vec::new(),
-            bytes: 0,
-            budget: pg_sys::maintenance_work_mem as usize * 1024,
-            tuples: 0.0,
-        };
+        let mut pending = Pending::new(shape_of(index));
         let heap_tuples = pg_sys::table_index_build_scan(
             heap,
             index,
@@ -191,7 +282,7 @@ pub unsafe extern "C-unwind" fn ambuild(
             (&raw mut pending).cast(),
             std::ptr::null_mut(),
         );
-        pending.flush();
+        pending.finish();
         let result = pg_sys::palloc0(std::mem::size_of::<pg_sys::IndexBuildResult>()) as *mut pg_sys::IndexBuildResult;
         (*result).heap_tuples = heap_tuples;
         (*result).index_tuples = pending.tuples;

@@ -39,6 +39,9 @@ struct ScanState {
     itup: *mut u8,
     from_key: bool,
     cxt: pg_sys::MemoryContext,
+    /// The scan's own memory context (`itup`, `cxt` and the holder live
+    /// there).
+    scan_cxt: pg_sys::MemoryContext,
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
 }
@@ -55,6 +58,17 @@ pub unsafe extern "C-unwind" fn ambeginscan(
     unsafe {
         let scan = pg_sys::RelationGetIndexScan(index, nkeys, norderbys);
         let natts = (*(*index).rd_att).natts as usize;
+        // Everything of the scan but its descriptor lives in a context of
+        // its own, deleted by amendscan (a scan per row, as an exclusion
+        // constraint's check makes, leaves nothing behind) or with the
+        // caller's when an ERROR ends the query first.
+        let scan_cxt = pg_sys::AllocSetContextCreateExtended(
+            pg_sys::CurrentMemoryContext,
+            c"orioledb_btree scan".as_ptr(),
+            pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
+            pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
+            pg_sys::ALLOCSET_DEFAULT_MAXSIZE as usize,
+        );
         let state = Box::new(ScanState {
             shape: None,
             lo: Bound::Unbounded,
@@ -63,25 +77,24 @@ pub unsafe extern "C-unwind" fn ambeginscan(
             implied: Vec::new(),
             walk: None,
             last: None,
-            itup: pg_sys::palloc(pg_sys::BLCKSZ as usize).cast(),
+            itup: pg_sys::MemoryContextAlloc(scan_cxt, pg_sys::BLCKSZ as usize).cast(),
             from_key: false,
             cxt: pg_sys::AllocSetContextCreateExtended(
-                pg_sys::CurrentMemoryContext,
+                scan_cxt,
                 c"orioledb_btree entry".as_ptr(),
                 pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
                 pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
                 pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
             ),
+            scan_cxt,
             values: vec![pg_sys::Datum::from(0); natts],
             nulls: vec![false; natts],
         });
-        // The state goes with the scan's memory context if the query ends
-        // in an ERROR (amendscan is not called then).
-        let holder = pg_sys::palloc0(std::mem::size_of::<Holder>()) as *mut Holder;
+        let holder = pg_sys::MemoryContextAllocZero(scan_cxt, std::mem::size_of::<Holder>()) as *mut Holder;
         (*holder).state = Box::into_raw(state);
         (*holder).callback.func = Some(drop_held_state);
         (*holder).callback.arg = holder.cast();
-        pg_sys::MemoryContextRegisterResetCallback(pg_sys::CurrentMemoryContext, &mut (*holder).callback);
+        pg_sys::MemoryContextRegisterResetCallback(scan_cxt, &mut (*holder).callback);
         (*scan).opaque = holder.cast();
         (*scan).xs_itupdesc = (*index).rd_att;
         scan
@@ -89,8 +102,8 @@ pub unsafe extern "C-unwind" fn ambeginscan(
 }
 
 /// What `IndexScanDesc.opaque` points to: the scan's state, and the
-/// callback that drops it when the memory context the scan began in goes
-/// away first. Invariant: palloc'd in that context; `state` is null once
+/// callback that drops it when the scan's memory context goes away before
+/// amendscan. Invariant: allocated in that context; `state` is null once
 /// dropped.
 #[repr(C)]
 struct Holder {
@@ -99,7 +112,7 @@ struct Holder {
 }
 
 /// Drops a scan's state that `amendscan` did not (an ERROR ended the
-/// query). Its per-entry context and buffer go with the memory context.
+/// query). Its buffer and per-entry context go with the scan's context.
 unsafe extern "C-unwind" fn drop_held_state(arg: *mut std::ffi::c_void) {
     // SAFETY: `arg` is the Holder registered with this callback; the state
     // was boxed by ambeginscan and is dropped once (amendscan nulls it).
@@ -451,7 +464,9 @@ pub unsafe extern "C-unwind" fn amendscan(scan: pg_sys::IndexScanDesc) {
         let holder = (*scan).opaque as *mut Holder;
         let st = Box::from_raw((*holder).state);
         (*holder).state = std::ptr::null_mut();
-        pg_sys::pfree(st.itup.cast());
-        pg_sys::MemoryContextDelete(st.cxt);
+        (*scan).opaque = std::ptr::null_mut();
+        let scan_cxt = st.scan_cxt;
+        drop(st);
+        pg_sys::MemoryContextDelete(scan_cxt);
     }
 }

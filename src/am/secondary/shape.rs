@@ -210,6 +210,12 @@ pub fn key_tid(key: &[u8]) -> pg_sys::ItemPointerData {
 }
 
 impl Shape {
+    /// Whether the tree compares keys as bytes (no column is text compared
+    /// by a libc locale).
+    pub fn bytewise(&self) -> bool {
+        !self.desc.cols.iter().any(|c| matches!(c.kind, Kind::LibcText | Kind::LibcBpchar))
+    }
+
     /// Appends column `n`'s tag and encoding of `d` (None: NULL).
     ///
     /// # Safety

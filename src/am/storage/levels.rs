@@ -376,6 +376,25 @@ pub fn set_level(tree: &orioledb_engine::Tree, level: i32) {
     UNDO.with(|u| u.borrow_mut().push((tree.id(), before, sub)));
 }
 
+/// After ALTER TABLE changed table `reloid`'s toast level (from
+/// `before`): a toast tree that does not exist yet would be made later in
+/// this transaction at the new level (read from the transaction's own
+/// catalog) and outlive a rollback, so a rollback sets it to `before`.
+pub fn toast_level_before(reloid: pg_sys::Oid, before: i32) {
+    let Some(toast) = toast_relation_of(reloid) else {
+        return;
+    };
+    let Some((db, relnode)) = crate::pg::engine_relfile(toast) else {
+        return;
+    };
+    let id = crate::pg::engine::tree_id(db, relnode);
+    if crate::pg::engine::engine().tree(id).is_err() {
+        // SAFETY: plain read of the current subtransaction id.
+        let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
+        UNDO.with(|u| u.borrow_mut().push((id, before, sub)));
+    }
+}
+
 /// Puts back the levels of `undone` (newest first); a tree dropped by the
 /// same rollback is gone and skipped.
 fn restore(undone: Vec<(orioledb_engine::TreeId, i32, pg_sys::SubTransactionId)>) {
@@ -392,6 +411,12 @@ fn restore(undone: Vec<(orioledb_engine::TreeId, i32, pg_sys::SubTransactionId)>
 pub fn at_event(e: crate::pg::xact::Event) {
     use crate::pg::xact::Event::*;
     match e {
+        // ROLLBACK PREPARED runs where this list is not: a prepared
+        // transaction must not leave a level to undo.
+        PrePrepare if UNDO.with(|u| !u.borrow().is_empty()) => crate::pg::error::raise(
+            pgrx::PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+            "orioledb: cannot PREPARE a transaction that changed a compression level",
+        ),
         Commit | Prepare => UNDO.with(|u| u.borrow_mut().clear()),
         Abort => restore(UNDO.with(|u| std::mem::take(&mut *u.borrow_mut()))),
         SubCommit { sub, parent } => UNDO.with(|u| {
@@ -408,7 +433,7 @@ pub fn at_event(e: crate::pg::xact::Event) {
             });
             restore(mine);
         }
-        PreCommit | Other => {}
+        PreCommit | PrePrepare | Other => {}
     }
 }
 

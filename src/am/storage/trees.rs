@@ -328,7 +328,7 @@ pub fn at_event(e: crate::pg::xact::Event) {
                     .map(|e| e.tree),
             );
         }
-        PreCommit | Other => {}
+        PreCommit | PrePrepare | Other => {}
     }
 }
 
