@@ -44,7 +44,6 @@ pub(crate) fn install() {
     on_event(layout::table::at_event);
     on_event(toast::at_event);
     on_event(rekey::at_event);
-    on_event(secondary::shape::at_event);
     on_event(storage::levels::at_event);
     on_event(storage::trees::at_event);
     scan::planner::install();

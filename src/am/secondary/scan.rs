@@ -22,10 +22,11 @@ use std::rc::Rc;
 /// A scan's state (`IndexScanDesc.opaque`). Invariant: `walk`, when set,
 /// reads `lo..hi` (narrowed past `last` when the walk began after a turn)
 /// in its direction; `last` is the key of the entry returned last, None
-/// before the first and after either end; `itup` is a palloc'd page-sized
-/// buffer holding the current entry's index tuple unless `from_key`, when
-/// its columns were read from its key into `values`/`nulls` (by-reference
-/// ones in `cxt`, reset for every entry).
+/// before the first and after either end; `itup` (a page-sized buffer in
+/// `scan_cxt`, null until first needed) holds the current entry's index
+/// tuple unless `from_key`, when its columns were read from its key into
+/// `values`/`nulls` (by-reference ones in `cxt`, a child of `scan_cxt`
+/// made on first use and reset for every entry).
 struct ScanState {
     shape: Option<Rc<Shape>>,
     lo: Bound<Vec<u8>>,
@@ -44,6 +45,35 @@ struct ScanState {
     scan_cxt: pg_sys::MemoryContext,
     values: Vec<pg_sys::Datum>,
     nulls: Vec<bool>,
+}
+
+/// The per-entry memory context `cxt`, made on first use as a child of
+/// `scan_cxt` (a lookup of integers that returns TIDs only never needs
+/// one).
+fn entry_cxt(cxt: &mut pg_sys::MemoryContext, scan_cxt: pg_sys::MemoryContext) -> pg_sys::MemoryContext {
+    if cxt.is_null() {
+        // SAFETY: a child of the scan's own context.
+        *cxt = unsafe {
+            pg_sys::AllocSetContextCreateExtended(
+                scan_cxt,
+                c"orioledb_btree entry".as_ptr(),
+                pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
+                pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
+                pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
+            )
+        };
+    }
+    *cxt
+}
+
+/// The page-sized buffer `itup` for stored index tuples, made in
+/// `scan_cxt` on first use.
+fn tuple_buffer(itup: &mut *mut u8, scan_cxt: pg_sys::MemoryContext) -> *mut u8 {
+    if itup.is_null() {
+        // SAFETY: allocated in the scan's own context.
+        *itup = unsafe { pg_sys::MemoryContextAlloc(scan_cxt, pg_sys::BLCKSZ as usize) }.cast();
+    }
+    *itup
 }
 
 /// `ambeginscan`.
@@ -77,15 +107,9 @@ pub unsafe extern "C-unwind" fn ambeginscan(
             implied: Vec::new(),
             walk: None,
             last: None,
-            itup: pg_sys::MemoryContextAlloc(scan_cxt, pg_sys::BLCKSZ as usize).cast(),
+            itup: std::ptr::null_mut(),
             from_key: false,
-            cxt: pg_sys::AllocSetContextCreateExtended(
-                scan_cxt,
-                c"orioledb_btree entry".as_ptr(),
-                pg_sys::ALLOCSET_SMALL_MINSIZE as usize,
-                pg_sys::ALLOCSET_SMALL_INITSIZE as usize,
-                pg_sys::ALLOCSET_SMALL_MAXSIZE as usize,
-            ),
+            cxt: std::ptr::null_mut(),
             scan_cxt,
             values: vec![pg_sys::Datum::from(0); natts],
             nulls: vec![false; natts],
@@ -387,15 +411,16 @@ unsafe fn next_match(scan: pg_sys::IndexScanDesc, dir: Direction) -> Option<pg_s
             // SAFETY: `cxt` is the scan's; the key is an entry key of the
             // index, whose entries are key-only when their value is empty.
             unsafe {
-                pg_sys::MemoryContextReset(st.cxt);
-                let prev = pg_sys::MemoryContextSwitchTo(st.cxt);
+                let cxt = entry_cxt(&mut st.cxt, st.scan_cxt);
+                pg_sys::MemoryContextReset(cxt);
+                let prev = pg_sys::MemoryContextSwitchTo(cxt);
                 shape.decode_key(k, &mut st.values, &mut st.nulls);
                 pg_sys::MemoryContextSwitchTo(prev);
             }
         } else if !st.from_key {
             // SAFETY: `itup` is a page-sized buffer; values are at most a
             // third of a page.
-            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), st.itup, v.len()) };
+            unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), tuple_buffer(&mut st.itup, st.scan_cxt), v.len()) };
         }
         let (tid, k) = (key_tid(k), k.to_vec());
         // SAFETY: the state holds the current entry (see ScanState).
@@ -425,7 +450,7 @@ pub unsafe extern "C-unwind" fn amgettuple(scan: pg_sys::IndexScanDesc, dir: pg_
         if (*scan).xs_want_itup {
             let st = state(scan);
             (*scan).xs_itup = if st.from_key {
-                let prev = pg_sys::MemoryContextSwitchTo(st.cxt);
+                let prev = pg_sys::MemoryContextSwitchTo(entry_cxt(&mut st.cxt, st.scan_cxt));
                 let t = pg_sys::index_form_tuple(
                     (*(*scan).indexRelation).rd_att,
                     st.values.as_mut_ptr(),

@@ -77,18 +77,25 @@ fn decodable(kind: Kind) -> Option<Width> {
 }
 
 thread_local! {
-    /// Shapes of the indexes this transaction used, by relation file
-    /// (a new file is a new tree). Invariant: empty between transactions,
-    /// so a dropped tree's handle never outlives the DROP's transaction.
-    static SHAPES: RefCell<HashMap<(u32, u32), Rc<Shape>>> = RefCell::new(HashMap::new());
+    /// Shapes of the indexes this backend used, by relation file (a new
+    /// file is a new tree), each with the generation its index's relcache
+    /// entry was stamped with ([`ShapeStamp`]): an entry whose stamp is
+    /// gone (any invalidation of the index frees it) is made again.
+    static SHAPES: RefCell<HashMap<(u32, u32), (u64, Rc<Shape>)>> = RefCell::new(HashMap::new());
+    static GENERATION: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Forgets the cached shapes at the end of every transaction (`pg::xact`).
-pub fn at_event(e: crate::pg::xact::Event) {
-    use crate::pg::xact::Event::*;
-    if matches!(e, Commit | Abort | Prepare) {
-        SHAPES.with(|s| s.borrow_mut().clear());
-    }
+/// Shapes kept at most (those of dropped indexes are never asked for).
+const SHAPES_MAX: usize = 1024;
+
+/// An index's `rd_amcache`: which shape of [`SHAPES`] is current for it.
+/// Invariant: allocated in the index's `rd_indexcxt`, which PostgreSQL
+/// frees (and the pointer clears) on every invalidation of the index.
+#[repr(C)]
+struct ShapeStamp {
+    db: u32,
+    rel: u32,
+    generation: u64,
 }
 
 /// The (descending, nulls first) option pairs of `index`'s key columns.
@@ -155,18 +162,55 @@ pub unsafe fn layout_of(index: pg_sys::Relation) -> (KeyDesc, Vec<(bool, bool)>)
     }
 }
 
-/// The shape of open index `index` (whose tree exists).
+/// The shape of open index `index` (whose tree exists), made once per
+/// backend and relcache entry.
 ///
 /// # Safety
 /// `index` is an open `orioledb_btree` index.
 pub unsafe fn shape_of(index: pg_sys::Relation) -> Rc<Shape> {
     crate::pg::require_preloaded();
+    // SAFETY: an open relation has a valid rd_node; rd_amcache of our
+    // indexes is null or a ShapeStamp.
+    let (node, stamp) = unsafe { ((*index).rd_node, (*index).rd_amcache as *const ShapeStamp) };
+    let key = (node.dbNode.to_u32(), node.relNode.to_u32());
+    // SAFETY: as above.
+    if let Some(st) = unsafe { stamp.as_ref() }.filter(|st| (st.db, st.rel) == key) {
+        let hit = SHAPES.with(|s| s.borrow().get(&key).filter(|(g, _)| *g == st.generation).map(|(_, s)| s.clone()));
+        if let Some(s) = hit {
+            return s;
+        }
+    }
+    // SAFETY: per the contract.
+    let shape = Rc::new(unsafe { make_shape(index) });
+    let generation = GENERATION.get() + 1;
+    GENERATION.set(generation);
+    SHAPES.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() >= SHAPES_MAX {
+            s.clear();
+        }
+        s.insert(key, (generation, shape.clone()));
+    });
+    // SAFETY: read again (making the shape may have processed
+    // invalidations, which free it); allocated where PostgreSQL frees it.
+    unsafe {
+        let mut st = (*index).rd_amcache as *mut ShapeStamp;
+        if st.is_null() {
+            st = pg_sys::MemoryContextAlloc((*index).rd_indexcxt, std::mem::size_of::<ShapeStamp>()) as *mut ShapeStamp;
+            (*index).rd_amcache = st.cast();
+        }
+        *st = ShapeStamp { db: key.0, rel: key.1, generation };
+    }
+    shape
+}
+
+/// Makes the shape of open index `index` from its tree and catalog rows.
+///
+/// # Safety
+/// `index` is an open `orioledb_btree` index.
+unsafe fn make_shape(index: pg_sys::Relation) -> Shape {
     // SAFETY: an open relation has a valid rd_node.
     let node = unsafe { (*index).rd_node };
-    let key = (node.dbNode.to_u32(), node.relNode.to_u32());
-    if let Some(s) = SHAPES.with(|s| s.borrow().get(&key).cloned()) {
-        return s;
-    }
     let tree = match engine().tree(tree_id(node.dbNode, node.relNode)) {
         Ok(t) => t,
         Err(EngineError::NoSuchTree(_)) => crate::pg::error::raise(
@@ -182,9 +226,7 @@ pub unsafe fn shape_of(index: pg_sys::Relation) -> Rc<Shape> {
     // SAFETY: an open index has its pg_index row and tuple descriptor.
     let include = unsafe { (*(*index).rd_index).indnkeyatts != (*(*index).rd_att).natts as i16 };
     let key_only = !include && desc.cols.iter().all(|c| decodable(c.kind).is_some());
-    let shape = Rc::new(Shape { tree, desc, order, key_only });
-    SHAPES.with(|s| s.borrow_mut().insert(key, shape.clone()));
-    shape
+    Shape { tree, desc, order, key_only }
 }
 
 /// The 6 bytes of `tid` that end an entry key.
