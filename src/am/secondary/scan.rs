@@ -234,8 +234,9 @@ fn after(prefix: &[u8]) -> Vec<u8> {
 /// The key range holding every entry that satisfies `keys`, whether none
 /// can (a key compares with NULL), and which keys every entry in the range
 /// satisfies: the equalities (and `IS NULL`s) whose encodings make up its
-/// prefix, since equal encodings mean equal values for every encoding here
-/// (values btree calls equal share one, as -0 and 0, 1.0 and 1.00).
+/// prefix, and the next column's range keys when they bound it on both
+/// sides — encodings order values exactly as the operators do (values
+/// btree calls equal share one, as -0 and 0, 1.0 and 1.00).
 ///
 /// # Safety
 /// `keys` are the scan's keys on open index `index`.
@@ -281,7 +282,8 @@ unsafe fn bounds(
         let descending = shape.order[n].0;
         let mut lo = Bound::Included(prefix.clone());
         let mut hi = Bound::Included(after(&prefix));
-        for (_, k) in on_col.filter(usable) {
+        let (mut lower_keys, mut upper_keys) = (Vec::new(), Vec::new());
+        for (i, k) in on_col.filter(usable) {
             let s = k.sk_strategy as u32;
             // In the tree's order: on a descending column "greater" is
             // "earlier".
@@ -291,12 +293,25 @@ unsafe fn bounds(
             let v = encode(k);
             if s == s_lt {
                 hi = tighter(shape, hi, Bound::Excluded(v), false);
+                upper_keys.push(i);
             } else if s == s_le {
                 hi = tighter(shape, hi, Bound::Included(after(&v)), false);
+                upper_keys.push(i);
             } else if s == s_ge {
                 lo = tighter(shape, lo, Bound::Included(v), true);
+                lower_keys.push(i);
             } else if s == s_gt {
                 lo = tighter(shape, lo, Bound::Included(after(&v)), true);
+                lower_keys.push(i);
+            }
+        }
+        // Bounded on both sides by keys, the range holds only values
+        // (NULLs sort outside it) that satisfy every key of either side:
+        // the tightest bound of a side implies the looser ones. Bounded on
+        // one side only, NULLs at the open end are in the range.
+        if !lower_keys.is_empty() && !upper_keys.is_empty() {
+            for i in lower_keys.into_iter().chain(upper_keys) {
+                implied[i] = true;
             }
         }
         return (lo, hi, false, implied);
