@@ -769,8 +769,11 @@ extern "C-unwind" fn finish(after: AfterStatement) {
                 }
             }
             AfterStatement::Levels { relid, levels, toast_before } => {
+                let toast_now = levels.toast;
                 write_levels(relid, Some(levels));
-                crate::am::storage::levels::toast_level_before(relid, toast_before);
+                if toast_now != toast_before {
+                    crate::am::storage::levels::toast_level_before(relid, toast_before);
+                }
             }
             AfterStatement::IndexLevel(relid) => {
                 pg_sys::CommandCounterIncrement();

@@ -377,7 +377,8 @@ pub fn set_level(tree: &orioledb_engine::Tree, level: i32) {
 }
 
 /// After ALTER TABLE changed table `reloid`'s toast level (from
-/// `before`): a toast tree that does not exist yet would be made later in
+/// `before`; callers skip statements that left it): a toast tree that does
+/// not exist yet would be made later in
 /// this transaction at the new level (read from the transaction's own
 /// catalog) and outlive a rollback, so a rollback sets it to `before`.
 pub fn toast_level_before(reloid: pg_sys::Oid, before: i32) {
