@@ -34,12 +34,24 @@ unsafe fn check_target(heap: pg_sys::Relation, index: pg_sys::Relation) {
             );
         }
         if (*(*index).rd_rel).relpersistence as u8 != pg_sys::RELPERSISTENCE_PERMANENT {
-            crate::pg::error::raise(
-                PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-                format!("orioledb_btree index \"{name}\" on a temporary or unlogged table is not supported"),
-            );
+            not_permanent(index);
         }
     }
+}
+
+/// Raises 0A000 for an index of a temporary or unlogged table.
+///
+/// # Safety
+/// `index` is an open relation.
+unsafe fn not_permanent(index: pg_sys::Relation) -> ! {
+    crate::pg::error::raise(
+        PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
+        format!(
+            "orioledb_btree index \"{}\" on a temporary or unlogged table is not supported",
+            // SAFETY: per the contract.
+            unsafe { crate::pg::rel_name(index) }
+        ),
+    )
 }
 
 /// The value of an entry: the row's index tuple, as bytes.
@@ -228,10 +240,11 @@ impl Pending {
                     self.write_sorted();
                 }
             }
+            // The last run, still known to be sorted.
+            self.write_sorted();
             pg_sys::tuplesort_end(self.sort);
             self.sort = std::ptr::null_mut();
         }
-        self.write_sorted();
     }
 }
 
@@ -295,15 +308,7 @@ pub unsafe extern "C-unwind" fn ambuild(
 #[pgrx::pg_guard]
 pub unsafe extern "C-unwind" fn ambuildempty(index: pg_sys::Relation) {
     // SAFETY: PostgreSQL passes an open index.
-    unsafe {
-        crate::pg::error::raise(
-            PgSqlErrorCode::ERRCODE_FEATURE_NOT_SUPPORTED,
-            format!(
-                "orioledb_btree index \"{}\" on a temporary or unlogged table is not supported",
-                crate::pg::rel_name(index)
-            ),
-        )
-    }
+    unsafe { not_permanent(index) }
 }
 
 /// `aminsert`: the entry for a new row (or a row version whose indexed

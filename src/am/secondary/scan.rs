@@ -3,10 +3,10 @@
 //!
 //! The scan keys' leading equalities and the range on the next column give
 //! the key range walked (`bounds`); every entry in it is then checked
-//! against all scan keys with their operators, on the columns of the
-//! entry's stored index tuple, so the range only has to hold every match,
-//! and an entry is returned only if its tuple satisfies every key (no
-//! recheck is asked for).
+//! against the scan keys the range does not imply, with their operators,
+//! on the entry's columns (read back from its key, or from its stored
+//! index tuple), so the range only has to hold every match, and an entry
+//! is returned only if it satisfies every key (no recheck is asked for).
 
 use super::shape::{key_tid, shape_of, Shape};
 use crate::pg::engine::report;
@@ -279,7 +279,7 @@ unsafe fn bounds(
             implied[i] = true;
             continue;
         }
-        let descending = shape.order[n].0;
+        let descending = shape.desc.cols[n].descending;
         let mut lo = Bound::Included(prefix.clone());
         let mut hi = Bound::Included(after(&prefix));
         let (mut lower_keys, mut upper_keys) = (Vec::new(), Vec::new());
@@ -365,10 +365,10 @@ unsafe fn matches(scan: pg_sys::IndexScanDesc, st: &mut ScanState) -> bool {
         }
         if !st.from_key {
             pg_sys::index_deform_tuple(
-            st.itup.cast(),
-            (*(*scan).indexRelation).rd_att,
-            st.values.as_mut_ptr(),
-            st.nulls.as_mut_ptr(),
+                st.itup.cast(),
+                (*(*scan).indexRelation).rd_att,
+                st.values.as_mut_ptr(),
+                st.nulls.as_mut_ptr(),
             );
         }
         let keys = std::slice::from_raw_parts_mut((*scan).keyData, n);
@@ -432,7 +432,7 @@ unsafe fn next_match(scan: pg_sys::IndexScanDesc, dir: Direction) -> Option<pg_s
                 shape.decode_key(k, &mut st.values, &mut st.nulls);
                 pg_sys::MemoryContextSwitchTo(prev);
             }
-        } else if !st.from_key {
+        } else if !st.from_key && want_columns {
             // SAFETY: `itup` is a page-sized buffer; values are at most a
             // third of a page.
             unsafe { std::ptr::copy_nonoverlapping(v.as_ptr(), tuple_buffer(&mut st.itup, st.scan_cxt), v.len()) };

@@ -36,14 +36,14 @@ use std::rc::Rc;
 pub const TID_LEN: usize = 6;
 
 /// One index's tree and key layout. Invariant: `tree` compares keys in the
-/// order `desc` gives (its locale for libc-collated columns), and `order`
-/// has one (descending, nulls first) pair per column of `desc`;
-/// `key_only` exactly when the index has no INCLUDE columns and every
-/// column is [`decodable`].
+/// order `desc` gives (its locale for libc-collated columns; a column's
+/// `descending` says whether its encodings are inverted), `nulls_first`
+/// has one flag per column of `desc`, and `key_only` holds exactly when
+/// the index has no INCLUDE columns and every column is [`decodable`].
 pub struct Shape {
     pub tree: Tree,
     pub desc: KeyDesc,
-    pub order: Vec<(bool, bool)>,
+    pub nulls_first: Vec<bool>,
     pub key_only: bool,
 }
 
@@ -98,19 +98,17 @@ struct ShapeStamp {
     generation: u64,
 }
 
-/// The (descending, nulls first) option pairs of `index`'s key columns.
+/// Whether each of `index`'s key columns puts NULLs first (its
+/// descending flag is in the descriptor, `KeyDesc::for_secondary`).
 ///
 /// # Safety
 /// `index` is an open index relation.
-unsafe fn column_order(index: pg_sys::Relation) -> Vec<(bool, bool)> {
+unsafe fn nulls_first(index: pg_sys::Relation) -> Vec<bool> {
     // SAFETY: rd_indoption has indnkeyatts entries.
     unsafe {
         let n = (*(*index).rd_index).indnkeyatts as usize;
         (0..n)
-            .map(|i| {
-                let o = *(*index).rd_indoption.add(i) as u32;
-                (o & pg_sys::INDOPTION_DESC != 0, o & pg_sys::INDOPTION_NULLS_FIRST != 0)
-            })
+            .map(|i| *(*index).rd_indoption.add(i) as u32 & pg_sys::INDOPTION_NULLS_FIRST != 0)
             .collect()
     }
 }
@@ -138,7 +136,7 @@ unsafe fn default_order(index: pg_sys::Relation, n: usize) -> bool {
 ///
 /// # Safety
 /// `index` is an open index relation.
-pub unsafe fn layout_of(index: pg_sys::Relation) -> (KeyDesc, Vec<(bool, bool)>) {
+pub unsafe fn layout_of(index: pg_sys::Relation) -> (KeyDesc, Vec<bool>) {
     // SAFETY: per the contract.
     unsafe {
         let name = crate::pg::rel_name(index);
@@ -157,8 +155,7 @@ pub unsafe fn layout_of(index: pg_sys::Relation) -> (KeyDesc, Vec<(bool, bool)>)
                 ),
             );
         }
-        let order = column_order(index);
-        (desc, order)
+        (desc, nulls_first(index))
     }
 }
 
@@ -221,12 +218,12 @@ unsafe fn make_shape(index: pg_sys::Relation) -> Shape {
         Err(e) => report(e),
     };
     // SAFETY: per the contract.
-    let (desc, order) = unsafe { layout_of(index) };
+    let (desc, nulls_first) = unsafe { layout_of(index) };
     let tree = crate::am::layout::table::ordered_by(tree, &desc);
     // SAFETY: an open index has its pg_index row and tuple descriptor.
     let include = unsafe { (*(*index).rd_index).indnkeyatts != (*(*index).rd_att).natts as i16 };
     let key_only = !include && desc.cols.iter().all(|c| decodable(c.kind).is_some());
-    Shape { tree, desc, order, key_only }
+    Shape { tree, desc, nulls_first, key_only }
 }
 
 /// The 6 bytes of `tid` that end an entry key.
@@ -266,7 +263,7 @@ impl Shape {
         let start = out.len();
         // SAFETY: per the contract.
         unsafe { KeyDesc::push_datum(&self.desc.cols[n], d, out) };
-        let (descending, nulls_first) = self.order[n];
+        let (descending, nulls_first) = (self.desc.cols[n].descending, self.nulls_first[n]);
         if d.is_none() {
             out[start] = if nulls_first { 0 } else { 2 };
         } else if descending {
@@ -303,7 +300,7 @@ impl Shape {
     pub unsafe fn decode_key(&self, key: &[u8], values: &mut [pg_sys::Datum], nulls: &mut [bool]) {
         let mut at = 1;
         for (n, col) in self.desc.cols.iter().enumerate() {
-            let descending = self.order[n].0;
+            let descending = self.desc.cols[n].descending;
             nulls[n] = key[at] != 1;
             at += 1;
             if nulls[n] {
