@@ -15,14 +15,14 @@ use crate::error::{EngineError, Result};
 use crate::id::TreeId;
 use crate::io::FileIo;
 use crate::latch::LatchMode;
-use crate::meta::{TreeFileGuard, Meta, SLOT_DAMAGED, SLOT_DROPPED, SLOT_FREE, SLOT_LIVE};
+use crate::meta::{MapHead, TreeFileGuard, Meta, SLOT_DAMAGED, SLOT_DROPPED, SLOT_FREE, SLOT_LIVE};
 use crate::page::{PageMut, F_DELETED, NO_PAGE, PAGE_SIZE};
 use crate::store::control::Control;
 use crate::store::image::{self, UNIT};
 use crate::store::map::TreeMap;
 use crate::store::space::Extent;
 use crate::wal::{Lsn, Record, WalSink};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -269,21 +269,11 @@ fn read_control(io: &dyn FileIo, path: &Path) -> Result<Option<Control>> {
         .map_err(|d| EngineError::corrupt(path, 0, d))
 }
 
-/// The trees of the durable checkpoint `control` names: those it lists,
-/// and any with a map of it among `files` (all of them for a version 1
-/// control file, which has no list). A listed tree whose map is missing is
-/// damage, not a leftover: only the control file can tell the two apart.
-fn checkpoint_members(control: &Control, files: &[(u32, String)]) -> BTreeSet<TreeId> {
-    let durable = control.checkpoint;
-    let mut members: BTreeSet<TreeId> = control.trees.iter().flatten().copied().collect();
-    for (db, name) in files {
-        if let Some((rel, c)) = parse_map_name(name) {
-            if c == durable {
-                members.insert(TreeId::new(*db, rel));
-            }
-        }
-    }
-    members
+/// The trees of the durable checkpoint `control` names, each with the
+/// checkpoint of its map. A listed tree whose map is missing is damage, not
+/// a leftover: only the control file can tell the two apart.
+fn checkpoint_members(control: &Control) -> BTreeMap<TreeId, u64> {
+    control.trees.iter().copied().collect()
 }
 
 /// Parses `<tree>-<checkpoint>.map`.
@@ -431,10 +421,14 @@ impl EngineProcess {
     /// loaded them may be gone).
     fn damage(&self, id: TreeId) -> EngineError {
         let durable = self.meta.durable().load(Ordering::Acquire);
-        match self.check_tree_files(id, durable) {
+        let ckpt = match self.lookup(id) {
+            Some((i, _)) => self.meta.file(i).map_head().checkpoint,
+            None => durable,
+        };
+        match self.check_tree_files(id, ckpt) {
             Err(e @ EngineError::Corrupt { .. }) => e,
             _ => EngineError::corrupt(
-                self.map_path(id, durable),
+                self.map_path(id, ckpt),
                 0,
                 "the tree's files failed validation when the engine loaded them; \
                  restart the server to load them again",
@@ -856,25 +850,25 @@ impl Engine {
         let control = read_control(&**io, &control_path)?.unwrap_or_else(Control::empty);
         let durable = control.checkpoint;
         let files = self.list_files()?;
-        let members = checkpoint_members(&control, &files);
+        let members = checkpoint_members(&control);
         // A tree whose files fail validation is quarantined, not fatal:
         // the other trees load, and only its own table reports the damage.
         let mut maps = Vec::new();
         let mut damaged = Vec::new();
-        for &id in &members {
-            match inner.check_tree_files(id, durable) {
-                Ok(map) => maps.push((id, map)),
-                Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, e)),
+        for (&id, &ckpt) in &members {
+            match inner.check_tree_files(id, ckpt) {
+                Ok(map) => maps.push((id, ckpt, map)),
+                Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, ckpt, e)),
                 Err(e) => return Err(e),
             }
         }
-        self.install_trees(&maps, &damaged, durable)?;
-        self.remove_unheld_files(&files, &members, &damaged, durable)?;
+        self.install_trees(&maps, &damaged)?;
+        self.remove_unheld_files(&files, &members, &damaged)?;
         meta.durable().store(durable, Ordering::Release);
         meta.redo().store(control.redo, Ordering::Release);
         meta.next_epoch().store(durable + 1, Ordering::Release);
         meta.running().store(0, Ordering::Release);
-        *inner.load_damage.lock().unwrap() = damaged.into_iter().map(|(_, e)| e).collect();
+        *inner.load_damage.lock().unwrap() = damaged.into_iter().map(|(_, _, e)| e).collect();
         Ok(())
     }
 
@@ -904,21 +898,21 @@ impl Engine {
     }
 
     /// [`Engine::load`]'s slots: one LIVE slot per tree of `maps` (the
-    /// durable checkpoint's, its file trimmed to what the map holds), one
-    /// DAMAGED slot per tree of `damaged`. All under the directory latch:
-    /// on an error every slot claimed here is released before it is let
-    /// go, so a retry starts from an empty directory.
+    /// durable checkpoint's, with the checkpoint of its map, its file
+    /// trimmed to what the map holds), one DAMAGED slot per tree of
+    /// `damaged`. All under the directory latch: on an error every slot
+    /// claimed here is released before it is let go, so a retry starts
+    /// from an empty directory.
     fn install_trees(
         &self,
-        maps: &[(TreeId, TreeMap)],
-        damaged: &[(TreeId, EngineError)],
-        durable: u64,
+        maps: &[(TreeId, u64, TreeMap)],
+        damaged: &[(TreeId, u64, EngineError)],
     ) -> Result<()> {
         let inner = &*self.inner;
         let (io, meta) = (&inner.io, &inner.meta);
         let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         let mut claimed = Vec::new();
-        let loaded: Result<()> = maps.iter().try_for_each(|(id, map)| {
+        let loaded: Result<()> = maps.iter().try_for_each(|(id, ckpt, map)| {
             let data = inner.data_path(*id);
             let slot = self.claim_slot(&dir, *id, map.compress)?;
             claimed.push(slot);
@@ -926,10 +920,17 @@ impl Engine {
             f.raise_id_limit(map.id_limit);
             f.load(&map.pages).map_err(|e| match e {
                 EngineError::Damaged { detail, .. } => {
-                    EngineError::corrupt(inner.map_path(*id, durable), 0, detail)
+                    EngineError::corrupt(inner.map_path(*id, *ckpt), 0, detail)
                 }
                 e => e,
             })?;
+            f.set_map_head(MapHead {
+                checkpoint: *ckpt,
+                id_limit: map.id_limit,
+                npages: map.pages.len() as u32,
+                root: map.root,
+                compress: map.compress,
+            });
             let need = f.end_units() as u64 * UNIT as u64;
             drop(f);
             meta.slot(slot).root.store(map.root, Ordering::Release);
@@ -942,9 +943,13 @@ impl Engine {
             Ok(())
         });
         let loaded = loaded.and_then(|()| {
-            damaged.iter().try_for_each(|(id, _)| {
+            damaged.iter().try_for_each(|(id, ckpt, _)| {
                 let slot = self.claim_slot(&dir, *id, -1)?;
                 claimed.push(slot);
+                meta.file(slot).set_map_head(MapHead {
+                    checkpoint: *ckpt,
+                    ..MapHead::default()
+                });
                 meta.slot(slot).state.store(SLOT_DAMAGED, Ordering::Release);
                 Ok(())
             })
@@ -959,24 +964,23 @@ impl Engine {
         Ok(())
     }
 
-    /// Removes the files of `files` that checkpoint `durable` does not
-    /// hold: maps of other checkpoints, and data files of trees that are
-    /// not its `members`. A `damaged` tree's maps of other checkpoints are
-    /// renamed aside instead.
+    /// Removes the files of `files` that the durable checkpoint does not
+    /// hold: maps other than its `members`' own, and data files of trees
+    /// that are not its members. A `damaged` tree's other maps are renamed
+    /// aside instead.
     fn remove_unheld_files(
         &self,
         files: &[(u32, String)],
-        members: &BTreeSet<TreeId>,
-        damaged: &[(TreeId, EngineError)],
-        durable: u64,
+        members: &BTreeMap<TreeId, u64>,
+        damaged: &[(TreeId, u64, EngineError)],
     ) -> Result<()> {
         let inner = &*self.inner;
         let io = &inner.io;
-        let quarantined = |id: TreeId| damaged.iter().any(|(d, _)| *d == id);
+        let quarantined = |id: TreeId| damaged.iter().any(|(d, _, _)| *d == id);
         for (db, name) in files {
             let p = inner.db_dir(*db).join(name);
             match parse_map_name(name) {
-                Some((rel, c)) if c != durable => {
+                Some((rel, c)) if members.get(&TreeId::new(*db, rel)) != Some(&c) => {
                     if quarantined(TreeId::new(*db, rel)) {
                         // Possibly the very map that is missing (a copy
                         // taken mid-checkpoint): kept for whoever repairs
@@ -995,7 +999,7 @@ impl Engine {
                     // created after it (replay recreates the tree) or
                     // dropped before it: garbage.
                     let stale = match name.parse::<u32>() {
-                        Ok(rel) => !members.contains(&TreeId::new(*db, rel)),
+                        Ok(rel) => !members.contains_key(&TreeId::new(*db, rel)),
                         Err(_) => name.ends_with(".tmp"),
                     };
                     if stale {
@@ -1499,7 +1503,6 @@ impl Engine {
         meta.next_epoch().store(n + 1, Ordering::Release);
         let trees = self.slots_in(SLOT_LIVE);
         let damaged = self.slots_in(SLOT_DAMAGED);
-        let prev = meta.durable().load(Ordering::Acquire);
         let dropped: Vec<(usize, u32, TreeId)> = self
             .slots_in(SLOT_DROPPED)
             .into_iter()
@@ -1512,13 +1515,16 @@ impl Engine {
         at_start();
         drop(start);
 
-        let result = self
-            .write_images(n, &trees)
-            .and_then(|()| self.carry_damaged_maps(prev, n, &damaged))
-            .and_then(|()| self.commit_checkpoint(n, redo, &trees, &damaged));
+        let result = self.write_images(n, &trees).and_then(|heads| {
+            let listed = self.checkpoint_list(&trees, &heads, &damaged);
+            self.commit_checkpoint(n, redo, &listed)?;
+            Ok((heads, listed))
+        });
         meta.running().store(0, Ordering::Release);
         match result {
-            Ok(()) => self.finish_checkpoint(n, redo, &trees, &dropped),
+            Ok((heads, listed)) => {
+                self.finish_checkpoint(n, redo, &trees, &heads, &listed, &dropped)
+            }
             Err(e) => {
                 for &(slot, _, _) in &trees {
                     meta.file(slot).checkpoint_failed();
@@ -1528,18 +1534,21 @@ impl Engine {
         }
     }
 
-    /// [`Engine::checkpoint_hooked`] once checkpoint `n`'s control file is
-    /// renamed into place (the commit point), the checkpoint latch still
-    /// held: syncs the directory, makes `n` the durable checkpoint in
-    /// every tree of `trees` whatever fails, then gives back the extents
-    /// it superseded (punched, files trimmed) and removes what `n` made
-    /// garbage (older maps, the files of the trees `dropped`). Returns `n`,
-    /// or the first error.
+    /// [`Engine::checkpoint_hooked`] once checkpoint `n`'s control file
+    /// (listing `listed`) is renamed into place (the commit point), the
+    /// checkpoint latch still held: syncs the directory, makes `n` the
+    /// durable checkpoint in every tree of `trees` whatever fails (those
+    /// with a new map take its head from `heads`), then gives back the
+    /// extents it superseded (punched, files trimmed) and removes what `n`
+    /// made garbage (maps `listed` does not name, the files of the trees
+    /// `dropped`). Returns `n`, or the first error.
     fn finish_checkpoint(
         &self,
         n: u64,
         redo: u64,
         trees: &[(usize, u32, TreeId)],
+        heads: &[Option<MapHead>],
+        listed: &[(TreeId, u64)],
         dropped: &[(usize, u32, TreeId)],
     ) -> Result<u64> {
         let inner = &*self.inner;
@@ -1560,7 +1569,14 @@ impl Engine {
         meta.redo().store(redo, Ordering::Release);
         let superseded: Vec<Vec<Extent>> = trees
             .iter()
-            .map(|&(slot, _, _)| meta.file(slot).checkpoint_done())
+            .zip(heads)
+            .map(|(&(slot, _, _), head)| {
+                let f = meta.file(slot);
+                if let Some(h) = head {
+                    f.set_map_head(*h);
+                }
+                f.checkpoint_done()
+            })
             .collect();
         if let Err(e) = synced {
             // Poisoned: nothing is written any more, so the extents
@@ -1588,7 +1604,7 @@ impl Engine {
                 }
             }
         }
-        if let Err(e) = self.remove_old_files(n, dropped) {
+        if let Err(e) = self.remove_old_files(n, listed, dropped) {
             first_err.get_or_insert(e);
         }
         match first_err {
@@ -1597,10 +1613,14 @@ impl Engine {
         }
     }
 
-    /// Writes checkpoint `n`'s image of every tree in `trees` and its map.
-    fn write_images(&self, n: u64, trees: &[(usize, u32, TreeId)]) -> Result<()> {
+    /// Writes checkpoint `n`'s image of every tree in `trees`, and the map
+    /// of each whose image differs from its durable map. Returns, per tree,
+    /// the head of the map written (None: its durable map stays, so an
+    /// idle tree costs neither a map nor a sync of its data file).
+    fn write_images(&self, n: u64, trees: &[(usize, u32, TreeId)]) -> Result<Vec<Option<MapHead>>> {
         let inner = &*self.inner;
         let meta = &inner.meta;
+        let mut heads = Vec::with_capacity(trees.len());
         for &(slot, num, id) in trees {
             let (_, npages, root) = meta
                 .file(slot)
@@ -1626,9 +1646,9 @@ impl Engine {
                     });
                 }
             }
-            let map = {
+            let (map, same_pages, durable) = {
                 let f = meta.file(slot);
-                let pages = (0..npages)
+                let pages: Vec<Option<Extent>> = (0..npages)
                     .map(|p| {
                         if f.entry(p).free_at_start {
                             None
@@ -1637,16 +1657,32 @@ impl Engine {
                         }
                     })
                     .collect();
-                TreeMap {
+                let same_pages = f.pages_are_durable(&pages);
+                let map = TreeMap {
                     checkpoint: n,
                     root,
                     compress: meta.slot(slot).compress.load(Ordering::Relaxed),
                     id_limit: f.checkpoint_id_limit(),
                     pages,
-                }
+                };
+                (map, same_pages, f.map_head())
             };
-            let path = inner.data_path(id);
-            inner.io.sync(&path).map_err(inner.sync_failed(&path))?;
+            let head = MapHead {
+                checkpoint: n,
+                id_limit: map.id_limit,
+                npages: map.pages.len() as u32,
+                root: map.root,
+                compress: map.compress,
+            };
+            if same_pages && (MapHead { checkpoint: n, ..durable }) == head {
+                heads.push(None);
+                continue;
+            }
+            if !same_pages {
+                // The map names images written since the durable one.
+                let path = inner.data_path(id);
+                inner.io.sync(&path).map_err(inner.sync_failed(&path))?;
+            }
             let map_path = inner.map_path(id, n);
             let tmp = map_path.with_extension("map.tmp");
             inner
@@ -1658,60 +1694,50 @@ impl Engine {
                 .io
                 .rename(&tmp, &map_path)
                 .map_err(inner.ioerr("rename", &tmp))?;
+            heads.push(Some(head));
         }
-        Ok(())
+        Ok(heads)
     }
 
-    /// Copies each damaged tree's map from checkpoint `prev` to `n` byte for
-    /// byte: its files must outlive the checkpoint that retires `prev`'s
-    /// maps, unchanged, so the damage stays reported and a repair (restoring
-    /// the files) still loads.
-    fn carry_damaged_maps(
+    /// The control file's list for checkpoint `n`: each tree of `trees`
+    /// with its new map's checkpoint (`heads`) or its durable map's, and
+    /// each `damaged` tree with its durable map's (kept unchanged, so the
+    /// damage stays reported and a repair, restoring the files, still
+    /// loads).
+    fn checkpoint_list(
         &self,
-        prev: u64,
-        n: u64,
+        trees: &[(usize, u32, TreeId)],
+        heads: &[Option<MapHead>],
         damaged: &[(usize, u32, TreeId)],
-    ) -> Result<()> {
-        let inner = &*self.inner;
-        for &(_, _, id) in damaged {
-            let from = inner.map_path(id, prev);
-            if !inner.io.exists(&from) {
-                // Its map is what is missing: nothing to carry. The control
-                // file still lists the tree, so it stays quarantined.
-                continue;
-            }
-            let bytes = inner
-                .io
-                .read_file(&from)
-                .map_err(inner.ioerr("read", &from))?;
-            let to = inner.map_path(id, n);
-            let tmp = to.with_extension("map.tmp");
-            inner
-                .io
-                .write_file(&tmp, &bytes)
-                .map_err(inner.ioerr("write", &tmp))?;
-            inner.io.sync(&tmp).map_err(inner.sync_failed(&tmp))?;
-            inner
-                .io
-                .rename(&tmp, &to)
-                .map_err(inner.ioerr("rename", &tmp))?;
-        }
-        Ok(())
+    ) -> Vec<(TreeId, u64)> {
+        let meta = &self.inner.meta;
+        let mut listed: Vec<(TreeId, u64)> = trees
+            .iter()
+            .zip(heads)
+            .map(|(&(slot, _, id), head)| {
+                let ckpt = match head {
+                    Some(h) => h.checkpoint,
+                    None => meta.file(slot).map_head().checkpoint,
+                };
+                (id, ckpt)
+            })
+            .chain(
+                damaged
+                    .iter()
+                    .map(|&(slot, _, id)| (id, meta.file(slot).map_head().checkpoint)),
+            )
+            .collect();
+        listed.sort();
+        listed
     }
 
     /// Makes checkpoint `n` durable once every map is written: directory
     /// syncs (database directories, then the engine directory that names
     /// them, and at the first checkpoint the engine directory's parent),
     /// the log up to `redo`, then the control file's rename.
-    fn commit_checkpoint(
-        &self,
-        n: u64,
-        redo: u64,
-        trees: &[(usize, u32, TreeId)],
-        damaged: &[(usize, u32, TreeId)],
-    ) -> Result<()> {
+    fn commit_checkpoint(&self, n: u64, redo: u64, listed: &[(TreeId, u64)]) -> Result<()> {
         let inner = &*self.inner;
-        let mut dbs: Vec<u32> = trees.iter().chain(damaged).map(|t| t.2.db).collect();
+        let mut dbs: Vec<u32> = listed.iter().map(|t| t.0.db).collect();
         dbs.sort();
         dbs.dedup();
         for db in dbs {
@@ -1751,8 +1777,6 @@ impl Engine {
         }
         let control = inner.path("control");
         let tmp = inner.path("control.tmp");
-        let mut ids: Vec<TreeId> = trees.iter().chain(damaged).map(|t| t.2).collect();
-        ids.sort();
         inner
             .io
             .write_file(
@@ -1760,7 +1784,7 @@ impl Engine {
                 &Control {
                     checkpoint: n,
                     redo,
-                    trees: Some(ids),
+                    trees: listed.to_vec(),
                 }
                 .encode(),
             )
@@ -1773,13 +1797,25 @@ impl Engine {
         Ok(())
     }
 
-    /// After checkpoint `n` is durable: maps of older checkpoints and the
-    /// files of trees dropped before it started are garbage; their slots
-    /// return to the directory.
-    fn remove_old_files(&self, n: u64, dropped: &[(usize, u32, TreeId)]) -> Result<()> {
+    /// After checkpoint `n` (whose trees and maps are `listed`) is durable:
+    /// the maps it does not name, and the files of trees dropped before it
+    /// started, are garbage; the dropped trees' slots return to the
+    /// directory.
+    fn remove_old_files(
+        &self,
+        n: u64,
+        listed: &[(TreeId, u64)],
+        dropped: &[(usize, u32, TreeId)],
+    ) -> Result<()> {
         let inner = &*self.inner;
         let live = self.tree_ids();
         let gone = |id: TreeId| dropped.iter().any(|d| d.2 == id) && !live.contains(&id);
+        // A listed tree keeps only its map; any other tree (created since
+        // the checkpoint started: no map yet) has none that `n` needs.
+        let stale_map = |id: TreeId, c: u64| match listed.binary_search_by_key(&id, |t| t.0) {
+            Ok(i) => c != listed[i].1,
+            Err(_) => c < n,
+        };
         for entry in inner
             .io
             .list(&inner.dir)
@@ -1791,7 +1827,7 @@ impl Engine {
             let d = inner.db_dir(db);
             for name in inner.io.list(&d).map_err(inner.ioerr("list", &d))? {
                 let remove = match parse_map_name(&name) {
-                    Some((rel, c)) => c < n || gone(TreeId::new(db, rel)),
+                    Some((rel, c)) => stale_map(TreeId::new(db, rel), c) || gone(TreeId::new(db, rel)),
                     // Maps set aside for a quarantined tree go with its drop.
                     None => match parse_aside_name(&name) {
                         Some((rel, _)) => gone(TreeId::new(db, rel)),

@@ -30,7 +30,7 @@ use std::sync::Arc;
 pub const CHUNK: usize = 8192;
 const HEADER: usize = 128;
 /// Bytes of a slot's `Slot` fields.
-const SLOT_FIELDS: usize = 128;
+const SLOT_FIELDS: usize = 160;
 /// Units of a raw page image, the size most writes allocate (`fit_hint`).
 const FIT_UNITS: u32 = (crate::page::PAGE_SIZE / crate::store::image::UNIT) as u32;
 /// Entries of a slot's room table: block `b`'s entry is `b % ROOMS`.
@@ -133,6 +133,22 @@ pub(crate) struct Slot {
     next_id: u64,
     id_limit: u64,
     ck_id_limit: u64,
+    /// The tree's durable map file (its page extents are the entries'
+    /// `durable`): a checkpoint that would write the same map keeps it.
+    map: MapHead,
+}
+
+/// What a tree's durable map file says besides its page extents, and which
+/// checkpoint wrote it. Invariant: `checkpoint` is 0 while the tree has no
+/// durable map (created since the durable checkpoint, or reset).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct MapHead {
+    pub checkpoint: u64,
+    pub id_limit: u64,
+    pub npages: u32,
+    pub root: u32,
+    pub compress: i32,
 }
 
 /// How [`TreeFileGuard::alloc_packed`] fills blocks of `per_block` row ids:
@@ -918,6 +934,27 @@ impl TreeFileGuard<'_> {
         s.ck_root = root;
     }
 
+    /// The tree's durable map (see [`MapHead`]).
+    pub fn map_head(&self) -> MapHead {
+        self.s().map
+    }
+
+    pub fn set_map_head(&self, head: MapHead) {
+        self.s().map = head;
+    }
+
+    /// Whether `pages` are the extents of the durable map: each page's
+    /// `durable` extent, for as many pages as that map has.
+    pub fn pages_are_durable(&self, pages: &[Option<Extent>]) -> bool {
+        let s = self.s();
+        s.map.checkpoint != 0
+            && pages.len() == s.map.npages as usize
+            && pages
+                .iter()
+                .enumerate()
+                .all(|(p, e)| self.entry(p as u32).durable == *e)
+    }
+
     pub fn checkpoint_info(&self) -> Option<(u64, u32, u32)> {
         let s = self.s();
         (s.ck_active != 0).then_some((s.ck_number, s.ck_npages, s.ck_root))
@@ -1144,6 +1181,7 @@ impl TreeFileGuard<'_> {
         s.id_limit = 0;
         s.ck_id_limit = 0;
         s.block_used = 0;
+        s.map = MapHead::default();
         *self.meta.rooms_mut(self.i) = [0; ROOMS];
     }
 }

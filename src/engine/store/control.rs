@@ -2,15 +2,21 @@
 //! it holds.
 //!
 //! ```text
-//! version 7: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
-//!            24 ntrees u32 | ntrees x (db u32, rel u32) | crc32c u32
+//! version 8: 0 magic u32 "ORDC" | version u32 | checkpoint u64 | redo position u64 |
+//!            24 ntrees u32 | ntrees x (db u32, rel u32, map checkpoint u64) | crc32c u32
+//! version 7: the same with ntrees x (db u32, rel u32): every map of the checkpoint's
 //! ```
+//! A tree's map checkpoint names its map file `<rel>-<map checkpoint>.map`: a
+//! checkpoint writes maps only for trees that changed since their last one, so
+//! an idle tree keeps the map of the checkpoint that last changed it (version
+//! 7 wrote every map at every checkpoint, so its trees' maps are the
+//! checkpoint's own; it is read, and written back as version 8).
 //! The version also names the format of everything the checkpoint holds:
 //! version 3 came with the short row-version header (`version.rs`), version 4
 //! with that header's 9 bytes (no `ctid`), version 5 with 7-byte row-id map
 //! keys (`key_format::map_key`), version 6 with tuple tails without heap's padding
 //! (`version::elided_pad`), version 7 with 3-byte item heads in pages
-//! (`page.rs`), so the files of versions 1 to 6 (earlier builds; version 1
+//! (`page.rs`); version 8 changed only this file. So the files of versions 1 to 6 (earlier builds; version 1
 //! had no tree list) are refused with a message that says so, never
 //! misread.
 //! It is replaced atomically (write a temporary file, sync, rename, sync the
@@ -24,22 +30,24 @@
 use crate::id::TreeId;
 
 const MAGIC: u32 = u32::from_le_bytes(*b"ORDC");
-const VERSION: u32 = 7;
+const VERSION: u32 = 8;
+/// The oldest version whose trees this build reads.
+const OLDEST: u32 = 7;
 /// Length of a version 1 file, and the smallest length of any version.
 pub const CONTROL_LEN: usize = 28;
 
 /// Contents of the control file. Invariant: `checkpoint` names a checkpoint
 /// whose map files were all durable before this was written, and `trees`
-/// (when known) lists every tree that checkpoint holds: each one with a
-/// map of it, and each quarantined one (whose map may be missing).
+/// lists every tree that checkpoint holds, sorted, each with the checkpoint
+/// (at most `checkpoint`) whose map file describes it; a quarantined tree's
+/// map may be missing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Control {
     pub checkpoint: u64,
     /// Opaque to the engine: the server stores the WAL position to replay from.
     pub redo: u64,
-    /// The trees of the checkpoint, sorted; None for a version 1 file,
-    /// which did not record them.
-    pub trees: Option<Vec<TreeId>>,
+    /// (tree, the checkpoint of its map file).
+    pub trees: Vec<(TreeId, u64)>,
 }
 
 impl Control {
@@ -48,22 +56,23 @@ impl Control {
         Control {
             checkpoint: 0,
             redo: 0,
-            trees: Some(Vec::new()),
+            trees: Vec::new(),
         }
     }
 
-    /// The current encoding (a missing tree list is written empty).
+    /// The current encoding.
     pub fn encode(&self) -> Vec<u8> {
-        let trees = self.trees.as_deref().unwrap_or(&[]);
-        let mut b = Vec::with_capacity(CONTROL_LEN + 4 + trees.len() * 8);
+        let trees = &self.trees;
+        let mut b = Vec::with_capacity(CONTROL_LEN + 4 + trees.len() * 16);
         b.extend_from_slice(&MAGIC.to_le_bytes());
         b.extend_from_slice(&VERSION.to_le_bytes());
         b.extend_from_slice(&self.checkpoint.to_le_bytes());
         b.extend_from_slice(&self.redo.to_le_bytes());
         b.extend_from_slice(&(trees.len() as u32).to_le_bytes());
-        for t in trees {
+        for (t, map) in trees {
             b.extend_from_slice(&t.db.to_le_bytes());
             b.extend_from_slice(&t.rel.to_le_bytes());
+            b.extend_from_slice(&map.to_le_bytes());
         }
         let c = crc32c::crc32c(&b);
         b.extend_from_slice(&c.to_le_bytes());
@@ -81,10 +90,12 @@ impl Control {
         }
         // The version decides where the checksum is; it is checked before
         // anything read here is trusted.
-        let want = match u32_at(4) {
+        let v = u32_at(4);
+        let entry = if v >= 8 { 16 } else { 8 };
+        let want = match v {
             1 => CONTROL_LEN,
             2..=VERSION if b.len() >= CONTROL_LEN + 4 => (u32_at(24) as usize)
-                .checked_mul(8)
+                .checked_mul(entry)
                 .and_then(|n| n.checked_add(CONTROL_LEN + 4))
                 .unwrap_or(usize::MAX),
             2..=VERSION => CONTROL_LEN + 4,
@@ -104,24 +115,32 @@ impl Control {
         if u32_at(0) != MAGIC {
             return Err("bad control file magic".into());
         }
-        let v = u32_at(4);
-        if (1..VERSION).contains(&v) {
+        if (1..OLDEST).contains(&v) {
             return Err(format!(
                 "control file version {v} was written by an earlier build of orioledb_rs, whose \
                  row format this build does not read (it reads version {VERSION}): dump the \
                  orioledb tables with that build and restore them into a new cluster"
             ));
         }
-        if v != VERSION {
+        if !(OLDEST..=VERSION).contains(&v) {
             return Err(format!("unsupported control file version {v}"));
         }
-        let trees = (v == VERSION).then(|| {
-            (0..u32_at(24) as usize)
-                .map(|i| TreeId::new(u32_at(28 + i * 8), u32_at(32 + i * 8)))
-                .collect()
-        });
+        let checkpoint = u64_at(8);
+        let trees: Vec<(TreeId, u64)> = (0..u32_at(24) as usize)
+            .map(|i| {
+                let at = 28 + i * entry;
+                let map = if v >= 8 { u64_at(at + 8) } else { checkpoint };
+                (TreeId::new(u32_at(at), u32_at(at + 4)), map)
+            })
+            .collect();
+        if let Some((t, map)) = trees.iter().find(|(_, m)| *m > checkpoint) {
+            return Err(format!(
+                "control file names map checkpoint {map} of tree {}/{}, after its checkpoint {checkpoint}",
+                t.db, t.rel
+            ));
+        }
         Ok(Control {
-            checkpoint: u64_at(8),
+            checkpoint,
             redo: u64_at(16),
             trees,
         })
@@ -134,11 +153,11 @@ mod tests {
 
     #[test]
     fn roundtrip_and_damage() {
-        for trees in [vec![], vec![TreeId::new(5, 16384), TreeId::new(7, 1)]] {
+        for trees in [vec![], vec![(TreeId::new(5, 16384), 42), (TreeId::new(7, 1), 3)]] {
             let c = Control {
                 checkpoint: 42,
                 redo: 0x1234_5678,
-                trees: Some(trees),
+                trees,
             };
             let b = c.encode();
             assert_eq!(Control::decode(&b), Ok(c));
@@ -178,7 +197,7 @@ mod tests {
         let c = Control {
             checkpoint: 1,
             redo: 2,
-            trees: Some(vec![TreeId::new(5, 16384)]),
+            trees: vec![(TreeId::new(5, 16384), 1)],
         };
         for n in [2u32, 1000] {
             let mut b = c.encode();
@@ -188,6 +207,37 @@ mod tests {
             b[end..].copy_from_slice(&crc.to_le_bytes());
             assert!(Control::decode(&b).unwrap_err().contains("bytes"), "{n} trees");
         }
+    }
+
+    /// Version 7 (every tree's map of the checkpoint's own number) is read.
+    #[test]
+    fn version_7_is_read_with_maps_of_its_checkpoint() {
+        let mut b = Vec::new();
+        b.extend_from_slice(b"ORDC");
+        b.extend_from_slice(&7u32.to_le_bytes());
+        b.extend_from_slice(&9u64.to_le_bytes());
+        b.extend_from_slice(&77u64.to_le_bytes());
+        b.extend_from_slice(&2u32.to_le_bytes());
+        for (db, rel) in [(5u32, 16384u32), (7, 1)] {
+            b.extend_from_slice(&db.to_le_bytes());
+            b.extend_from_slice(&rel.to_le_bytes());
+        }
+        let c = crc32c::crc32c(&b);
+        b.extend_from_slice(&c.to_le_bytes());
+        let c = Control::decode(&b).unwrap();
+        assert_eq!(c.checkpoint, 9);
+        assert_eq!(c.trees, vec![(TreeId::new(5, 16384), 9), (TreeId::new(7, 1), 9)]);
+    }
+
+    /// A map checkpoint after the control file's own cannot be right.
+    #[test]
+    fn a_map_after_the_checkpoint_is_refused() {
+        let c = Control {
+            checkpoint: 4,
+            redo: 0,
+            trees: vec![(TreeId::new(5, 16384), 5)],
+        };
+        assert!(Control::decode(&c.encode()).unwrap_err().contains("after its checkpoint"));
     }
 
     #[test]

@@ -776,3 +776,87 @@ fn copied_trees_replay_in_the_order_their_descriptor_names() {
     }
     assert!(contents(&copy) == want, "the replayed copy's contents");
 }
+
+/// The names of the files in database 0's directory under `dir`.
+fn db0_files(io: &dyn FileIo, dir: &std::path::Path) -> Vec<String> {
+    io.list(&dir.join("0")).unwrap()
+}
+
+/// A tree that did not change since its map was written keeps that map: a
+/// checkpoint writes no map for it (nor syncs its data file), the control
+/// file keeps naming the old map, and a power cut at any step of the next
+/// two checkpoints leaves the idle tree whole beside a tree that changed.
+/// A change of the level alone, or of the row-id limit alone, is a change.
+#[test]
+fn an_idle_tree_keeps_its_map_through_power_cuts() {
+    let mut steps = 0u64;
+    loop {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(PowerLoss::new(dir.path()));
+        let io = Arc::new(CrashAfter::new(fs.clone(), u64::MAX));
+        let e = Engine::open(dir.path(), 24, io.clone()).unwrap();
+        let busy = tree(&e, 1, -1);
+        let idle = tree(&e, 3, 1);
+        for i in 0..2000 {
+            idle.insert(&key(i), &value(i, 0, 80)).unwrap();
+            if i % 4 == 0 {
+                busy.insert(&key(i), &value(i, 0, 80)).unwrap();
+            }
+        }
+        e.checkpoint(1).unwrap();
+        let idle_rows = contents(&idle);
+        for i in (0..2000).step_by(4) {
+            busy.replace(&key(i), &value(i, 1, 60)).unwrap();
+        }
+        let busy_rows = contents(&busy);
+        io.arm(steps);
+        let res = e.checkpoint(2).and_then(|_| e.checkpoint(3));
+        drop((busy, idle, e));
+        if res.is_ok() {
+            assert_eq!(
+                db0_files(&*fs, dir.path()),
+                vec!["1", "1-2.map", "3", "3-1.map"]
+            );
+        }
+        for cut in [PowerCut::DropUnsynced, PowerCut::Random(steps)] {
+            let f = Arc::new(fs.fork());
+            f.power_loss(cut);
+            let e = Engine::open(dir.path(), 24, f.clone()).unwrap();
+            assert!(e.take_load_damage().is_empty(), "{cut:?} after {steps} steps");
+            let idle = tree(&e, 3, 1);
+            assert_valid(&idle);
+            assert!(contents(&idle) == idle_rows, "{cut:?} after {steps} steps");
+            let busy = e.tree(1).unwrap();
+            assert_valid(&busy);
+            if e.durable_checkpoint() >= 2 {
+                assert!(contents(&busy) == busy_rows, "{cut:?} after {steps} steps");
+            }
+        }
+        if res.is_ok() {
+            assert!(steps > 5, "the checkpoints took only {steps} I/O steps?");
+            break;
+        }
+        steps += 1;
+    }
+    // Only the level changes, then only the row-id limit: new maps each time.
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 16);
+    let t = tree(&e, 3, 1);
+    t.insert(b"k", b"v").unwrap();
+    assert_eq!(e.checkpoint(0).unwrap(), 1);
+    assert_eq!(e.checkpoint(0).unwrap(), 2);
+    assert_eq!(db0_files(&StdIo::new(), dir.path()), vec!["3", "3-1.map"]);
+    t.set_compress(5).unwrap();
+    assert_eq!(e.checkpoint(0).unwrap(), 3);
+    assert_eq!(db0_files(&StdIo::new(), dir.path()), vec!["3", "3-3.map"]);
+    t.alloc_ids(10).unwrap();
+    assert_eq!(e.checkpoint(0).unwrap(), 4);
+    assert_eq!(db0_files(&StdIo::new(), dir.path()), vec!["3", "3-4.map"]);
+    drop(t);
+    drop(e);
+    let e = open(dir.path(), 16);
+    let t = e.tree(3).unwrap();
+    assert_eq!(t.compress(), 5);
+    assert!(t.next_id() >= 10);
+    assert_eq!(contents(&t).len(), 1);
+}

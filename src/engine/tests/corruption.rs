@@ -151,7 +151,9 @@ fn truncated_data_file_quarantines_only_its_tree() {
     }
     assert_eq!(
         StdIo::new().list(&dir.path().join("0")).unwrap(),
-        vec!["5", "5-3.map", "6", "6-3.map"]
+        // A checkpoint writes maps only for trees that changed: tree 6's
+        // of checkpoint 2 stays, and the damaged tree keeps its own.
+        vec!["5", "5-1.map", "6", "6-2.map"]
     );
     assert_eq!(
         std::fs::metadata(&data).unwrap().len(),
@@ -163,7 +165,7 @@ fn truncated_data_file_quarantines_only_its_tree() {
         expect_damaged(&e, 5, &data, "truncated");
         assert_other_tree_intact(&e, 1);
     }
-    // Repaired (the bytes restored), the tree loads from its carried map.
+    // Repaired (the bytes restored), the tree loads from its kept map.
     std::fs::write(&data, &orig).unwrap();
     let e = open(dir.path(), 16);
     assert!(e.take_load_damage().is_empty());
@@ -206,17 +208,15 @@ fn damaged_map_quarantines_only_its_tree() {
         drop(e);
         std::fs::write(&map, &orig).unwrap();
     }
-    // Damaged across a checkpoint: the bad bytes move to the new map's name,
-    // and restoring the original bytes there repairs the tree.
+    // Damaged across a checkpoint: the control file keeps naming the
+    // damaged map, so restoring its original bytes repairs the tree.
     std::fs::write(&map, &damages[1]).unwrap();
     let e = open(dir.path(), 16);
     assert_eq!(e.checkpoint(0).unwrap(), 2);
-    let map2 = dir.path().join("0").join("5-2.map");
-    expect_damaged(&e, 5, &map2, "checksum");
+    expect_damaged(&e, 5, &map, "checksum");
     drop(e);
-    assert!(!map.exists());
-    assert_eq!(std::fs::read(&map2).unwrap(), damages[1]);
-    std::fs::write(&map2, &orig).unwrap();
+    assert_eq!(std::fs::read(&map).unwrap(), damages[1]);
+    std::fs::write(&map, &orig).unwrap();
     let e = open(dir.path(), 16);
     assert!(e.take_load_damage().is_empty());
     let t = e.tree(5).unwrap();
@@ -236,7 +236,7 @@ fn damaged_tree_can_be_dropped() {
     e.checkpoint(0).unwrap();
     assert_eq!(
         StdIo::new().list(&dir.path().join("0")).unwrap(),
-        vec!["6", "6-2.map"]
+        vec!["6", "6-1.map"]
     );
     // The id is free again.
     let t = tree(&e, 5, -1);

@@ -205,6 +205,8 @@ fn two_checkpoints(dir: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     for i in 0..4000 {
         t.replace(&key(i), &value(i, 1, 70)).unwrap();
     }
+    // Both trees change, so both get maps of checkpoint 2.
+    other.replace(&key(0), &value(0, 7, 40)).unwrap();
     assert_eq!(e.checkpoint(0).unwrap(), 2);
     contents(&t)
 }
@@ -236,7 +238,8 @@ fn expect_missing_map(e: &Engine, map: &Path, data: &Path) {
 /// from a file-level copy taken mid-checkpoint): its data file is kept
 /// untouched, the tree is quarantined with an error naming the map, the
 /// load reports it once, other trees work and checkpoint; restoring the
-/// map under the durable checkpoint's name repairs the tree.
+/// map under its name (which the control file keeps naming) repairs the
+/// tree.
 #[test]
 fn missing_map_quarantines_the_tree_and_keeps_its_data_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -264,28 +267,29 @@ fn missing_map_quarantines_the_tree_and_keeps_its_data_file() {
         e.tree(6).unwrap().insert(b"new", b"row").unwrap();
         assert_eq!(e.checkpoint(0).unwrap(), 3);
         assert_eq!(e.checkpoint(0).unwrap(), 4);
-        expect_missing_map(&e, &db.join("5-4.map"), &data);
+        expect_missing_map(&e, &map, &data);
     }
     assert_eq!(
         std::fs::read(&data).unwrap(),
         data_bytes,
         "data file changed"
     );
-    assert_eq!(StdIo::new().list(&db).unwrap(), vec!["5", "6", "6-4.map"]);
+    // Tree 6 changed before checkpoint 3 only.
+    assert_eq!(StdIo::new().list(&db).unwrap(), vec!["5", "6", "6-3.map"]);
     {
         // Still quarantined after a restart: the durable checkpoint still
         // names the tree.
         let e = open(dir.path(), 16);
         assert_eq!(e.take_load_damage().len(), 1);
-        expect_missing_map(&e, &db.join("5-4.map"), &data);
+        expect_missing_map(&e, &map, &data);
     }
     assert_eq!(
         std::fs::read(&data).unwrap(),
         data_bytes,
         "data file changed"
     );
-    // Restored under the durable checkpoint's name, the tree loads.
-    std::fs::write(db.join("5-4.map"), &saved).unwrap();
+    // Restored under its name, the tree loads.
+    std::fs::write(&map, &saved).unwrap();
     let e = open(dir.path(), 16);
     assert!(e.take_load_damage().is_empty());
     let t = e.tree(5).unwrap();
@@ -350,7 +354,7 @@ fn control_files_of_earlier_builds_are_refused() {
     let c = crate::store::control::Control::decode(&std::fs::read(&control).unwrap()).unwrap();
     assert_eq!(
         c.trees,
-        Some(vec![crate::TreeId::new(0, 5), crate::TreeId::new(0, 6)])
+        vec![(crate::TreeId::new(0, 5), 2), (crate::TreeId::new(0, 6), 2)]
     );
     let mut v1 = Vec::new();
     v1.extend_from_slice(b"ORDC");
@@ -403,7 +407,8 @@ fn leftovers_of_trees_outside_the_durable_checkpoint_are_removed() {
     let e = open(dir.path(), 16);
     assert!(e.take_load_damage().is_empty());
     assert_eq!(e.tree_ids(), vec![crate::TreeId::new(0, 1)]);
-    assert_eq!(StdIo::new().list(&db).unwrap(), vec!["1", "1-2.map"]);
+    // Tree 1 did not change after checkpoint 1, so it kept that map.
+    assert_eq!(StdIo::new().list(&db).unwrap(), vec!["1", "1-1.map"]);
     assert_eq!(contents(&e.tree(1).unwrap()).len(), 500);
 }
 
