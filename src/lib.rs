@@ -58,8 +58,7 @@ fn orioledb_tree_stats() -> TableIterator<
     let engine = pg::engine::engine();
     // SAFETY: plain read of the backend's database OID.
     let db = unsafe { pg_sys::MyDatabaseId }.to_u32();
-    let rows: Vec<_> = engine
-        .tree_ids()
+    let rows: Vec<_> = crate::pg::engine::tree_ids()
         .into_iter()
         .filter(|t| t.db == db)
         .filter_map(|t| {

@@ -601,6 +601,40 @@ impl Pool {
         }
     }
 
+    /// Those of `trees` with a dirty (or pinned) buffer: one pass over the
+    /// pool for many trees.
+    pub fn busy_among(&self, trees: &std::collections::HashSet<u32>) -> std::collections::HashSet<u32> {
+        let mut busy = std::collections::HashSet::new();
+        for i in 0..self.n {
+            let d = self.desc(i);
+            let tag = d.tag.load(Ordering::Acquire);
+            let tree = (tag >> 32) as u32;
+            if tag != EMPTY
+                && trees.contains(&tree)
+                && (d.flags.load(Ordering::Acquire) & F_DIRTY != 0
+                    || d.pins.load(Ordering::Acquire) != 0)
+            {
+                busy.insert(tree);
+            }
+        }
+        busy
+    }
+
+    /// Forgets every unpinned buffer of `trees` in one pass (their trees'
+    /// metadata was evicted: the numbers are never used again).
+    pub fn invalidate_trees(&self, trees: &std::collections::HashSet<u32>) {
+        for i in 0..self.n {
+            let d = self.desc(i);
+            let tag = d.tag.load(Ordering::Acquire);
+            if tag == EMPTY || !trees.contains(&((tag >> 32) as u32)) {
+                continue;
+            }
+            if self.unmap(i, tag, true) {
+                d.pins.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
     /// Number of buffers holding pages of `tree`, and how many are dirty.
     pub fn resident(&self, tree: u32) -> (usize, usize) {
         let (mut n, mut dirty) = (0, 0);

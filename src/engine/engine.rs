@@ -85,6 +85,8 @@ pub(crate) struct EngineProcess {
     /// Why trees were quarantined, if this handle loaded the durable
     /// checkpoint (see [`Engine::take_load_damage`]).
     pub load_damage: Mutex<Vec<EngineError>>,
+    /// The durable checkpoint's trees as last read (`residency`).
+    pub(crate) cold: Mutex<Option<Arc<crate::residency::ColdList>>>,
 }
 
 /// Where a process finds the shared metadata region (see
@@ -101,12 +103,15 @@ pub struct Engine {
     pub(crate) inner: Arc<EngineProcess>,
 }
 
-/// A handle on one tree (cheap to clone). Invariant: `slot` held tree `id`
-/// with pool tag number `num` when the handle was made; the comparator is
-/// this handle's.
+/// A handle on one tree (cheap to clone). Invariant: `slot` holds tree `id`
+/// with pool tag number `num` while the handle lives (`hold` keeps the
+/// slot from being evicted; only a drop of the tree ends it); the
+/// comparator is this handle's.
 #[derive(Clone)]
 pub struct Tree {
     pub(crate) inner: Arc<EngineProcess>,
+    /// Kept for its `Drop`: the slot stays this tree's while any clone lives.
+    pub(crate) _hold: Arc<crate::residency::Hold>,
     pub(crate) slot: usize,
     pub(crate) num: u32,
     pub(crate) id: TreeId,
@@ -130,6 +135,12 @@ thread_local! {
         (std::process::id(), std::thread::current().id()).hash(&mut h);
         (h.finish() as usize) % BARRIERS
     });
+}
+
+/// Whether this thread holds a checkpoint barrier (it must then not wait
+/// for a checkpoint).
+pub(crate) fn holds_barrier() -> bool {
+    BARRIERS_HELD.get() > 0
 }
 
 /// Makes this thread take barrier latch `slot` (tests: cover every one).
@@ -257,7 +268,7 @@ fn map_name(rel: u32, ckpt: u64) -> String {
 }
 
 /// The control file at `path`, None if there is none.
-fn read_control(io: &dyn FileIo, path: &Path) -> Result<Option<Control>> {
+pub(crate) fn read_control(io: &dyn FileIo, path: &Path) -> Result<Option<Control>> {
     if !io.exists(path) {
         return Ok(None);
     }
@@ -313,8 +324,18 @@ impl EngineProcess {
         check(i)
     }
 
-    /// The slot of tree `id` if it is live or damaged, with its state.
-    pub fn lookup(&self, id: TreeId) -> Option<(usize, u32)> {
+    /// The slot of tree `id` if it is live or damaged, with its state,
+    /// loading it from the durable checkpoint's files if no slot holds it
+    /// (`residency`).
+    pub fn lookup(&self, id: TreeId) -> Result<Option<(usize, u32)>> {
+        match self.lookup_resident(id) {
+            Some(r) => Ok(Some(r)),
+            None => self.load_cold(id),
+        }
+    }
+
+    /// The slot of tree `id` if a slot holds it live or damaged.
+    fn lookup_resident(&self, id: TreeId) -> Option<(usize, u32)> {
         let holds = |i: usize| {
             let st = self.meta.slot(i).state.load(Ordering::Acquire);
             // The id is published before the state (claim_slot), so a slot
@@ -345,7 +366,7 @@ impl EngineProcess {
 
     /// The slot of live tree `id`; a damaged tree's error names its file.
     pub fn slot_of(&self, id: TreeId) -> Result<usize> {
-        match self.lookup(id) {
+        match self.lookup(id)? {
             Some((i, SLOT_LIVE)) => Ok(i),
             Some(_) => Err(self.damage(id)),
             None => Err(EngineError::NoSuchTree(id)),
@@ -354,7 +375,7 @@ impl EngineProcess {
 
     /// Reads tree `id`'s map of checkpoint `ckpt` and validates it against
     /// itself and the data file: everything loading relies on.
-    fn check_tree_files(&self, id: TreeId, ckpt: u64) -> Result<TreeMap> {
+    pub(crate) fn check_tree_files(&self, id: TreeId, ckpt: u64) -> Result<TreeMap> {
         let path = self.map_path(id, ckpt);
         let b = self.io.read_file(&path).map_err(|e| {
             if e.kind() == std::io::ErrorKind::NotFound {
@@ -421,7 +442,7 @@ impl EngineProcess {
     /// loaded them may be gone).
     fn damage(&self, id: TreeId) -> EngineError {
         let durable = self.meta.durable().load(Ordering::Acquire);
-        let ckpt = match self.lookup(id) {
+        let ckpt = match self.lookup_resident(id) {
             Some((i, _)) => self.meta.file(i).map_head().checkpoint,
             None => durable,
         };
@@ -434,6 +455,37 @@ impl EngineProcess {
                  restart the server to load them again",
             ),
         }
+    }
+
+    /// Takes a free slot for tree `id` with a fresh tree number. The caller
+    /// holds the directory latch (`_dir`) from before this call until it
+    /// publishes the slot as LIVE or frees it, so no other claimer can pick
+    /// the same slot or create the same tree meanwhile.
+    pub(crate) fn claim_slot(&self, _dir: &MetaLatch, id: TreeId, compress: i32) -> Result<usize> {
+        let meta = &self.meta;
+        let i = (0..meta.max_trees())
+            .find(|&i| meta.slot(i).state.load(Ordering::Acquire) == SLOT_FREE)
+            .ok_or(EngineError::TooManyTrees(meta.max_trees()))?;
+        let s = meta.slot(i);
+        meta.file(i).reset();
+        s.compress.store(compress, Ordering::Relaxed);
+        s.superseded.store(0, Ordering::Relaxed);
+        s.superseded_xid.store(0, Ordering::Relaxed);
+        s.superseded_rel.store(0, Ordering::Relaxed);
+        s.root.store(0, Ordering::Relaxed);
+        s.db.store(id.db, Ordering::Release);
+        s.id.store(id.rel, Ordering::Release);
+        s.num.store(meta.next_tree_number(), Ordering::Release);
+        Ok(i)
+    }
+
+    /// Returns a slot to the directory (caller holds the directory latch).
+    pub(crate) fn release_slot(&self, _dir: &MetaLatch, slot: usize) {
+        let meta = &self.meta;
+        meta.file(slot).reset();
+        let s = meta.slot(slot);
+        s.num.store(0, Ordering::Release);
+        s.state.store(SLOT_FREE, Ordering::Release);
     }
 
     /// Drops this process's cached file handles if any data file was removed
@@ -485,7 +537,7 @@ impl EngineProcess {
         Ok(())
     }
 
-    fn map_path(&self, id: TreeId, ckpt: u64) -> PathBuf {
+    pub(crate) fn map_path(&self, id: TreeId, ckpt: u64) -> PathBuf {
         self.db_dir(id.db).join(map_name(id.rel, ckpt))
     }
 
@@ -787,6 +839,7 @@ impl Engine {
             wal,
             seen_unlinks: AtomicU64::new(0),
             load_damage: Mutex::new(Vec::new()),
+            cold: Mutex::new(None),
         });
         let engine = Engine { inner };
         if engine.inner.meta.loaded().load(Ordering::Acquire) == 0 {
@@ -855,9 +908,20 @@ impl Engine {
         // the other trees load, and only its own table reports the damage.
         let mut maps = Vec::new();
         let mut damaged = Vec::new();
+        // As many as fill half of the region are loaded now; the rest stay
+        // cold until first used (`residency`), validated then.
+        let mut pages = 0usize;
         for (&id, &ckpt) in &members {
+            if (maps.len() + damaged.len()) * 2 >= meta.max_trees()
+                || crate::meta::chunks_for(pages, maps.len()) * 2 >= meta.nchunks
+            {
+                break;
+            }
             match inner.check_tree_files(id, ckpt) {
-                Ok(map) => maps.push((id, ckpt, map)),
+                Ok(map) => {
+                    pages += map.pages.len();
+                    maps.push((id, ckpt, map))
+                }
                 Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, ckpt, e)),
                 Err(e) => return Err(e),
             }
@@ -898,66 +962,33 @@ impl Engine {
     }
 
     /// [`Engine::load`]'s slots: one LIVE slot per tree of `maps` (the
-    /// durable checkpoint's, with the checkpoint of its map, its file
-    /// trimmed to what the map holds), one DAMAGED slot per tree of
-    /// `damaged`. All under the directory latch: on an error every slot
-    /// claimed here is released before it is let go, so a retry starts
-    /// from an empty directory.
+    /// durable checkpoint's, with the checkpoint of its map), one DAMAGED
+    /// slot per tree of `damaged`. All under the directory latch: on an
+    /// error every slot claimed here is released before it is let go, so
+    /// a retry starts from an empty directory.
     fn install_trees(
         &self,
         maps: &[(TreeId, u64, TreeMap)],
         damaged: &[(TreeId, u64, EngineError)],
     ) -> Result<()> {
         let inner = &*self.inner;
-        let (io, meta) = (&inner.io, &inner.meta);
+        let meta = &inner.meta;
         let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         let mut claimed = Vec::new();
         let loaded: Result<()> = maps.iter().try_for_each(|(id, ckpt, map)| {
-            let data = inner.data_path(*id);
-            let slot = self.claim_slot(&dir, *id, map.compress)?;
-            claimed.push(slot);
-            let f = meta.file(slot);
-            f.raise_id_limit(map.id_limit);
-            f.load(&map.pages).map_err(|e| match e {
-                EngineError::Damaged { detail, .. } => {
-                    EngineError::corrupt(inner.map_path(*id, *ckpt), 0, detail)
-                }
-                e => e,
-            })?;
-            f.set_map_head(MapHead {
-                checkpoint: *ckpt,
-                id_limit: map.id_limit,
-                npages: map.pages.len() as u32,
-                root: map.root,
-                compress: map.compress,
-            });
-            let need = f.end_units() as u64 * UNIT as u64;
-            drop(f);
-            meta.slot(slot).root.store(map.root, Ordering::Release);
-            if io.len(&data).unwrap_or(0) > need {
-                // Images written after the durable checkpoint: garbage now.
-                io.set_len(&data, need)
-                    .map_err(|e| EngineError::io("truncate", &data, e))?;
-            }
-            meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
+            claimed.push(inner.install_tree(&dir, *id, *ckpt, map)?);
             Ok(())
         });
         let loaded = loaded.and_then(|()| {
             damaged.iter().try_for_each(|(id, ckpt, _)| {
-                let slot = self.claim_slot(&dir, *id, -1)?;
-                claimed.push(slot);
-                meta.file(slot).set_map_head(MapHead {
-                    checkpoint: *ckpt,
-                    ..MapHead::default()
-                });
-                meta.slot(slot).state.store(SLOT_DAMAGED, Ordering::Release);
+                claimed.push(inner.install_damaged(&dir, *id, *ckpt)?);
                 Ok(())
             })
         });
         if let Err(e) = loaded {
             // Leave the directory as empty as we found it, so a retry starts clean.
             for slot in claimed {
-                self.release_slot(&dir, slot);
+                inner.release_slot(&dir, slot);
             }
             return Err(e);
         }
@@ -1012,42 +1043,11 @@ impl Engine {
         Ok(())
     }
 
-    /// Takes a free slot for tree `id` with a fresh tree number. The caller
-    /// holds the directory latch (`_dir`) from before this call until it
-    /// publishes the slot as LIVE or frees it, so no other claimer can pick
-    /// the same slot or create the same tree meanwhile.
-    fn claim_slot(&self, _dir: &MetaLatch, id: TreeId, compress: i32) -> Result<usize> {
-        let meta = &self.inner.meta;
-        let i = (0..meta.max_trees())
-            .find(|&i| meta.slot(i).state.load(Ordering::Acquire) == SLOT_FREE)
-            .ok_or(EngineError::TooManyTrees(meta.max_trees()))?;
-        let s = meta.slot(i);
-        meta.file(i).reset();
-        s.compress.store(compress, Ordering::Relaxed);
-        s.superseded.store(0, Ordering::Relaxed);
-        s.superseded_xid.store(0, Ordering::Relaxed);
-        s.superseded_rel.store(0, Ordering::Relaxed);
-        s.root.store(0, Ordering::Relaxed);
-        s.db.store(id.db, Ordering::Release);
-        s.id.store(id.rel, Ordering::Release);
-        s.num.store(meta.next_tree_number(), Ordering::Release);
-        Ok(i)
-    }
-
-    /// Returns a slot to the directory (caller holds the directory latch).
-    fn release_slot(&self, _dir: &MetaLatch, slot: usize) {
-        let meta = &self.inner.meta;
-        meta.file(slot).reset();
-        let s = meta.slot(slot);
-        s.num.store(0, Ordering::Release);
-        s.state.store(SLOT_FREE, Ordering::Release);
-    }
-
     /// Returns a dropped slot to the directory.
     fn free_slot(&self, slot: usize) {
         let meta = &self.inner.meta;
         let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
-        self.release_slot(&dir, slot);
+        self.inner.release_slot(&dir, slot);
     }
 
     pub fn dir(&self) -> &Path {
@@ -1102,7 +1102,7 @@ impl Engine {
         cmp: &dyn Fn(TreeId) -> Arc<dyn KeyCmp>,
     ) -> Result<Replayed> {
         let id = rec.tree();
-        let state = self.inner.lookup(id).map(|(_, st)| st);
+        let state = self.inner.lookup(id)?.map(|(_, st)| st);
         if state == Some(SLOT_DAMAGED) && !matches!(rec, Record::Drop { .. }) {
             return Ok(Replayed::SkippedDamaged(id));
         }
@@ -1126,8 +1126,7 @@ impl Engine {
                 }
             }
             Record::IdLimit { limit, .. } => {
-                let slot = self.inner.slot_of(id)?;
-                self.inner.meta.file(slot).raise_id_limit(limit);
+                self.tree(id)?.file().raise_id_limit(limit);
             }
             Record::Truncate { .. } => self.truncate_tree_inner(id, false)?,
             rec => replay_write(&self.tree_with(id, cmp(id))?, rec)?,
@@ -1144,14 +1143,17 @@ impl Engine {
 
     /// Whether tree `id` exists, live or damaged: what deciding to drop it
     /// needs (a damaged tree's table must still be droppable).
+    ///
+    /// A cold tree is loaded to answer. An error on the way (reading the
+    /// durable checkpoint's tree list) counts as "exists": whatever the
+    /// caller does with the tree next reports it.
     pub fn has_tree(&self, id: impl Into<TreeId>) -> bool {
-        self.inner.lookup(id.into()).is_some()
+        !matches!(self.inner.lookup(id.into()), Ok(None))
     }
 
     /// A handle on an existing tree with the given comparator.
     pub fn tree_with(&self, id: TreeId, cmp: Arc<dyn KeyCmp>) -> Result<Tree> {
-        let slot = self.inner.slot_of(id)?;
-        Ok(self.handle(slot, cmp, None))
+        self.handle_of(id, cmp, None)
     }
 
     /// Live trees with superseded versions not swept yet
@@ -1221,55 +1223,72 @@ impl Engine {
             .collect()
     }
 
-    /// Ids of all trees, damaged ones included (opening those fails).
-    pub fn tree_ids(&self) -> Vec<TreeId> {
-        let mut v: Vec<TreeId> = self
-            .slots_in(SLOT_LIVE)
-            .into_iter()
-            .chain(self.slots_in(SLOT_DAMAGED))
-            .map(|(_, _, id)| id)
-            .collect();
-        v.sort();
-        v
-    }
-
-    fn handle(
+    /// A handle on the tree in `slot` if it (still) holds live tree `id`.
+    fn pin(
         &self,
         slot: usize,
+        id: TreeId,
         cmp: Arc<dyn KeyCmp>,
         pruner: Option<Arc<dyn crate::btree::Pruner>>,
-    ) -> Tree {
+    ) -> Option<Tree> {
+        let hold = self.inner.hold(slot, id)?;
         let num = self.inner.meta.slot(slot).num.load(Ordering::Acquire);
-        let id = self.inner.meta.slot_id(slot);
         self.inner.slots.write().unwrap().insert(num, slot);
         // A tree created here is found without a scan from now on.
         self.inner.ids.write().unwrap().insert(id, slot);
-        Tree {
+        Some(Tree {
             inner: self.inner.clone(),
+            _hold: hold,
             slot,
             num,
             id,
             cmp,
             pruner,
-        }
+        })
+    }
+
+    /// A handle on existing tree `id`, loaded from its files if no slot
+    /// holds it (idle trees are evicted for room if need be).
+    fn handle_of(
+        &self,
+        id: TreeId,
+        cmp: Arc<dyn KeyCmp>,
+        pruner: Option<Arc<dyn crate::btree::Pruner>>,
+    ) -> Result<Tree> {
+        self.with_room(|| {
+            for _ in 0..1000 {
+                let slot = self.inner.slot_of(id)?;
+                if let Some(t) = self.pin(slot, id, cmp.clone(), pruner.clone()) {
+                    return Ok(t);
+                }
+                // Evicted meanwhile, or being evicted: the eviction holds
+                // the directory latch until it is done.
+                let meta = &self.inner.meta;
+                drop(MetaLatch::new(meta, meta.dir_latch(), LatchMode::Shared));
+            }
+            Err(EngineError::Damaged {
+                tree: id,
+                detail: "its slot stayed busy".into(),
+            })
+        })
     }
 
     /// Opens tree `id` with `opts`, creating it (one empty leaf) if absent.
     pub fn open_tree(&self, id: impl Into<TreeId>, opts: TreeOptions) -> Result<Tree> {
         let id = id.into();
         check_level(opts.compress)?;
-        let inner = &*self.inner;
-        let meta = &inner.meta;
-        match inner.slot_of(id) {
-            Ok(i) => {
-                meta.slot(i)
-                    .compress
-                    .store(opts.compress, Ordering::Relaxed);
-                Ok(self.handle(i, opts.cmp, opts.pruner))
+        let opened = match self.handle_of(id, opts.cmp.clone(), opts.pruner.clone()) {
+            Err(EngineError::NoSuchTree(_)) => {
+                self.with_room(|| self.create_tree(id, opts.clone(), true))
             }
-            Err(EngineError::NoSuchTree(_)) => self.create_tree(id, opts, true),
-            Err(e) => Err(e),
-        }
+            r => r,
+        }?;
+        self.inner
+            .meta
+            .slot(opened.slot)
+            .compress
+            .store(opts.compress, Ordering::Relaxed);
+        Ok(opened)
     }
 
     /// Creates tree `id` unless another process just did; logs the creation
@@ -1282,8 +1301,9 @@ impl Engine {
         // creation is rare, and this makes "find or create" atomic.
         let dir = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
         if let Some(i) = meta.find(id, SLOT_LIVE) {
-            drop(dir);
-            return Ok(self.handle(i, opts.cmp, opts.pruner));
+            // Under the directory latch nothing is being evicted.
+            let t = self.pin(i, id, opts.cmp, opts.pruner);
+            return t.ok_or(EngineError::NoSuchTree(id));
         }
         if meta.find(id, SLOT_DROPPED).is_some() {
             return Err(EngineError::TreeExists(id));
@@ -1292,7 +1312,21 @@ impl Engine {
             drop(dir);
             return Err(inner.damage(id));
         }
-        let slot = self.claim_slot(&dir, id, opts.compress)?;
+        if inner.durable_map_of(id)?.is_some() {
+            // Cold: it exists, in the durable checkpoint's files.
+            drop(dir);
+            return match inner.load_cold(id)? {
+                Some((i, SLOT_LIVE)) => {
+                    let d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
+                    let t = self.pin(i, id, opts.cmp, opts.pruner);
+                    drop(d);
+                    t.ok_or(EngineError::NoSuchTree(id))
+                }
+                Some(_) => Err(inner.damage(id)),
+                None => Err(EngineError::NoSuchTree(id)),
+            };
+        }
+        let slot = inner.claim_slot(&dir, id, opts.compress)?;
         let created = (|| {
             let d = inner.db_dir(id.db);
             inner
@@ -1322,11 +1356,12 @@ impl Engine {
         match created {
             Ok(()) => {
                 meta.slot(slot).state.store(SLOT_LIVE, Ordering::Release);
+                let t = self.pin(slot, id, opts.cmp, opts.pruner);
                 drop(dir);
-                Ok(self.handle(slot, opts.cmp, opts.pruner))
+                Ok(t.expect("a slot just published under the directory latch"))
             }
             Err(e) => {
-                self.release_slot(&dir, slot);
+                inner.release_slot(&dir, slot);
                 Err(e)
             }
         }
@@ -1338,8 +1373,7 @@ impl Engine {
         id: impl Into<TreeId>,
         pruner: Arc<dyn crate::btree::Pruner>,
     ) -> Result<Tree> {
-        let slot = self.inner.slot_of(id.into())?;
-        Ok(self.handle(slot, Arc::new(Bytewise), Some(pruner)))
+        self.handle_of(id.into(), Arc::new(Bytewise), Some(pruner))
     }
 
     /// Creates tree `to` holding every item of tree `from` in the order
@@ -1399,8 +1433,7 @@ impl Engine {
 
     /// A handle with the default comparator.
     pub fn tree(&self, id: impl Into<TreeId>) -> Result<Tree> {
-        let slot = self.inner.slot_of(id.into())?;
-        Ok(self.handle(slot, Arc::new(Bytewise), None))
+        self.handle_of(id.into(), Arc::new(Bytewise), None)
     }
 
     /// Empties a tree in place (its id, file and row-id counter stay): every
@@ -1417,8 +1450,11 @@ impl Engine {
         let meta = &inner.meta;
         let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
         let _b = CheckpointBarrier::enter(&inner.pool);
+        // The checkpoint latch keeps every slot where it is (no eviction).
         let slot = inner.slot_of(id)?;
-        let t = self.handle(slot, Arc::new(Bytewise), None);
+        let t = self
+            .pin(slot, id, Arc::new(Bytewise), None)
+            .ok_or(EngineError::NoSuchTree(id))?;
         let _r = t.root_lock();
         if log {
             inner.log(&Record::Truncate { tree: id });
@@ -1453,7 +1489,7 @@ impl Engine {
         let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
         let _b = CheckpointBarrier::enter(&inner.pool);
         // A damaged tree is dropped like a live one: its table must go.
-        let (slot, _) = inner.lookup(id).ok_or(EngineError::NoSuchTree(id))?;
+        let (slot, _) = inner.lookup(id)?.ok_or(EngineError::NoSuchTree(id))?;
         if log {
             inner.log(&Record::Drop { tree: id });
         }
@@ -1515,15 +1551,18 @@ impl Engine {
         at_start();
         drop(start);
 
-        let result = self.write_images(n, &trees).and_then(|heads| {
-            let listed = self.checkpoint_list(&trees, &heads, &damaged);
+        let result = self.carried(&trees, &damaged).and_then(|cold| {
+            let heads = self.write_images(n, &trees)?;
+            let listed = self.checkpoint_list(&trees, &heads, &damaged, cold);
             self.commit_checkpoint(n, redo, &listed)?;
             Ok((heads, listed))
         });
         meta.running().store(0, Ordering::Release);
         match result {
             Ok((heads, listed)) => {
-                self.finish_checkpoint(n, redo, &trees, &heads, &listed, &dropped)
+                let done = self.finish_checkpoint(n, redo, &trees, &heads, &listed, &dropped);
+                self.evict_after_checkpoint();
+                done
             }
             Err(e) => {
                 for &(slot, _, _) in &trees {
@@ -1709,6 +1748,7 @@ impl Engine {
         trees: &[(usize, u32, TreeId)],
         heads: &[Option<MapHead>],
         damaged: &[(usize, u32, TreeId)],
+        cold: Vec<(TreeId, u64)>,
     ) -> Vec<(TreeId, u64)> {
         let meta = &self.inner.meta;
         let mut listed: Vec<(TreeId, u64)> = trees
@@ -1726,9 +1766,26 @@ impl Engine {
                     .iter()
                     .map(|&(slot, _, id)| (id, meta.file(slot).map_head().checkpoint)),
             )
+            .chain(cold)
             .collect();
         listed.sort();
         listed
+    }
+
+    /// The durable checkpoint's trees the running one did not capture
+    /// (`trees`, `damaged`) and that are not dropped: cold trees, and
+    /// trees loaded since its start, which it lists with the maps they
+    /// were loaded from.
+    fn carried(
+        &self,
+        trees: &[(usize, u32, TreeId)],
+        damaged: &[(usize, u32, TreeId)],
+    ) -> Result<Vec<(TreeId, u64)>> {
+        let inner = &*self.inner;
+        let prev = read_control(&*inner.io, &inner.path("control"))?.unwrap_or_else(Control::empty);
+        let captured = trees.iter().chain(damaged).map(|t| t.2).collect();
+        let dropped = self.slots_in(SLOT_DROPPED).into_iter().map(|t| t.2).collect();
+        Ok(self.carried_cold(&prev, &captured, &dropped))
     }
 
     /// Makes checkpoint `n` durable once every map is written: directory
@@ -1808,7 +1865,12 @@ impl Engine {
         dropped: &[(usize, u32, TreeId)],
     ) -> Result<()> {
         let inner = &*self.inner;
-        let live = self.tree_ids();
+        let live: Vec<TreeId> = self
+            .slots_in(SLOT_LIVE)
+            .into_iter()
+            .chain(self.slots_in(SLOT_DAMAGED))
+            .map(|t| t.2)
+            .collect();
         let gone = |id: TreeId| dropped.iter().any(|d| d.2 == id) && !live.contains(&id);
         // A listed tree keeps only its map; any other tree (created since
         // the checkpoint started: no map yet) has none that `n` needs.

@@ -17,6 +17,7 @@ pub mod io;
 pub mod key_format;
 pub mod latch;
 pub mod meta;
+pub(crate) mod residency;
 pub mod order;
 pub mod page;
 pub mod store;

@@ -30,7 +30,7 @@ use std::sync::Arc;
 pub const CHUNK: usize = 8192;
 const HEADER: usize = 128;
 /// Bytes of a slot's `Slot` fields.
-const SLOT_FIELDS: usize = 160;
+const SLOT_FIELDS: usize = 168;
 /// Units of a raw page image, the size most writes allocate (`fit_hint`).
 const FIT_UNITS: u32 = (crate::page::PAGE_SIZE / crate::store::image::UNIT) as u32;
 /// Entries of a slot's room table: block `b`'s entry is `b % ROOMS`.
@@ -55,6 +55,9 @@ pub(crate) const SLOT_DROPPED: u32 = 2;
 /// in the pool, its files are never changed, and each checkpoint copies its
 /// map file forward unchanged, so the damage (and any repair) survives.
 pub(crate) const SLOT_DAMAGED: u32 = 3;
+/// Set in a slot's `holders` while its tree is being evicted: no handle
+/// can be made on it meanwhile (`residency`).
+pub(crate) const EVICTING: u32 = 1 << 31;
 
 const E_FREE: u16 = 1;
 const E_FREE_AT_START: u16 = 2;
@@ -78,6 +81,8 @@ struct Header {
     pub durable: AtomicU64,
     /// Redo point of the durable checkpoint (where replay starts).
     pub redo: AtomicU64,
+    /// Counts handle openings, for the slots' `touched`.
+    pub clock: AtomicU32,
     /// Bumped before any data file is removed, so processes drop cached
     /// handles that might name a deleted file.
     pub unlinks: AtomicU64,
@@ -107,6 +112,12 @@ pub(crate) struct Slot {
     pub superseded: AtomicU64,
     pub superseded_xid: AtomicU32,
     pub superseded_rel: AtomicU32,
+    /// Tree handles on this slot in every process (`Tree`'s hold), or
+    /// [`EVICTING`]: a tree with handles is never evicted.
+    pub holders: AtomicU32,
+    /// When a handle was last made on it (the header's clock): eviction
+    /// takes the least recently opened trees first.
+    pub touched: AtomicU32,
     npages: u32,
     /// Entries below `npages` that are free (on the free list).
     nfree: u32,
@@ -184,6 +195,12 @@ impl PageEntry {
     fn names(&self, o: Extent) -> bool {
         [self.cur, self.durable, self.image].contains(&Some(o))
     }
+}
+
+/// About how many chunks `trees` trees of `pages` pages in all take (page
+/// tables and bitmaps of raw images, directories left out).
+pub(crate) fn chunks_for(pages: usize, trees: usize) -> usize {
+    trees * 2 + pages / ENTRIES_PER_CHUNK + pages * FIT_UNITS as usize / UNITS_PER_CHUNK
 }
 
 /// Sizes and formats the metadata region.
@@ -301,6 +318,10 @@ impl Meta {
     pub fn redo(&self) -> &AtomicU64 {
         &self.header().redo
     }
+    pub fn clock(&self) -> &AtomicU32 {
+        &self.header().clock
+    }
+
     pub fn unlinks(&self) -> &AtomicU64 {
         &self.header().unlinks
     }
@@ -941,6 +962,23 @@ impl TreeFileGuard<'_> {
 
     pub fn set_map_head(&self, head: MapHead) {
         self.s().map = head;
+    }
+
+    /// Whether the tree is exactly its durable map: no checkpoint running,
+    /// every page's newest image the durable one, the same page count and
+    /// row-id limit (the caller compares the root and level, kept outside
+    /// the file state). Such a tree's metadata can be dropped and loaded
+    /// again from its files.
+    pub fn is_durable(&self) -> bool {
+        let s = self.s();
+        s.map.checkpoint != 0
+            && s.ck_active == 0
+            && s.npages == s.map.npages
+            && s.id_limit == s.map.id_limit
+            && (0..s.npages).all(|p| {
+                let e = self.entry(p);
+                e.cur == e.durable && e.image.is_none()
+            })
     }
 
     /// Whether `pages` are the extents of the durable map: each page's

@@ -79,20 +79,23 @@ fn warn_unsafe_backup_settings(warned: &mut bool) {
     *warned = unsafe_now;
 }
 
-/// Whether three quarters of the engine's tree slots are taken, some by
-/// dropped trees, and the last checkpoint was long enough ago to try
-/// another: a dropped tree's slot (unlike its metadata chunks, which come
-/// back at once) is only released by a checkpoint, so a workload that
-/// creates and drops many tables (a test suite, temporary work tables)
-/// would otherwise run out between two scheduled checkpoints with the
-/// default settings.
+/// Whether three quarters of the engine's tree slots or metadata chunks
+/// are taken, and the last checkpoint was long enough ago to try another:
+/// a dropped tree's slot is only released by a checkpoint, and only trees
+/// exactly as a checkpoint wrote them can be evicted to make room (one
+/// ends by evicting idle trees when the region is that full), so a
+/// workload that creates (and drops) many tables — a test suite, a schema
+/// per customer, temporary work tables — would otherwise run out between
+/// two scheduled checkpoints with the default settings.
 fn metadata_short(last: Instant) -> bool {
     const AT_MOST_EVERY: Duration = Duration::from_secs(5);
     if last.elapsed() < AT_MOST_EVERY {
         return false;
     }
-    let (dropped, free, total) = crate::pg::engine::engine().slot_use();
-    dropped > 0 && free * 4 <= total
+    let engine = crate::pg::engine::engine();
+    let (_, free, total) = engine.slot_use();
+    let (chunks, nchunks) = engine.metadata_use();
+    free * 4 <= total || chunks * 4 >= nchunks * 3
 }
 
 /// Points this process's proc-array index at a slot the dense arrays

@@ -149,6 +149,12 @@ pub(crate) fn check_control_at_start() {
 
 /// Runs an engine checkpoint and moves the WAL-retaining slot to its redo
 /// point. A failed fsync does not return: it PANICs (see [`sync_panic`]).
+/// Every engine tree (resident or cold); an ERROR if the durable
+/// checkpoint's tree list cannot be read.
+pub fn tree_ids() -> Vec<orioledb_engine::TreeId> {
+    engine().tree_ids().unwrap_or_else(|e| report(e))
+}
+
 pub fn checkpoint() -> Result<u64, EngineError> {
     let engine = engine();
     // Before the redo point is chosen, so the WAL after it is kept from then on.

@@ -489,8 +489,7 @@ unsafe extern "C-unwind" fn redo(record: *mut pg_sys::XLogReaderState) {
 unsafe extern "C-unwind" fn startup() {
     // The startup process attaches here: loading the checkpoint and
     // replaying the gap up to PostgreSQL's redo start happen in engine().
-    let e = crate::pg::engine::engine();
-    (hooks().at_startup)(&e.tree_ids());
+    (hooks().at_startup)(&crate::pg::engine::tree_ids());
 }
 
 #[pg_guard]

@@ -143,8 +143,11 @@ pub unsafe fn served_primary_key(rel: pg_sys::Relation) -> Option<(Table, pg_sys
     }
 }
 
-/// Tree handles kept before they are all dropped (and rebuilt on use).
-pub(super) const TREES_MAX: usize = 4096;
+/// Tree handles kept before they are all dropped (and rebuilt on use). A
+/// handle keeps its tree's metadata resident (the engine evicts only
+/// trees nobody holds), so a backend that touched many tables must not
+/// hold them all: this is an eighth of the engine's default tree slots.
+pub(super) const TREES_MAX: usize = 512;
 
 /// A new handle on `rel`'s tree `id` with its layout.
 ///

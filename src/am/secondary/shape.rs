@@ -86,7 +86,9 @@ thread_local! {
 }
 
 /// Shapes kept at most (those of dropped indexes are never asked for).
-const SHAPES_MAX: usize = 1024;
+/// Each holds its index's tree resident, as a table handle does
+/// (`rows::handles::TREES_MAX`).
+const SHAPES_MAX: usize = 256;
 
 /// An index's `rd_amcache`: which shape of [`SHAPES`] is current for it.
 /// Invariant: allocated in the index's `rd_indexcxt`, which PostgreSQL

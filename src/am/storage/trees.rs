@@ -197,12 +197,12 @@ fn open_or_create(id: TreeId, level: i32) -> orioledb_engine::Tree {
     };
     let engine = engine();
     let opened = match engine.open_tree(id, opts.clone()) {
-        // The slots of dropped tables come back at the next engine
-        // checkpoint: a server creating and dropping tables faster than the
-        // checkpointer runs takes one now rather than failing. (Their
-        // chunks came back at the drop: a checkpoint frees none, so a full
-        // metadata arena is an error at once.)
-        Err(EngineError::TooManyTrees(_)) => {
+        // The engine makes room by evicting idle trees (those exactly as
+        // the last checkpoint wrote them, which no process holds), and
+        // the slots of dropped tables come back at the next engine
+        // checkpoint: when every resident tree changed since the last
+        // one, or slots wait for one, take one now rather than fail.
+        Err(EngineError::TooManyTrees(_) | EngineError::MetadataFull(_)) => {
             crate::pg::engine::checkpoint().unwrap_or_else(|e| report(e));
             engine.open_tree(id, opts)
         }
@@ -335,7 +335,7 @@ pub fn at_event(e: crate::pg::xact::Event) {
 /// Whether database `db` has engine trees (its orioledb tables' storage).
 pub fn database_has_trees(db: pg_sys::Oid) -> bool {
     let db = db.to_u32();
-    engine().tree_ids().iter().any(|t| t.db == db)
+    crate::pg::engine::tree_ids().iter().any(|t| t.db == db)
 }
 
 /// After `CREATE DATABASE ... TEMPLATE`: PostgreSQL copied the template's
@@ -348,7 +348,7 @@ pub fn database_has_trees(db: pg_sys::Oid) -> bool {
 pub fn copy_database_trees(template: pg_sys::Oid, new: pg_sys::Oid) {
     let (template, new) = (template.to_u32(), new.to_u32());
     let e = engine();
-    let sources: Vec<TreeId> = e.tree_ids().into_iter().filter(|t| t.db == template).collect();
+    let sources: Vec<TreeId> = crate::pg::engine::tree_ids().into_iter().filter(|t| t.db == template).collect();
     for id in sources {
         let to = TreeId::new(new, id.rel);
         // The database was created just now: a tree under its id can only
@@ -371,7 +371,7 @@ pub fn copy_database_trees(template: pg_sys::Oid, new: pg_sys::Oid) {
 /// final.
 pub fn drop_database_trees(db: pg_sys::Oid) {
     let db = db.to_u32();
-    drop_trees(engine().tree_ids().into_iter().filter(|t| t.db == db));
+    drop_trees(crate::pg::engine::tree_ids().into_iter().filter(|t| t.db == db));
 }
 
 /// Drops trees whose relation file is gone. Every tree's relation has an
@@ -392,7 +392,7 @@ pub fn drop_database_trees(db: pg_sys::Oid) {
 /// OID counter comes round again, not between the listing and the drop.)
 pub fn sweep_orphans() {
     let engine = engine();
-    let trees = engine.tree_ids();
+    let trees = crate::pg::engine::tree_ids();
     let mut files: std::collections::HashMap<u32, std::collections::HashSet<u32>> =
         std::collections::HashMap::new();
     for id in trees {
@@ -435,8 +435,7 @@ fn relation_files(db: u32) -> std::collections::HashSet<u32> {
             Err(e) => {
                 pgrx::warning!("orioledb: cannot list {}: {e}", path.display());
                 // Keep every tree of this database: report them all present.
-                return engine()
-                    .tree_ids()
+                return crate::pg::engine::tree_ids()
                     .into_iter()
                     .filter(|t| t.db == db)
                     .map(|t| t.rel)

@@ -539,7 +539,7 @@ fn trees_of_several_databases() {
     drop(e);
     let e = open(dir.path(), 16);
     assert_eq!(
-        e.tree_ids(),
+        e.tree_ids().unwrap(),
         vec![crate::TreeId::new(5, 100), crate::TreeId::new(6, 100)]
     );
     assert_eq!(

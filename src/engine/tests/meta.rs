@@ -165,7 +165,7 @@ fn a_write_finishing_after_the_drop_leaves_the_durable_images_intact() {
     }
     e.checkpoint(0).unwrap();
     let durable = contents(&t);
-    let (slot, _) = e.inner.lookup(crate::TreeId::from(1u32)).unwrap();
+    let (slot, _) = e.inner.lookup(crate::TreeId::from(1u32)).unwrap().unwrap();
     let num = e.inner.meta.slot(slot).num.load(Ordering::Acquire);
     let page = vec![0u8; crate::page::PAGE_SIZE];
     drop(t);

@@ -7,6 +7,7 @@ mod durability;
 mod meta;
 mod model;
 mod recovery;
+mod residency;
 
 use crate::io::StdIo;
 use crate::{Engine, Tree, TreeOptions};

@@ -310,7 +310,7 @@ fn concurrent_tree_creation_is_atomic() {
             });
         }
     });
-    assert_eq!(e.tree_ids().len(), 5);
+    assert_eq!(e.tree_ids().unwrap().len(), 5);
     let mut total = 0;
     for id in 100..105u32 {
         let t = e.tree(id).unwrap();

@@ -135,7 +135,7 @@ fn random_change(
 }
 
 fn snapshot(e: &Engine) -> Model {
-    e.tree_ids()
+    e.tree_ids().unwrap()
         .into_iter()
         .map(|id| {
             let t = e.tree(id).unwrap();
