@@ -1207,3 +1207,120 @@ fn a_table_made_in_the_template_while_create_database_waits_is_copied() {
     drop(copy);
     admin.batch_execute("DROP DATABASE itest_trees_tpl_race_copy").unwrap();
 }
+
+/// More tables than the engine's metadata region holds at once (about
+/// 2,000 small trees with the defaults): 3,000 tables, each with a primary
+/// key, a toastable column (every tenth with a toasted value, so a toast
+/// tree too) and a secondary index, created in batches while another
+/// backend checkpoints in a loop and a third creates, fills and drops
+/// tables (half of them in rolled-back transactions). Idle trees are
+/// evicted and loaded again on use, so every table reads back — after a
+/// crash too — and dropping them all leaves no file behind.
+#[test]
+fn more_tables_than_the_metadata_holds_at_once() {
+    let (env, _g) = require_server_exclusive!();
+    let db = "itest_more_tables";
+    drop(fresh_db(&env, db));
+    let n = knob("ORIOLEDB_MANY_TABLES", 3000);
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let ck = s.spawn(|| {
+            let mut c = connect(&env, db);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                c.batch_execute("CHECKPOINT").unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+        });
+        let churn = s.spawn(|| {
+            let mut c = connect(&env, db);
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (begin, end) = if i % 2 == 0 { ("BEGIN;", "ROLLBACK") } else { ("", "") };
+                c.batch_execute(&format!(
+                    "{begin} CREATE TABLE churn_{i} (id int PRIMARY KEY, v text) USING orioledb;
+                     INSERT INTO churn_{i} VALUES (1, repeat('c', 5000));
+                     {end}"
+                ))
+                .unwrap_or_else(|e| panic!("churn {i}: {}", describe(&e)));
+                if i % 2 == 1 {
+                    c.batch_execute(&format!("DROP TABLE churn_{i}")).unwrap();
+                }
+                i += 1;
+            }
+        });
+        // Stops the helpers however this thread leaves (a panic too: the
+        // scope waits for them).
+        struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let stopper = Stop(&stop);
+        let mut c = connect(&env, db);
+        for b in 0..n.div_ceil(100) {
+            let (lo, hi) = (b * 100, ((b + 1) * 100).min(n) - 1);
+            c.batch_execute(&format!(
+                "DO $$ BEGIN FOR i IN {lo}..{hi} LOOP
+                   EXECUTE format('CREATE TABLE m_%s (id int PRIMARY KEY, v text, w int) USING orioledb', i);
+                   EXECUTE format('CREATE INDEX ON m_%s (w)', i);
+                   EXECUTE format('INSERT INTO m_%s SELECT g, CASE WHEN mod(%s, 10) = 0 AND g = 1
+                                   THEN repeat(md5(g::text), 300) ELSE md5(g::text) END, g * %s
+                                   FROM generate_series(1, 1 + mod(%s, 7)) g', i, i, i, i);
+                 END LOOP; END $$"
+            ))
+            .unwrap_or_else(|e| panic!("tables {lo}..{hi}: {}", describe(&e)));
+        }
+        drop(stopper);
+        ck.join().unwrap();
+        churn.join().unwrap();
+    });
+    let expected = |i: u64| {
+        let rows = 1 + i % 7;
+        let len = (1..=rows).map(|g| if i % 10 == 0 && g == 1 { 9600 } else { 32 }).sum::<u64>();
+        format!("{rows}|{len}|{}", (1..=rows).map(|g| g * i).sum::<u64>())
+    };
+    let check_all = |c: &mut postgres::Client, when: &str| {
+        for i in 0..n {
+            let got = query_text(
+                c,
+                &format!(
+                    "SELECT count(*) || '|' || sum(length(v)) || '|' || sum(w) FROM m_{i}"
+                ),
+            );
+            assert_eq!(got, expected(i), "table m_{i} {when}");
+            if i % 97 == 0 {
+                // Through the secondary index too (w = i only in row 1).
+                c.batch_execute("SET enable_seqscan = off").unwrap();
+                let via_index =
+                    query_text(c, &format!("SELECT count(*)::text FROM m_{i} WHERE w = {i}"));
+                c.batch_execute("RESET enable_seqscan").unwrap();
+                assert_eq!(via_index, "1", "m_{i} by its index {when}");
+            }
+        }
+    };
+    let mut c = connect(&env, db);
+    check_all(&mut c, "after the load");
+    let trees: i64 = c
+        .query_one("SELECT count(*) FROM orioledb_table", &[])
+        .unwrap()
+        .get(0);
+    assert!(trees >= n as i64, "orioledb_table lists the cold tables too: {trees}");
+    drop(c);
+    immediate_restart(&env);
+    let mut c = connect(&env, db);
+    check_all(&mut c, "after a crash");
+    for b in 0..n.div_ceil(500) {
+        let (lo, hi) = (b * 500, ((b + 1) * 500).min(n) - 1);
+        c.batch_execute(&format!(
+            "DO $$ BEGIN FOR i IN {lo}..{hi} LOOP EXECUTE format('DROP TABLE m_%s', i); END LOOP; END $$"
+        ))
+        .unwrap();
+    }
+    c.batch_execute("CHECKPOINT; CHECKPOINT").unwrap();
+    let (_, dir) = engine_db_dir(&env, &mut c);
+    let left: Vec<String> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "files left after dropping every table: {left:?}");
+}

@@ -300,12 +300,15 @@ pub fn report(e: EngineError) -> ! {
     };
     let hint = match &e {
         EngineError::MetadataFull(_) => Some(
-            "Each table's trees need metadata chunks (two for a small tree); raise \
-             orioledb.main_buffers (the metadata region is one chunk per four pool pages, \
-             at least 1024).",
+            "The metadata region holds the trees sessions have open or changed since the \
+             last engine checkpoint (two chunks for a small tree); run CHECKPOINT, close idle \
+             sessions, or raise orioledb.main_buffers (one chunk per four pool pages, at \
+             least 1024).",
         ),
         EngineError::TooManyTrees(_) => Some(
-            "Slots of dropped tables are released by the next engine checkpoint; run CHECKPOINT.",
+            "The tree slots hold the trees sessions have open or changed since the last \
+             engine checkpoint, and dropped ones until the next; run CHECKPOINT or close \
+             idle sessions.",
         ),
         EngineError::PoolExhausted(_) => Some("Raise orioledb.main_buffers."),
         _ => None,
