@@ -87,6 +87,9 @@ pub(crate) struct EngineProcess {
     pub load_damage: Mutex<Vec<EngineError>>,
     /// The durable checkpoint's trees as last read (`residency`).
     pub(crate) cold: Mutex<Option<Arc<crate::residency::ColdList>>>,
+    /// Holds this process's handles have on each slot, so a process that
+    /// exits without unwinding gives them back (`release_local_holds`).
+    pub(crate) local_holds: Vec<std::sync::atomic::AtomicU32>,
 }
 
 /// Where a process finds the shared metadata region (see
@@ -267,14 +270,16 @@ fn map_name(rel: u32, ckpt: u64) -> String {
     format!("{rel}-{ckpt}.map")
 }
 
-/// The control file at `path`, None if there is none.
+/// The control file at `path`, None if there is none. Only "not found"
+/// says so: any other failure to read it is an error, never "no trees"
+/// (which would make every tree of it garbage, or let a table's existing
+/// tree be created anew).
 pub(crate) fn read_control(io: &dyn FileIo, path: &Path) -> Result<Option<Control>> {
-    if !io.exists(path) {
-        return Ok(None);
-    }
-    let b = io
-        .read_file(path)
-        .map_err(|e| EngineError::io("read", path, e))?;
+    let b = match io.read_file(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(EngineError::io("read", path, e)),
+    };
     Control::decode(&b)
         .map(Some)
         .map_err(|d| EngineError::corrupt(path, 0, d))
@@ -335,7 +340,7 @@ impl EngineProcess {
     }
 
     /// The slot of tree `id` if a slot holds it live or damaged.
-    fn lookup_resident(&self, id: TreeId) -> Option<(usize, u32)> {
+    pub(crate) fn lookup_resident(&self, id: TreeId) -> Option<(usize, u32)> {
         let holds = |i: usize| {
             let st = self.meta.slot(i).state.load(Ordering::Acquire);
             // The id is published before the state (claim_slot), so a slot
@@ -473,6 +478,10 @@ impl EngineProcess {
         s.superseded_xid.store(0, Ordering::Relaxed);
         s.superseded_rel.store(0, Ordering::Relaxed);
         s.root.store(0, Ordering::Relaxed);
+        // A tree just loaded or created is the most recently used: not the
+        // first an eviction picks before its caller gets to hold it.
+        s.touched
+            .store(meta.clock().fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
         s.db.store(id.db, Ordering::Release);
         s.id.store(id.rel, Ordering::Release);
         s.num.store(meta.next_tree_number(), Ordering::Release);
@@ -828,6 +837,7 @@ impl Engine {
         // the first checkpoint (`commit_checkpoint`).
         io.create_dir(&dir)
             .map_err(|e| EngineError::io("create directory", &dir, e))?;
+        let meta_trees = meta.max_trees();
         let inner = Arc::new(EngineProcess {
             dir,
             io,
@@ -840,6 +850,9 @@ impl Engine {
             seen_unlinks: AtomicU64::new(0),
             load_damage: Mutex::new(Vec::new()),
             cold: Mutex::new(None),
+            local_holds: (0..meta_trees)
+                .map(|_| std::sync::atomic::AtomicU32::new(0))
+                .collect(),
         });
         let engine = Engine { inner };
         if engine.inner.meta.loaded().load(Ordering::Acquire) == 0 {
@@ -908,18 +921,21 @@ impl Engine {
         // the other trees load, and only its own table reports the damage.
         let mut maps = Vec::new();
         let mut damaged = Vec::new();
-        // As many as fill half of the region are loaded now; the rest stay
-        // cold until first used (`residency`), validated then.
-        let mut pages = 0usize;
+        // As many as fit in half of the region are loaded now; the rest
+        // stay cold until first used (`residency`), validated then.
+        let mut chunks = 0usize;
         for (&id, &ckpt) in &members {
-            if (maps.len() + damaged.len()) * 2 >= meta.max_trees()
-                || crate::meta::chunks_for(pages, maps.len()) * 2 >= meta.nchunks
-            {
+            if (maps.len() + damaged.len() + 1) * 2 > meta.max_trees() {
                 break;
             }
             match inner.check_tree_files(id, ckpt) {
                 Ok(map) => {
-                    pages += map.pages.len();
+                    let end = map.pages.iter().flatten().map(|e| e.end() as usize).max();
+                    let need = crate::meta::chunks_for(map.pages.len(), end.unwrap_or(0));
+                    if (chunks + need) * 2 > meta.nchunks {
+                        continue;
+                    }
+                    chunks += need;
                     maps.push((id, ckpt, map))
                 }
                 Err(e @ EngineError::Corrupt { .. }) => damaged.push((id, ckpt, e)),
@@ -1102,22 +1118,23 @@ impl Engine {
         cmp: &dyn Fn(TreeId) -> Arc<dyn KeyCmp>,
     ) -> Result<Replayed> {
         let id = rec.tree();
-        let state = self.inner.lookup(id)?.map(|(_, st)| st);
+        // Replay holds a checkpoint barrier (the server replays each record
+        // atomically): eviction for room happens only if no checkpoint runs.
+        let state = self.with_room(|| self.inner.lookup(id))?.map(|(_, st)| st);
         if state == Some(SLOT_DAMAGED) && !matches!(rec, Record::Drop { .. }) {
             return Ok(Replayed::SkippedDamaged(id));
         }
         match rec {
             Record::Create { compress, .. } => {
                 if state.is_none() {
-                    self.create_tree(
-                        id,
-                        TreeOptions {
+                    self.with_room(|| {
+                        let opts = TreeOptions {
                             compress,
                             cmp: cmp(id),
                             pruner: None,
-                        },
-                        false,
-                    )?;
+                        };
+                        self.create_tree(id, opts, false)
+                    })?;
                 }
             }
             Record::Drop { .. } => {
@@ -1315,16 +1332,7 @@ impl Engine {
         if inner.durable_map_of(id)?.is_some() {
             // Cold: it exists, in the durable checkpoint's files.
             drop(dir);
-            return match inner.load_cold(id)? {
-                Some((i, SLOT_LIVE)) => {
-                    let d = MetaLatch::new(meta, meta.dir_latch(), LatchMode::Exclusive);
-                    let t = self.pin(i, id, opts.cmp, opts.pruner);
-                    drop(d);
-                    t.ok_or(EngineError::NoSuchTree(id))
-                }
-                Some(_) => Err(inner.damage(id)),
-                None => Err(EngineError::NoSuchTree(id)),
-            };
+            return self.handle_of(id, opts.cmp, opts.pruner);
         }
         let slot = inner.claim_slot(&dir, id, opts.compress)?;
         let created = (|| {
@@ -1451,7 +1459,11 @@ impl Engine {
         let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
         let _b = CheckpointBarrier::enter(&inner.pool);
         // The checkpoint latch keeps every slot where it is (no eviction).
-        let slot = inner.slot_of(id)?;
+        let slot = match self.lookup_locked(id)? {
+            Some((i, SLOT_LIVE)) => i,
+            Some(_) => return Err(inner.damage(id)),
+            None => return Err(EngineError::NoSuchTree(id)),
+        };
         let t = self
             .pin(slot, id, Arc::new(Bytewise), None)
             .ok_or(EngineError::NoSuchTree(id))?;
@@ -1489,7 +1501,7 @@ impl Engine {
         let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
         let _b = CheckpointBarrier::enter(&inner.pool);
         // A damaged tree is dropped like a live one: its table must go.
-        let (slot, _) = inner.lookup(id)?.ok_or(EngineError::NoSuchTree(id))?;
+        let (slot, _) = self.lookup_locked(id)?.ok_or(EngineError::NoSuchTree(id))?;
         if log {
             inner.log(&Record::Drop { tree: id });
         }
@@ -1561,7 +1573,9 @@ impl Engine {
         match result {
             Ok((heads, listed)) => {
                 let done = self.finish_checkpoint(n, redo, &trees, &heads, &listed, &dropped);
-                self.evict_after_checkpoint();
+                if done.is_ok() {
+                    self.evict_after_checkpoint();
+                }
                 done
             }
             Err(e) => {
@@ -1782,7 +1796,18 @@ impl Engine {
         damaged: &[(usize, u32, TreeId)],
     ) -> Result<Vec<(TreeId, u64)>> {
         let inner = &*self.inner;
-        let prev = read_control(&*inner.io, &inner.path("control"))?.unwrap_or_else(Control::empty);
+        let path = inner.path("control");
+        let prev = match read_control(&*inner.io, &path)? {
+            Some(c) => c,
+            None if inner.meta.durable().load(Ordering::Acquire) == 0 => Control::empty(),
+            None => {
+                return Err(EngineError::corrupt(
+                    &path,
+                    0,
+                    "control file is missing, but a checkpoint is durable",
+                ))
+            }
+        };
         let captured = trees.iter().chain(damaged).map(|t| t.2).collect();
         let dropped = self.slots_in(SLOT_DROPPED).into_iter().map(|t| t.2).collect();
         Ok(self.carried_cold(&prev, &captured, &dropped))

@@ -197,10 +197,12 @@ impl PageEntry {
     }
 }
 
-/// About how many chunks `trees` trees of `pages` pages in all take (page
-/// tables and bitmaps of raw images, directories left out).
-pub(crate) fn chunks_for(pages: usize, trees: usize) -> usize {
-    trees * 2 + pages / ENTRIES_PER_CHUNK + pages * FIT_UNITS as usize / UNITS_PER_CHUNK
+/// How many chunks a tree of `pages` pages whose file ends at unit
+/// `end_units` takes when loaded: its page table and free-space bitmap,
+/// each one chunk in the direct form, else a directory and its leaves.
+pub(crate) fn chunks_for(pages: usize, end_units: usize) -> usize {
+    let form = |n: usize, per: usize| if n <= per { 1 } else { 1 + n.div_ceil(per) };
+    form(pages, ENTRIES_PER_CHUNK) + form(end_units, UNITS_PER_CHUNK)
 }
 
 /// Sizes and formats the metadata region.

@@ -38,11 +38,17 @@ pub(crate) struct Hold {
 
 impl Drop for Hold {
     fn drop(&mut self) {
-        self.inner
-            .meta
-            .slot(self.slot)
-            .holders
-            .fetch_sub(1, Ordering::AcqRel);
+        // Nothing to give back if the process already gave back all its
+        // holds (`release_local_holds`, at an exit without unwinding).
+        let mine = self.inner.local_holds[self.slot]
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |k| k.checked_sub(1));
+        if mine.is_ok() {
+            self.inner
+                .meta
+                .slot(self.slot)
+                .holders
+                .fetch_sub(1, Ordering::AcqRel);
+        }
     }
 }
 
@@ -72,6 +78,7 @@ impl EngineProcess {
                 Err(now) => h = now,
             }
         }
+        self.local_holds[slot].fetch_add(1, Ordering::AcqRel);
         let hold = Arc::new(Hold {
             inner: self.clone(),
             slot,
@@ -86,6 +93,27 @@ impl EngineProcess {
         Some(hold)
     }
 
+    /// Gives back every hold this process's handles have — for a process
+    /// exiting without unwinding (PostgreSQL FATAL, `proc_exit`), whose
+    /// handles are never dropped; those dropped later give back nothing.
+    pub(crate) fn release_local_holds(&self) -> usize {
+        let mut released = 0;
+        for (i, l) in self.local_holds.iter().enumerate() {
+            let k = l.swap(0, Ordering::AcqRel);
+            if k > 0 {
+                self.meta.slot(i).holders.fetch_sub(k, Ordering::AcqRel);
+                released += k as usize;
+            }
+        }
+        released
+    }
+
+    /// Whether a slot holds tree `id` (tests: is it cold?).
+    #[cfg(test)]
+    pub(crate) fn lookup_resident_for_tests(&self, id: TreeId) -> Option<(usize, u32)> {
+        self.lookup_resident(id)
+    }
+
     /// The durable checkpoint's tree list, read again when a checkpoint
     /// became durable since this process last read it.
     pub(crate) fn cold_list(&self) -> Result<Arc<ColdList>> {
@@ -95,8 +123,18 @@ impl EngineProcess {
                 return Ok(c.clone());
             }
         }
-        let control = read_control(&*self.io, &self.dir.join("control"))?
-            .unwrap_or_else(Control::empty);
+        let path = self.dir.join("control");
+        let control = match read_control(&*self.io, &path)? {
+            Some(c) => c,
+            None if durable == 0 => Control::empty(),
+            None => {
+                return Err(EngineError::corrupt(
+                    &path,
+                    0,
+                    "control file is missing, but a checkpoint is durable",
+                ))
+            }
+        };
         let list = Arc::new(ColdList {
             checkpoint: control.checkpoint,
             trees: control.trees.into_iter().collect(),
@@ -122,6 +160,13 @@ impl EngineProcess {
                 return Ok(None);
             };
             let dir = MetaLatch::new(&self.meta, self.meta.dir_latch(), LatchMode::Exclusive);
+            // Read before a checkpoint that may have given the tree another
+            // map (and evicted it again): read the list again. Once this is
+            // checked under the directory latch, no eviction can follow a
+            // later checkpoint until the latch is let go.
+            if self.meta.durable().load(Ordering::Acquire) != cold.checkpoint {
+                continue;
+            }
             for st in [SLOT_LIVE, SLOT_DAMAGED] {
                 if let Some(i) = self.meta.find(id, st) {
                     return Ok(Some((i, st)));
@@ -146,7 +191,10 @@ impl EngineProcess {
                 Err(e) => return Err(e),
             }
         }
-        Err(last.expect("three failed tries"))
+        Err(last.unwrap_or_else(|| EngineError::Damaged {
+            tree: id,
+            detail: "checkpoints kept replacing the tree list while it was loaded".into(),
+        }))
     }
 
     /// Installs tree `id` from its durable map `map` (of checkpoint `ckpt`)
@@ -215,24 +263,55 @@ impl EngineProcess {
     }
 }
 
+/// Whether `r` failed for want of a tree slot or metadata chunks.
+fn wants_room<T>(r: &Result<T>) -> bool {
+    matches!(r, Err(EngineError::TooManyTrees(_) | EngineError::MetadataFull(_)))
+}
+
 impl Engine {
-    /// Runs `open`; if it fails for want of a tree slot or metadata chunks,
-    /// evicts idle trees and runs it once more. Only for entry points
-    /// whose thread holds no checkpoint barrier or checkpoint latch (the
-    /// eviction waits for a running checkpoint).
+    /// Runs `open`; while it fails for want of a tree slot or metadata
+    /// chunks, evicts idle trees — an eighth of the region, then half,
+    /// then every idle tree — and runs it again. Only for entry points
+    /// whose thread does not hold the checkpoint latch; one that holds a
+    /// checkpoint barrier (a replayed record, a tree creation) evicts
+    /// only if the checkpoint latch is free right now (a checkpoint that
+    /// is starting waits for that barrier).
     pub(crate) fn with_room<T>(&self, open: impl Fn() -> Result<T>) -> Result<T> {
-        match open() {
-            Err(EngineError::TooManyTrees(_) | EngineError::MetadataFull(_))
-                if !crate::engine::holds_barrier() =>
-            {
-                let meta = &self.inner.meta;
-                let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
-                self.evict_idle(meta.max_trees() / 8, meta.nchunks / 8);
-                drop(_ck);
-                open()
+        let meta = &self.inner.meta;
+        let mut r = open();
+        for part in [8, 2, 1] {
+            if !wants_room(&r) {
+                break;
             }
-            r => r,
+            let latch = meta.ckpt_latch();
+            if crate::engine::holds_barrier() {
+                if !meta.latches().try_acquire(latch, LatchMode::Exclusive) {
+                    break;
+                }
+            } else {
+                meta.latches().acquire(latch, LatchMode::Exclusive);
+            }
+            self.evict_idle(meta.max_trees() / part, meta.nchunks / part);
+            meta.latches().release(latch, LatchMode::Exclusive);
+            r = open();
         }
+        r
+    }
+
+    /// [`EngineProcess::lookup`] for a thread that holds the checkpoint
+    /// latch (dropping or emptying a tree, or replaying that): idle trees
+    /// are evicted for room if loading the tree needs it.
+    pub(crate) fn lookup_locked(&self, id: TreeId) -> Result<Option<(usize, u32)>> {
+        let meta = &self.inner.meta;
+        let mut r = self.inner.lookup(id);
+        for part in [8, 2, 1] {
+            if !wants_room(&r) {
+                break;
+            }
+            self.evict_idle(meta.max_trees() / part, meta.nchunks / part);
+            r = self.inner.lookup(id);
+        }
+        r
     }
 
     /// After a checkpoint (the caller holds the checkpoint latch): when a
@@ -257,8 +336,9 @@ impl Engine {
     /// Evicts idle trees — live, held by no handle, exactly their durable
     /// map, no buffer of theirs dirty or pinned — least recently opened
     /// first (trees whose dead versions wait for a sweep last), until
-    /// `slots` slots and `chunks` chunks are free or none is left. The
-    /// caller holds the checkpoint latch. Returns how many were evicted.
+    /// `slots` slots and `chunks` chunks are free or none is left (the
+    /// region's size: every idle tree). The caller holds the checkpoint
+    /// latch. Returns how many were evicted.
     pub(crate) fn evict_idle(&self, slots: usize, chunks: usize) -> usize {
         let inner = &*self.inner;
         let meta = &inner.meta;
@@ -342,6 +422,13 @@ impl Engine {
             .filter(|(id, _)| !captured.contains(id) && !dropped.contains(id))
             .copied()
             .collect()
+    }
+
+    /// Gives back every tree hold of this process's handles — for a
+    /// process that exits without unwinding (PostgreSQL FATAL,
+    /// `proc_exit`), whose handles are never dropped. Returns how many.
+    pub fn release_local_holds(&self) -> usize {
+        self.inner.release_local_holds()
     }
 
     /// Every tree: those in slots (live or damaged) and the cold ones.

@@ -147,14 +147,25 @@ pub(crate) fn check_control_at_start() {
     }
 }
 
-/// Runs an engine checkpoint and moves the WAL-retaining slot to its redo
-/// point. A failed fsync does not return: it PANICs (see [`sync_panic`]).
+/// Whether tree `id` exists: an ERROR for anything but "no such tree"
+/// (loading a cold tree can fail for want of room or on its files, and
+/// such a tree must not be taken for absent and made anew).
+pub fn tree_exists(id: TreeId) -> bool {
+    match engine().tree(id) {
+        Ok(_) => true,
+        Err(EngineError::NoSuchTree(_)) => false,
+        Err(e) => report(e),
+    }
+}
+
 /// Every engine tree (resident or cold); an ERROR if the durable
 /// checkpoint's tree list cannot be read.
 pub fn tree_ids() -> Vec<orioledb_engine::TreeId> {
     engine().tree_ids().unwrap_or_else(|e| report(e))
 }
 
+/// Runs an engine checkpoint and moves the WAL-retaining slot to its redo
+/// point. A failed fsync does not return: it PANICs (see [`sync_panic`]).
 pub fn checkpoint() -> Result<u64, EngineError> {
     let engine = engine();
     // Before the redo point is chosen, so the WAL after it is kept from then on.
@@ -267,6 +278,8 @@ unsafe extern "C-unwind" fn release_pins_at_exit(_code: std::ffi::c_int, _arg: p
     if let Some(e) = ENGINE.get() {
         // SAFETY: at process exit no guard of this process will be used again.
         unsafe { e.pool().release_local_pins() };
+        // Nor any tree handle: their holds keep trees from being evicted.
+        e.release_local_holds();
     }
 }
 

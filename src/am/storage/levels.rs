@@ -349,8 +349,10 @@ pub fn set_tree_compression(reloid: pg_sys::Oid, level: i32) {
     let Some((db, relnode)) = crate::pg::engine_relfile(reloid) else {
         return;
     };
-    if let Ok(t) = crate::pg::engine::engine().tree(crate::pg::engine::tree_id(db, relnode)) {
-        set_level(&t, level);
+    match crate::pg::engine::engine().tree(crate::pg::engine::tree_id(db, relnode)) {
+        Ok(t) => set_level(&t, level),
+        Err(orioledb_engine::EngineError::NoSuchTree(_)) => {}
+        Err(e) => crate::pg::engine::report(e),
     }
 }
 
@@ -389,7 +391,7 @@ pub fn toast_level_before(reloid: pg_sys::Oid, before: i32) {
         return;
     };
     let id = crate::pg::engine::tree_id(db, relnode);
-    if crate::pg::engine::engine().tree(id).is_err() {
+    if !crate::pg::engine::tree_exists(id) {
         // SAFETY: plain read of the current subtransaction id.
         let sub = unsafe { pg_sys::GetCurrentSubTransactionId() };
         UNDO.with(|u| u.borrow_mut().push((id, before, sub)));
@@ -400,10 +402,13 @@ pub fn toast_level_before(reloid: pg_sys::Oid, before: i32) {
 /// same rollback is gone and skipped.
 fn restore(undone: Vec<(orioledb_engine::TreeId, i32, pg_sys::SubTransactionId)>) {
     for (id, level, _) in undone.into_iter().rev() {
-        if let Ok(t) = crate::pg::engine::engine().tree(id) {
-            if let Err(e) = t.set_compress(level) {
-                pgrx::warning!("orioledb: could not restore the compression level of tree {id}: {e}");
-            }
+        let restored = match crate::pg::engine::engine().tree(id) {
+            Ok(t) => t.set_compress(level),
+            Err(orioledb_engine::EngineError::NoSuchTree(_)) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = restored {
+            pgrx::warning!("orioledb: could not restore the compression level of tree {id}: {e}");
         }
     }
 }

@@ -104,7 +104,7 @@ pub unsafe fn new_relation_file(rel: pg_sys::Relation, rnode: *const pg_sys::Rel
         (false, false) => crate::am::storage::levels::new_table_levels().primary,
     };
     let engine = engine();
-    let leftover = engine.tree(id).is_ok();
+    let leftover = crate::pg::engine::tree_exists(id);
     // SAFETY: `rel` is an open relation (contract).
     let temp = unsafe { (*(*rel).rd_rel).relpersistence } as u8 == pg_sys::RELPERSISTENCE_TEMP;
     if other_kind_has_file(new.dbNode.to_u32(), new.relNode.to_u32(), temp) {
@@ -179,7 +179,7 @@ pub unsafe fn new_index_tree(index: pg_sys::Relation, level: i32) -> orioledb_en
     let node = unsafe { (*index).rd_node };
     let id = tree_id(node.dbNode, node.relNode);
     let engine = engine();
-    if engine.tree(id).is_ok() {
+    if crate::pg::engine::tree_exists(id) {
         engine.truncate_tree(id).unwrap_or_else(|e| report(e));
     }
     let tree = open_or_create(id, level);
@@ -354,7 +354,7 @@ pub fn copy_database_trees(template: pg_sys::Oid, new: pg_sys::Oid) {
         // The database was created just now: a tree under its id can only
         // be a leftover of an earlier attempt that crashed before its
         // commit (replay rebuilt its copies) and an OID used again.
-        if e.tree(to).is_ok() {
+        if crate::pg::engine::tree_exists(to) {
             drop_trees([to]);
         }
         // Dropped at abort like a new table's tree, whatever ends the

@@ -195,3 +195,170 @@ fn cold_trees_survive_power_cuts_and_replay() {
         steps += 1;
     }
 }
+
+/// Files as `StdIo` has them, except that reading the control file fails
+/// (as a stat or read error of the file system would) while `broken`.
+#[derive(Default)]
+struct UnreadableControl {
+    io: StdIo,
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl FileIo for UnreadableControl {
+    fn read_at(&self, p: &std::path::Path, off: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.io.read_at(p, off, buf)
+    }
+    fn write_at(&self, p: &std::path::Path, off: u64, buf: &[u8]) -> std::io::Result<()> {
+        self.io.write_at(p, off, buf)
+    }
+    fn sync(&self, p: &std::path::Path) -> std::io::Result<()> {
+        self.io.sync(p)
+    }
+    fn set_len(&self, p: &std::path::Path, len: u64) -> std::io::Result<()> {
+        self.io.set_len(p, len)
+    }
+    fn len(&self, p: &std::path::Path) -> std::io::Result<u64> {
+        self.io.len(p)
+    }
+    fn write_file(&self, p: &std::path::Path, b: &[u8]) -> std::io::Result<()> {
+        self.io.write_file(p, b)
+    }
+    fn read_file(&self, p: &std::path::Path) -> std::io::Result<Vec<u8>> {
+        if p.ends_with("control") && self.broken.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(std::io::Error::other("injected: control file unreadable"));
+        }
+        self.io.read_file(p)
+    }
+    fn rename(&self, a: &std::path::Path, b: &std::path::Path) -> std::io::Result<()> {
+        self.io.rename(a, b)
+    }
+    fn sync_dir(&self, d: &std::path::Path) -> std::io::Result<()> {
+        self.io.sync_dir(d)
+    }
+    fn remove(&self, p: &std::path::Path) -> std::io::Result<()> {
+        self.io.remove(p)
+    }
+    fn exists(&self, p: &std::path::Path) -> bool {
+        // `Path::exists` answers false when the stat fails.
+        !(p.ends_with("control") && self.broken.load(std::sync::atomic::Ordering::Relaxed))
+            && self.io.exists(p)
+    }
+    fn list(&self, d: &std::path::Path) -> std::io::Result<Vec<String>> {
+        self.io.list(d)
+    }
+    fn create_dir(&self, d: &std::path::Path) -> std::io::Result<()> {
+        self.io.create_dir(d)
+    }
+}
+
+/// A control file that cannot be read is an error, never "no trees": a
+/// cold tree is not taken for absent (opening it does not make a new,
+/// empty tree over it), and a checkpoint fails rather than write a control
+/// file without the cold trees. Once it reads again, nothing was lost.
+/// And a process's handles that are never dropped (an exit without
+/// unwinding) keep no tree resident once it gives their holds back.
+#[test]
+fn an_unreadable_control_file_loses_no_tree() {
+    let dir = tempfile::tempdir().unwrap();
+    let io = Arc::new(UnreadableControl::default());
+    let e = Engine::open(dir.path(), 64, io.clone()).unwrap();
+    let mut want = BTreeMap::new();
+    for id in 1..=400u32 {
+        let t = open_or_checkpoint(&e, id);
+        want.insert(id, fill(&t, id));
+    }
+    e.checkpoint(0).unwrap();
+    let cold: Vec<u32> = (1..=400u32)
+        .filter(|&id| e.inner.lookup_resident_for_tests(TreeId::from(id)).is_none())
+        .collect();
+    assert!(cold.len() > 100, "{} cold trees", cold.len());
+    // A checkpoint since this process last read the list makes it read again.
+    tree(&e, 999, -1).insert(b"k", b"v").unwrap();
+    e.checkpoint(0).unwrap();
+    io.broken.store(true, std::sync::atomic::Ordering::Relaxed);
+    let c = cold[0];
+    assert!(matches!(e.tree(c), Err(EngineError::Io { .. })), "{:?}", e.tree(c).err());
+    assert!(e.open_tree(c, TreeOptions::default()).is_err());
+    tree(&e, 999, -1).insert(b"k2", b"v").unwrap();
+    assert!(e.checkpoint(0).is_err());
+    io.broken.store(false, std::sync::atomic::Ordering::Relaxed);
+    e.checkpoint(0).unwrap();
+    for (&id, rows) in &want {
+        assert!(contents(&e.tree(id).unwrap()) == *rows, "tree {id}");
+    }
+    // Handles never dropped, then their holds given back.
+    let kept: Vec<Tree> = (1..=50u32).map(|id| e.tree(id).unwrap()).collect();
+    assert_eq!(e.release_local_holds(), 50);
+    e.checkpoint(0).unwrap();
+    let _room = e.with_room(|| -> crate::Result<()> { Err(EngineError::TooManyTrees(0)) });
+    assert!(
+        (1..=50u32).any(|id| e.inner.lookup_resident_for_tests(TreeId::from(id)).is_none()),
+        "released holds keep trees resident"
+    );
+    drop(kept);
+    let (_, free, total) = e.slot_use();
+    assert!(free > 0 && free <= total);
+    for id in 1..=50u32 {
+        assert!(contents(&e.tree(id).unwrap()) == want[&id], "tree {id}");
+    }
+}
+
+/// Crash recovery that touches more trees than the region has room for
+/// beside what the load put there: 231 trees changed since the durable
+/// checkpoint (80 created) are replayed, each record inside a checkpoint
+/// barrier as the server replays them, into a region of 256 slots of
+/// which the load filled half with others; idle trees are evicted for
+/// room as replay goes, and every tree comes back.
+/// The same again after a drop of cold trees that the log replays.
+#[test]
+fn replay_evicts_for_room() {
+    fn bytewise(_: TreeId) -> Arc<dyn KeyCmp> {
+        Arc::new(Bytewise)
+    }
+    let recover = |dir: &std::path::Path, wal: &Arc<MemWal>| {
+        let e = Engine::open_logged(dir, 32, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+        for rec in wal.since(e.redo_position()) {
+            e.atomically(|| e.replay(&rec, &bytewise)).unwrap();
+        }
+        e
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let wal = Arc::new(MemWal::default());
+    let e = Engine::open_logged(dir.path(), 32, Arc::new(StdIo::new()), Some(wal.clone())).unwrap();
+    let mut want = BTreeMap::new();
+    for id in 1..=300u32 {
+        let t = open_or_checkpoint(&e, id);
+        want.insert(id, fill(&t, id));
+    }
+    e.checkpoint(0).unwrap();
+    e.checkpoint(0).unwrap();
+    // Changes to 231 trees with no checkpoint since: 151 loaded again, 80
+    // new. The load at recovery fills half the region with trees 1..128,
+    // which replay must evict to make room for these.
+    for id in 150..=380u32 {
+        let t = match e.tree(id) {
+            Ok(t) => t,
+            Err(EngineError::NoSuchTree(_)) => e.open_tree(id, TreeOptions::default()).unwrap(),
+            Err(err) => panic!("{err}"),
+        };
+        t.upsert(b"after", &id.to_be_bytes()).unwrap();
+        want.entry(id).or_default().insert(b"after".to_vec(), id.to_be_bytes().to_vec());
+    }
+    let changed = want.values().filter(|rows| rows.contains_key(&b"after"[..])).count();
+    drop(e);
+    let e = recover(dir.path(), &wal);
+    for (&id, rows) in &want {
+        assert!(contents(&e.tree(id).unwrap()) == *rows, "tree {id} ({changed} changed)");
+    }
+    e.checkpoint(0).unwrap();
+    for id in 1..=100u32 {
+        e.drop_tree(id).unwrap();
+        want.remove(&id);
+    }
+    drop(e);
+    let e = recover(dir.path(), &wal);
+    assert_eq!(e.tree_ids().unwrap().len(), want.len());
+    for (&id, rows) in &want {
+        assert!(contents(&e.tree(id).unwrap()) == *rows, "tree {id}");
+    }
+}
