@@ -611,6 +611,56 @@ fn standby_reads_a_toasted_value_the_primary_replaces(feedback: bool) {
     }
 }
 
+/// A row's update takes its row id back once the version there is dead
+/// to the primary — where VACUUM (or a full leaf, or a sweep) may already
+/// have removed that version without logging it. The standby still holds
+/// the version, and a REPEATABLE READ standby transaction still sees it:
+/// replay must cancel that transaction before it overwrites the version,
+/// never let it lose the row (it read 0 rows where it had read 1).
+#[test]
+fn a_row_id_taken_back_never_hides_a_row_from_a_standby_query() {
+    let (env, _g) = require_server!();
+    let conf = [
+        "shared_preload_libraries = 'orioledb_rs'",
+        "max_standby_streaming_delay = 0",
+        "hot_standby_feedback = off",
+    ];
+    let p = ScratchCluster::new(&env, "takeback", &conf);
+    p.connect("postgres")
+        .batch_execute(
+            "CREATE EXTENSION orioledb_rs;
+             CREATE TABLE b (id int PRIMARY KEY, bal int) USING orioledb;
+             INSERT INTO b VALUES (1, 0), (2, 0)",
+        )
+        .unwrap();
+    let standby = p.standby(&env, "takebackstandby");
+    let mut reader = standby.connect("postgres");
+    reader.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
+    let sql = "SELECT count(*) || ' ' || sum(bal) FROM b";
+    let first = query_text(&mut reader, sql);
+    assert_eq!(first, "2 0");
+    let mut pc = p.connect("postgres");
+    // Moves row 1 to a new row id, removes the old version (dead to every
+    // primary snapshot) unlogged, and takes the row id back.
+    pc.batch_execute("UPDATE b SET bal = bal + 5 WHERE id = 1").unwrap();
+    pc.batch_execute("VACUUM b").unwrap();
+    pc.batch_execute("UPDATE b SET bal = bal + 5 WHERE id = 1").unwrap();
+    pc.batch_execute("CREATE TABLE marker (id int) USING orioledb").unwrap();
+    let mut watcher = standby.connect("postgres");
+    wait_for_replay(&mut watcher, &mut pc);
+    match reader.query_one(sql, &[]) {
+        Ok(row) => {
+            let again: String = row.get(0);
+            assert_eq!(again, first, "the standby snapshot lost or changed a row");
+        }
+        Err(e) => assert!(
+            e.code().is_some_and(|c| c.code() == "40001") || e.is_closed() || e.as_db_error().is_none(),
+            "the standby query failed otherwise: {}",
+            describe(&e)
+        ),
+    }
+}
+
 /// `CREATE DATABASE ... TEMPLATE` (both strategies) of a database with
 /// orioledb tables reaches a standby: it replays the copies, which are
 /// independent of the template there too.

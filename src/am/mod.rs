@@ -56,5 +56,6 @@ pub(crate) fn install() {
         // Visibility maps are not WAL-logged: changes replayed now may
         // have lost their clears, so every map starts empty.
         at_startup: rows::vismap::remove_all,
+        superseded_by: rows::superseded_by,
     });
 }

@@ -176,6 +176,10 @@ pub struct ReplayHooks {
     /// Runs in the startup process once the engine is attached, before
     /// PostgreSQL's redo (with the ids of every tree).
     pub at_startup: fn(trees: &[TreeId]),
+    /// The transaction that superseded the row version `value` under
+    /// `key`, up to which snapshots may still see it (0: none, or not a
+    /// row version).
+    pub superseded_by: fn(key: &[u8], value: &[u8]) -> u32,
 }
 
 static HOOKS: std::sync::OnceLock<ReplayHooks> = std::sync::OnceLock::new();
@@ -336,10 +340,17 @@ fn forget_map_of_created(info: u8, bytes: &[u8]) {
 
 fn replay_one(bytes: &[u8], end: Option<Lsn>) {
     let rec = Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e));
-    if let Record::Update { tree, conflict, .. } = &rec {
+    if let Record::Update {
+        tree,
+        conflict,
+        new_key,
+        ..
+    } = &rec
+    {
         if *conflict != 0 {
             resolve_conflict(*conflict, *tree);
         }
+        resolve_overwrite_conflict(*tree, new_key);
     }
     let changes_order = match &rec {
         Record::Put { tree, key, .. }
@@ -412,6 +423,36 @@ fn replay_one(bytes: &[u8], end: Option<Lsn>) {
     }
 }
 
+/// On a hot standby, before replay of an update puts its new version under
+/// `key`: what this standby holds there may be a version its queries still
+/// see, which the primary pruned without logging (so the update's record
+/// says there was nothing to replace, `conflict` 0). Cancels the queries
+/// whose snapshots may see it, as for a logged conflict. (Seen as a standby
+/// query that lost a pgbench branch row: its version was overwritten by
+/// the row's update that took its row id back.)
+fn resolve_overwrite_conflict(tree: TreeId, key: &[u8]) {
+    if !in_hot_standby() {
+        return;
+    }
+    let held = crate::pg::engine::engine()
+        .tree_with(tree, replay_order(tree))
+        .and_then(|t| t.get(key));
+    // Nothing there (or a tree replay will report on itself next).
+    if let Ok(Some(value)) = held {
+        let xid = (hooks().superseded_by)(key, &value);
+        if xid != 0 {
+            resolve_conflict(xid, tree);
+        }
+    }
+}
+
+/// Whether this is a standby that may run queries (whose snapshots replay
+/// must not pull rows from under).
+fn in_hot_standby() -> bool {
+    // SAFETY: a state word of the startup process.
+    unsafe { pg_sys::standbyState >= pg_sys::HotStandbyState::STANDBY_SNAPSHOT_PENDING }
+}
+
 /// On a hot standby, before replay overwrites a version that snapshots up
 /// to transaction `xid` could still see (a row id an update took back on
 /// the primary, whose horizon knew nothing of this standby's queries):
@@ -420,10 +461,10 @@ fn replay_one(bytes: &[u8], end: Option<Lsn>) {
 fn resolve_conflict(xid: u32, tree: TreeId) {
     // SAFETY: a state word of the startup process; the conflict resolution
     // signals and waits for backends as heap's redo does.
+    if !in_hot_standby() {
+        return;
+    }
     unsafe {
-        if pg_sys::standbyState < pg_sys::HotStandbyState::STANDBY_SNAPSHOT_PENDING {
-            return;
-        }
         pg_sys::ResolveRecoveryConflictWithSnapshot(
             xid.into(),
             pg_sys::RelFileNode {

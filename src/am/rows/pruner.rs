@@ -24,6 +24,26 @@ impl VersionPruner {
     }
 }
 
+/// The transaction that updated or deleted the row version `value` under
+/// `key` (snapshots that do not see it committed still see the version),
+/// 0 for what is no row version or was never superseded by a normal
+/// transaction. Replay on a hot standby asks it of a version it is about
+/// to overwrite (`pg::wal::ReplayHooks::superseded_by`).
+pub fn superseded_by(key: &[u8], value: &[u8]) -> u32 {
+    if !crate::am::layout::table::is_version_key(key) {
+        return 0;
+    }
+    let Some(h) = Header::decode(value, orioledb_engine::key_format::own_id(key)) else {
+        return 0;
+    };
+    let updater: u32 = version::update_xid(&h, &PgXacts).into();
+    if updater >= pg_sys::FirstNormalTransactionId.into() {
+        updater
+    } else {
+        0
+    }
+}
+
 impl Pruner for VersionPruner {
     fn replaceable(&self, key: &[u8], value: &[u8]) -> bool {
         replaceable_version(key, value, &self.horizon())
@@ -33,15 +53,7 @@ impl Pruner for VersionPruner {
     /// committed still see the version (heap's prune records carry the
     /// same horizon). 0 for a version no snapshot ever saw.
     fn conflict_horizon(&self, key: &[u8], value: &[u8]) -> u32 {
-        let Some(h) = Header::decode(value, orioledb_engine::key_format::own_id(key)) else {
-            return 0;
-        };
-        let updater: u32 = version::update_xid(&h, &PgXacts).into();
-        if updater >= pg_sys::FirstNormalTransactionId.into() {
-            updater
-        } else {
-            0
-        }
+        superseded_by(key, value)
     }
 
     fn prune(&self, key: &[u8], value: &[u8]) -> Prune {
