@@ -62,12 +62,24 @@ fn remember_in(tree: TreeId, when: When, subid: pg_sys::SubTransactionId) {
 /// Drops trees at transaction end. Failures cannot be raised after commit,
 /// so they become WARNINGs (the tree then stays until removed by hand).
 fn drop_trees(trees: impl IntoIterator<Item = TreeId>) {
+    let mut left = 0;
     for t in trees {
-        if let Err(e) = engine().drop_tree(t) {
-            if !matches!(e, orioledb_engine::EngineError::NoSuchTree(_)) {
-                pgrx::warning!("orioledb: could not drop tree {t}: {e}");
-            }
+        match engine().drop_tree(t) {
+            Ok(()) | Err(EngineError::NoSuchTree(_)) => {}
+            // A dropped tree keeps its slot until the next engine
+            // checkpoint, and dropping an evicted tree takes a slot: many
+            // drops at once (DROP DATABASE, DROP SCHEMA ... CASCADE) run
+            // out. The rest are orphans once their relation files are gone
+            // (at once here: the relations are dropped), which the sweep
+            // after each checkpoint drops; the checkpointer takes one early
+            // when slots run short. No checkpoint here: this runs at
+            // commit, where an ERROR cannot be raised.
+            Err(EngineError::TooManyTrees(_)) => left += 1,
+            Err(e) => pgrx::warning!("orioledb: could not drop tree {t}: {e}"),
         }
+    }
+    if left > 0 {
+        pgrx::log!("orioledb: {left} dropped trees wait for the orphan sweep after the next engine checkpoint");
     }
 }
 
@@ -395,19 +407,17 @@ pub fn sweep_orphans() {
         if present.contains(&id.rel) {
             continue;
         }
-        pgrx::log!(
+        pgrx::debug1!(
             "orioledb: dropping tree {}/{}: its relation file is gone",
             id.db,
             id.rel
         );
-        if let Err(e) = engine.drop_tree(id) {
-            if !matches!(e, orioledb_engine::EngineError::NoSuchTree(_)) {
-                pgrx::warning!(
-                    "orioledb: could not drop orphan tree {}/{}: {e}",
-                    id.db,
-                    id.rel
-                );
-            }
+        match engine.drop_tree(id) {
+            Ok(()) | Err(EngineError::NoSuchTree(_)) => {}
+            // Slots full of trees dropped since the checkpoint: the next
+            // one frees them, and its sweep goes on from here.
+            Err(EngineError::TooManyTrees(_)) => return,
+            Err(e) => pgrx::warning!("orioledb: could not drop orphan tree {}/{}: {e}", id.db, id.rel),
         }
     }
 }
