@@ -373,6 +373,9 @@ impl Engine {
                     .is_ok()
             })
             .collect();
+        if claimed.is_empty() {
+            return 0;
+        }
         let nums: HashSet<u32> = claimed
             .iter()
             .map(|&i| meta.slot(i).num.load(Ordering::Acquire))

@@ -64,6 +64,11 @@ fn remember_in(tree: TreeId, when: When, subid: pg_sys::SubTransactionId) {
 fn drop_trees(trees: impl IntoIterator<Item = TreeId>) {
     let mut left = 0;
     for t in trees {
+        // Once one found no slot, so would the rest until a checkpoint.
+        if left > 0 {
+            left += 1;
+            continue;
+        }
         match engine().drop_tree(t) {
             Ok(()) | Err(EngineError::NoSuchTree(_)) => {}
             // A dropped tree keeps its slot until the next engine
