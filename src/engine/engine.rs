@@ -254,6 +254,11 @@ impl Drop for CheckpointStart<'_> {
 pub(crate) struct MetaLatch<'a>(&'a Meta, usize, LatchMode);
 
 impl<'a> MetaLatch<'a> {
+    /// Owns latch `i`, which the caller has just taken in `mode`.
+    pub(crate) fn taken(meta: &'a Meta, i: usize, mode: LatchMode) -> Self {
+        MetaLatch(meta, i, mode)
+    }
+
     pub fn new(meta: &'a Meta, i: usize, mode: LatchMode) -> Self {
         meta.latches().acquire(i, mode);
         MetaLatch(meta, i, mode)
@@ -933,7 +938,7 @@ impl Engine {
                     let end = map.pages.iter().flatten().map(|e| e.end() as usize).max();
                     let need = crate::meta::chunks_for(map.pages.len(), end.unwrap_or(0));
                     if (chunks + need) * 2 > meta.nchunks {
-                        continue;
+                        break;
                     }
                     chunks += need;
                     maps.push((id, ckpt, map))

@@ -154,7 +154,10 @@ impl EngineProcess {
     /// does not exist (never checkpointed, or dropped).
     pub(crate) fn load_cold(&self, id: TreeId) -> Result<Option<(usize, u32)>> {
         let mut last = None;
-        for _ in 0..3 {
+        // A checkpoint's control file is in place a moment (a directory
+        // sync) before the checkpoint is durable in memory: a list read
+        // meanwhile is newer than `durable`; wait for it to catch up.
+        for _ in 0..10_000 {
             let cold = self.cold_list()?;
             let Some(&ckpt) = cold.trees.get(&id) else {
                 return Ok(None);
@@ -165,6 +168,8 @@ impl EngineProcess {
             // checked under the directory latch, no eviction can follow a
             // later checkpoint until the latch is let go.
             if self.meta.durable().load(Ordering::Acquire) != cold.checkpoint {
+                drop(dir);
+                std::thread::sleep(std::time::Duration::from_millis(1));
                 continue;
             }
             for st in [SLOT_LIVE, SLOT_DAMAGED] {
@@ -183,6 +188,8 @@ impl EngineProcess {
                     if self.meta.durable().load(Ordering::Acquire) != cold.checkpoint =>
                 {
                     last = Some(e);
+                    drop(dir);
+                    std::thread::sleep(std::time::Duration::from_millis(1));
                 }
                 Err(EngineError::Corrupt { .. }) => {
                     let slot = self.install_damaged(&dir, id, ckpt)?;
@@ -263,6 +270,23 @@ impl EngineProcess {
     }
 }
 
+/// Gives back, when dropped, the claims of the slots an eviction still
+/// holds claimed (only an unwinding eviction leaves any).
+struct Unclaim<'a>(&'a crate::meta::Meta, &'a [usize]);
+
+impl Drop for Unclaim<'_> {
+    fn drop(&mut self) {
+        for &i in self.1 {
+            let _ = self.0.slot(i).holders.compare_exchange(
+                EVICTING,
+                0,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
+
 /// Whether `r` failed for want of a tree slot or metadata chunks.
 fn wants_room<T>(r: &Result<T>) -> bool {
     matches!(r, Err(EngineError::TooManyTrees(_) | EngineError::MetadataFull(_)))
@@ -284,18 +308,29 @@ impl Engine {
                 break;
             }
             let latch = meta.ckpt_latch();
-            if crate::engine::holds_barrier() {
+            let _ck = if crate::engine::holds_barrier() {
                 if !meta.latches().try_acquire(latch, LatchMode::Exclusive) {
                     break;
                 }
+                MetaLatch::taken(meta, latch, LatchMode::Exclusive)
             } else {
-                meta.latches().acquire(latch, LatchMode::Exclusive);
-            }
+                MetaLatch::new(meta, latch, LatchMode::Exclusive)
+            };
             self.evict_idle(meta.max_trees() / part, meta.nchunks / part);
-            meta.latches().release(latch, LatchMode::Exclusive);
+            drop(_ck);
             r = open();
         }
         r
+    }
+
+    /// Evicts idle trees until half the region is free (or none is left
+    /// to evict), waiting for a running checkpoint: for a caller that
+    /// holds no checkpoint barrier and found no room (replay retries its
+    /// record after this).
+    pub fn make_room(&self) {
+        let meta = &self.inner.meta;
+        let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
+        self.evict_idle(meta.max_trees(), meta.nchunks);
     }
 
     /// [`EngineProcess::lookup`] for a thread that holds the checkpoint
@@ -376,13 +411,15 @@ impl Engine {
         if claimed.is_empty() {
             return 0;
         }
+        // Should anything below unwind, no slot stays claimed for good.
+        let _unclaim = Unclaim(meta, &claimed);
         let nums: HashSet<u32> = claimed
             .iter()
             .map(|&i| meta.slot(i).num.load(Ordering::Acquire))
             .collect();
         let busy = inner.pool.busy_among(&nums);
         let mut evicted = HashSet::new();
-        for i in claimed {
+        for &i in &claimed {
             let s = meta.slot(i);
             let num = s.num.load(Ordering::Acquire);
             let wanted = free_slots < slots || free_chunks < chunks;
@@ -394,6 +431,7 @@ impl Engine {
             }
             s.holders.store(0, Ordering::Release);
         }
+        drop(_unclaim);
         drop(dir);
         inner.pool.invalidate_trees(&evicted);
         evicted.len()

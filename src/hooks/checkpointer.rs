@@ -216,7 +216,13 @@ fn standby_restartpoints() -> bool {
     while in_recovery() {
         // Backups of a standby are not supported; one that runs anyway
         // is not made to restore silently wrong by a checkpoint under it.
-        let due = last.is_none_or(|l| l.elapsed() >= crate::pg::guc::checkpoint_timeout());
+        // Early too when the region fills: trees replay changed can be
+        // evicted only once a checkpoint wrote them, and dropped ones free
+        // their slots only then (a primary creating or dropping thousands
+        // of tables would otherwise fill the standby's region).
+        let due = last.is_none_or(|l| {
+            l.elapsed() >= crate::pg::guc::checkpoint_timeout() || metadata_short(l)
+        });
         if due && !crate::pg::backup::running() {
             checkpoint();
             last = Some(Instant::now());

@@ -109,6 +109,10 @@ fn attach() -> &'static Engine {
         unsafe {
             pg_sys::before_shmem_exit(Some(release_pins_at_exit), pg_sys::Datum::from(0usize))
         };
+        // After every before_shmem_exit callback (the transaction's abort
+        // among them, which may still open and cache tree handles).
+        // SAFETY: as above; shared memory is still attached then.
+        unsafe { pg_sys::on_shmem_exit(Some(release_holds_at_exit), pg_sys::Datum::from(0usize)) };
     }
     if first {
         // Only the process that loaded the durable checkpoint has these:
@@ -278,7 +282,15 @@ unsafe extern "C-unwind" fn release_pins_at_exit(_code: std::ffi::c_int, _arg: p
     if let Some(e) = ENGINE.get() {
         // SAFETY: at process exit no guard of this process will be used again.
         unsafe { e.pool().release_local_pins() };
-        // Nor any tree handle: their holds keep trees from being evicted.
+    }
+}
+
+/// A process that exits without dropping its tree handles (FATAL,
+/// `proc_exit`): give their holds back, or the trees could never be
+/// evicted again.
+#[pg_guard]
+unsafe extern "C-unwind" fn release_holds_at_exit(_code: std::ffi::c_int, _arg: pg_sys::Datum) {
+    if let Some(e) = ENGINE.get() {
         e.release_local_holds();
     }
 }

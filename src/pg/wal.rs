@@ -27,7 +27,7 @@
 use orioledb_engine::order::{Bytewise, KeyCmp};
 use orioledb_engine::key_format::DESC_KEY;
 use orioledb_engine::wal::{Edit, Lsn, Record, WalSink};
-use orioledb_engine::{Engine, Replayed, Tree, TreeId};
+use orioledb_engine::{Engine, EngineError, Replayed, Tree, TreeId};
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::{c_char, CStr, CString};
@@ -405,16 +405,28 @@ fn replay_one(bytes: &[u8], end: Option<Lsn>) {
             noted.fetch_max(end, Ordering::AcqRel);
         }
     };
-    let done = if matches!(rec, Record::Drop { .. } | Record::Truncate { .. }) {
-        let r = engine.replay_record(rec, &replay_order);
-        note();
-        r
-    } else {
-        engine.atomically(|| {
+    let replay = |rec: Record| {
+        if matches!(rec, Record::Drop { .. } | Record::Truncate { .. }) {
             let r = engine.replay_record(rec, &replay_order);
             note();
             r
-        })
+        } else {
+            engine.atomically(|| {
+                let r = engine.replay_record(rec, &replay_order);
+                note();
+                r
+            })
+        }
+    };
+    let done = match replay(rec) {
+        // Inside the barrier, room is made only if no checkpoint runs: out
+        // of it, wait for one and evict, then apply the record (records
+        // are idempotent; this one stopped before changing anything).
+        Err(EngineError::TooManyTrees(_) | EngineError::MetadataFull(_)) => {
+            engine.make_room();
+            replay(Engine::decode_record(bytes).unwrap_or_else(|e| crate::pg::engine::report(e)))
+        }
+        r => r,
     }
     .unwrap_or_else(|e| crate::pg::engine::report(e));
     forget();

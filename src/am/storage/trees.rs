@@ -64,11 +64,7 @@ fn remember_in(tree: TreeId, when: When, subid: pg_sys::SubTransactionId) {
 fn drop_trees(trees: impl IntoIterator<Item = TreeId>) {
     let mut left = 0;
     for t in trees {
-        // Once one found no slot, so would the rest until a checkpoint.
-        if left > 0 {
-            left += 1;
-            continue;
-        }
+        // Every one is tried: a resident tree drops without a new slot.
         match engine().drop_tree(t) {
             Ok(()) | Err(EngineError::NoSuchTree(_)) => {}
             // A dropped tree keeps its slot until the next engine
@@ -420,8 +416,8 @@ pub fn sweep_orphans() {
         match engine.drop_tree(id) {
             Ok(()) | Err(EngineError::NoSuchTree(_)) => {}
             // Slots full of trees dropped since the checkpoint: the next
-            // one frees them, and its sweep goes on from here.
-            Err(EngineError::TooManyTrees(_)) => return,
+            // one frees them, and its sweep takes the rest.
+            Err(EngineError::TooManyTrees(_)) => {}
             Err(e) => pgrx::warning!("orioledb: could not drop orphan tree {}/{}: {e}", id.db, id.rel),
         }
     }
