@@ -376,7 +376,12 @@ impl EngineProcess {
 
     /// The slot of live tree `id`; a damaged tree's error names its file.
     pub fn slot_of(&self, id: TreeId) -> Result<usize> {
-        match self.lookup(id)? {
+        self.live_slot(id, self.lookup(id)?)
+    }
+
+    /// The slot of live tree `id` from what a lookup `found`.
+    pub(crate) fn live_slot(&self, id: TreeId, found: Option<(usize, u32)>) -> Result<usize> {
+        match found {
             Some((i, SLOT_LIVE)) => Ok(i),
             Some(_) => Err(self.damage(id)),
             None => Err(EngineError::NoSuchTree(id)),
@@ -1237,7 +1242,7 @@ impl Engine {
         self.inner.meta.durable().load(Ordering::Acquire)
     }
 
-    fn slots_in(&self, state: u32) -> Vec<(usize, u32, TreeId)> {
+    pub(crate) fn slots_in(&self, state: u32) -> Vec<(usize, u32, TreeId)> {
         let meta = &self.inner.meta;
         (0..meta.max_trees())
             .filter(|&i| meta.slot(i).state.load(Ordering::Acquire) == state)
@@ -1464,11 +1469,7 @@ impl Engine {
         let _ck = MetaLatch::new(meta, meta.ckpt_latch(), LatchMode::Exclusive);
         let _b = CheckpointBarrier::enter(&inner.pool);
         // The checkpoint latch keeps every slot where it is (no eviction).
-        let slot = match self.lookup_locked(id)? {
-            Some((i, SLOT_LIVE)) => i,
-            Some(_) => return Err(inner.damage(id)),
-            None => return Err(EngineError::NoSuchTree(id)),
-        };
+        let slot = inner.live_slot(id, self.lookup_locked(id)?)?;
         let t = self
             .pin(slot, id, Arc::new(Bytewise), None)
             .ok_or(EngineError::NoSuchTree(id))?;
@@ -1789,33 +1790,6 @@ impl Engine {
             .collect();
         listed.sort();
         listed
-    }
-
-    /// The durable checkpoint's trees the running one did not capture
-    /// (`trees`, `damaged`) and that are not dropped: cold trees, and
-    /// trees loaded since its start, which it lists with the maps they
-    /// were loaded from.
-    fn carried(
-        &self,
-        trees: &[(usize, u32, TreeId)],
-        damaged: &[(usize, u32, TreeId)],
-    ) -> Result<Vec<(TreeId, u64)>> {
-        let inner = &*self.inner;
-        let path = inner.path("control");
-        let prev = match read_control(&*inner.io, &path)? {
-            Some(c) => c,
-            None if inner.meta.durable().load(Ordering::Acquire) == 0 => Control::empty(),
-            None => {
-                return Err(EngineError::corrupt(
-                    &path,
-                    0,
-                    "control file is missing, but a checkpoint is durable",
-                ))
-            }
-        };
-        let captured = trees.iter().chain(damaged).map(|t| t.2).collect();
-        let dropped = self.slots_in(SLOT_DROPPED).into_iter().map(|t| t.2).collect();
-        Ok(self.carried_cold(&prev, &captured, &dropped))
     }
 
     /// Makes checkpoint `n` durable once every map is written: directory

@@ -302,22 +302,30 @@ impl Engine {
     /// is starting waits for that barrier).
     pub(crate) fn with_room<T>(&self, open: impl Fn() -> Result<T>) -> Result<T> {
         let meta = &self.inner.meta;
-        let mut r = open();
-        for part in [8, 2, 1] {
-            if !wants_room(&r) {
-                break;
-            }
+        self.escalate(open, |part| {
             let latch = meta.ckpt_latch();
             let _ck = if crate::engine::holds_barrier() {
                 if !meta.latches().try_acquire(latch, LatchMode::Exclusive) {
-                    break;
+                    return false;
                 }
                 MetaLatch::taken(meta, latch, LatchMode::Exclusive)
             } else {
                 MetaLatch::new(meta, latch, LatchMode::Exclusive)
             };
             self.evict_idle(meta.max_trees() / part, meta.nchunks / part);
-            drop(_ck);
+            true
+        })
+    }
+
+    /// Runs `open`; while it fails for want of room, has `evict` free an
+    /// eighth of the region, then half, then every idle tree (`evict`
+    /// returns false when it cannot), and runs it again.
+    fn escalate<T>(&self, open: impl Fn() -> Result<T>, evict: impl Fn(usize) -> bool) -> Result<T> {
+        let mut r = open();
+        for part in [8, 2, 1] {
+            if !wants_room(&r) || !evict(part) {
+                break;
+            }
             r = open();
         }
         r
@@ -338,15 +346,13 @@ impl Engine {
     /// are evicted for room if loading the tree needs it.
     pub(crate) fn lookup_locked(&self, id: TreeId) -> Result<Option<(usize, u32)>> {
         let meta = &self.inner.meta;
-        let mut r = self.inner.lookup(id);
-        for part in [8, 2, 1] {
-            if !wants_room(&r) {
-                break;
-            }
-            self.evict_idle(meta.max_trees() / part, meta.nchunks / part);
-            r = self.inner.lookup(id);
-        }
-        r
+        self.escalate(
+            || self.inner.lookup(id),
+            |part| {
+                self.evict_idle(meta.max_trees() / part, meta.nchunks / part);
+                true
+            },
+        )
     }
 
     /// After a checkpoint (the caller holds the checkpoint latch): when a
@@ -448,21 +454,27 @@ impl Engine {
             && head.compress == s.compress.load(Ordering::Relaxed)
     }
 
-    /// The durable checkpoint's trees that no slot holds (cold) and that
-    /// are not dropped, with their map checkpoints: what checkpoint `n`
-    /// must list besides the trees it captured (`captured`, which includes
-    /// the damaged ones).
-    pub(crate) fn carried_cold(
+    /// The durable checkpoint's trees that a running checkpoint did not
+    /// capture (its live `trees` and `damaged` ones) and that are not
+    /// dropped, with their map checkpoints: cold trees, and trees loaded
+    /// since it started, which it lists with the maps they were loaded
+    /// from. The caller holds the checkpoint latch, so the durable list is
+    /// this process's cached one or the control file on disk.
+    pub(crate) fn carried(
         &self,
-        prev: &Control,
-        captured: &HashSet<TreeId>,
-        dropped: &HashSet<TreeId>,
-    ) -> Vec<(TreeId, u64)> {
-        prev.trees
+        trees: &[(usize, u32, TreeId)],
+        damaged: &[(usize, u32, TreeId)],
+    ) -> Result<Vec<(TreeId, u64)>> {
+        let captured: HashSet<TreeId> = trees.iter().chain(damaged).map(|t| t.2).collect();
+        let dropped: HashSet<TreeId> = self.slots_in(SLOT_DROPPED).into_iter().map(|t| t.2).collect();
+        Ok(self
+            .inner
+            .cold_list()?
+            .trees
             .iter()
             .filter(|(id, _)| !captured.contains(id) && !dropped.contains(id))
-            .copied()
-            .collect()
+            .map(|(&id, &ckpt)| (id, ckpt))
+            .collect())
     }
 
     /// Gives back every tree hold of this process's handles — for a
