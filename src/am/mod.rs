@@ -51,7 +51,7 @@ pub(crate) fn install() {
     crate::pg::wal::set_replay_hooks(crate::pg::wal::ReplayHooks {
         key_order: |tree, desc| {
             let d = layout::key_desc::KeyDesc::decode(desc)?;
-            Some(layout::table::ordered_by(tree, &d).cmp())
+            Some(layout::table::ordered_by(tree, &d).cmp_arc())
         },
         // Visibility maps are not WAL-logged: changes replayed now may
         // have lost their clears, so every map starts empty.

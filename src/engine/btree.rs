@@ -14,6 +14,7 @@ use crate::buffer::PageGuard;
 use crate::engine::{CheckpointBarrier, Tree};
 use crate::error::{EngineError, Result};
 use crate::latch::LatchMode;
+use crate::order::compare;
 use crate::page::{item_space, PageMut, PageRef, HEADER, MAX_ITEM, MAX_KEY, NO_PAGE, PAGE_SIZE};
 use crate::wal::{Delta, Edit, Record};
 use std::cmp::Ordering;
@@ -294,15 +295,25 @@ fn child_value(c: u32) -> [u8; 4] {
 
 const MAX_RESTARTS: u32 = 100_000;
 
+/// How many recent leaves a thread remembers ([`LEAF_HINTS`]).
+const LEAF_HINTS_N: usize = 6;
+
+/// How many of a tree's remembered leaves a change tries before it
+/// descends.
+const LEAF_PROBES: usize = 2;
+
 thread_local! {
-    /// The leaf this thread's last descent to level 0 ended on, as (pool
-    /// identity, tree number, page): a change right after a read of the
-    /// same row (UPDATE's scan, its fetch of the old row, the update
-    /// itself) latches that leaf again instead of descending three times.
-    /// Only a hint: [`Tree::descend_leaf`] checks the page's level and key
-    /// range under its latch before it trusts it.
-    static LAST_LEAF: std::cell::Cell<(usize, u32, u32)> =
-        const { std::cell::Cell::new((0, u32::MAX, NO_PAGE)) };
+    /// The leaves this thread's last descents to level 0 ended on, most
+    /// recent first, as (pool identity, tree number, page): a change right
+    /// after a read of the same row (UPDATE's scan, its fetch of the old
+    /// row, the update itself) latches that leaf again instead of
+    /// descending. More than one, because an UPDATE touches two leaves of
+    /// one tree in turn (its new row-id map entry's, at the map's end, then
+    /// its version's), and with one hint each evicted the other: a full
+    /// descent per update. Only hints: [`Tree::descend_leaf`] checks the
+    /// page's level and key range under its latch before it trusts one.
+    static LEAF_HINTS: std::cell::Cell<[(usize, u32, u32); LEAF_HINTS_N]> =
+        const { std::cell::Cell::new([(0, u32::MAX, NO_PAGE); LEAF_HINTS_N]) };
 }
 
 /// Row ids whose allocation is logged at once (one WAL record per batch).
@@ -317,18 +328,18 @@ impl Tree {
         let (low, high) = (p.low(), p.high());
         match t {
             Target::Key(k) => {
-                if low.is_some_and(|l| cmp.cmp(k, l) == Ordering::Less) {
+                if low.is_some_and(|l| compare(cmp, k, l) == Ordering::Less) {
                     Cover::Restart
-                } else if high.is_some_and(|h| cmp.cmp(k, h) != Ordering::Less) {
+                } else if high.is_some_and(|h| compare(cmp, k, h) != Ordering::Less) {
                     Cover::Right
                 } else {
                     Cover::Yes
                 }
             }
             Target::Before(k) => {
-                if low.is_some_and(|l| cmp.cmp(l, k) != Ordering::Less) {
+                if low.is_some_and(|l| compare(cmp, l, k) != Ordering::Less) {
                     Cover::Restart
-                } else if high.is_some_and(|h| cmp.cmp(h, k) == Ordering::Less) {
+                } else if high.is_some_and(|h| compare(cmp, h, k) == Ordering::Less) {
                     Cover::Right
                 } else {
                     Cover::Yes
@@ -451,8 +462,14 @@ impl Tree {
     }
 
     fn note_leaf(&self, pno: u32) {
-        let me = std::sync::Arc::as_ptr(&self.inner) as usize;
-        LAST_LEAF.with(|l| l.set((me, self.num, pno)));
+        let e = (std::sync::Arc::as_ptr(&self.inner) as usize, self.num, pno);
+        LEAF_HINTS.with(|h| {
+            let mut a = h.get();
+            let at = a.iter().position(|x| *x == e).unwrap_or(LEAF_HINTS_N - 1);
+            a.copy_within(0..at, 1);
+            a[0] = e;
+            h.set(a);
+        });
     }
 
     /// Latches the leaf covering `key` in `mode`: the leaf this thread
@@ -472,14 +489,18 @@ impl Tree {
         path: &mut Vec<u32>,
     ) -> Result<PageGuard<'_>> {
         let me = std::sync::Arc::as_ptr(&self.inner) as usize;
-        let (pool, num, pno) = LAST_LEAF.with(|l| l.get());
-        if pool == me && num == self.num && pno != NO_PAGE {
+        let hints = LEAF_HINTS.with(|h| h.get());
+        let mine = hints
+            .iter()
+            .filter(|&&(pool, num, pno)| pool == me && num == self.num && pno != NO_PAGE);
+        for &(_, _, pno) in mine.take(LEAF_PROBES) {
             // A stale number reads as a tombstone or another page, which
             // the checks below turn away; a read error is the descent's
             // to meet again.
             if let Ok(g) = self.fetch(pno, mode) {
                 let p = g.page();
                 if p.level() == 0 && matches!(self.covers(p, Target::Key(key)), Cover::Yes) {
+                    self.note_leaf(pno);
                     path.clear();
                     return Ok(g);
                 }

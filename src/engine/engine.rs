@@ -1921,8 +1921,15 @@ impl Tree {
         self.id
     }
 
-    /// The order this handle compares keys by.
-    pub fn cmp(&self) -> Arc<dyn KeyCmp> {
+    /// The order this handle compares keys by (borrowed: a descent
+    /// compares at every level, and a clone of the `Arc` per call was two
+    /// atomic operations each time).
+    pub fn cmp(&self) -> &dyn KeyCmp {
+        &*self.cmp
+    }
+
+    /// [`Tree::cmp`] as a shared handle, for keeping beyond this handle.
+    pub fn cmp_arc(&self) -> Arc<dyn KeyCmp> {
         self.cmp.clone()
     }
 

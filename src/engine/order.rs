@@ -8,6 +8,22 @@ use std::cmp::Ordering;
 /// tree (changing it re-keys the tree, which is a rebuild, not a swap).
 pub trait KeyCmp: Send + Sync {
     fn cmp(&self, a: &[u8], b: &[u8]) -> Ordering;
+    /// True when [`KeyCmp::cmp`] is plain byte order: searches then
+    /// compare slices inline instead of calling through the trait object
+    /// at every step (most trees are byte-ordered).
+    fn bytewise(&self) -> bool {
+        false
+    }
+}
+
+/// `cmp.cmp(a, b)`, inline when `cmp` is byte order.
+#[inline]
+pub fn compare(cmp: &dyn KeyCmp, a: &[u8], b: &[u8]) -> Ordering {
+    if cmp.bytewise() {
+        a.cmp(b)
+    } else {
+        cmp.cmp(a, b)
+    }
 }
 
 /// Plain byte order (memcmp, then length): the default.
@@ -17,5 +33,8 @@ pub struct Bytewise;
 impl KeyCmp for Bytewise {
     fn cmp(&self, a: &[u8], b: &[u8]) -> Ordering {
         a.cmp(b)
+    }
+    fn bytewise(&self) -> bool {
+        true
     }
 }

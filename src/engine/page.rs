@@ -113,9 +113,11 @@ impl<'a> PageRef<'a> {
             &self.0[o..o + l]
         })
     }
+    #[inline]
     fn item_off(&self, i: usize) -> usize {
         rd16(self.0, HEADER + 2 * i)
     }
+    #[inline]
     pub fn key(&self, i: usize) -> &'a [u8] {
         let o = self.item_off(i);
         let (kl, _) = rd_lens(self.0, o);
@@ -147,10 +149,19 @@ impl<'a> PageRef<'a> {
 
     /// Binary search: `Ok(i)` if item i has the key, else `Err(insertion point)`.
     pub fn search(&self, cmp: &dyn KeyCmp, key: &[u8]) -> Result<usize, usize> {
+        if cmp.bytewise() {
+            self.search_by(|k| k.cmp(key))
+        } else {
+            self.search_by(|k| cmp.cmp(k, key))
+        }
+    }
+
+    #[inline(always)]
+    fn search_by(&self, order: impl Fn(&[u8]) -> Ordering) -> Result<usize, usize> {
         let (mut lo, mut hi) = (0, self.nitems());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            match cmp.cmp(self.key(mid), key) {
+            match order(self.key(mid)) {
                 Ordering::Less => lo = mid + 1,
                 Ordering::Greater => hi = mid,
                 Ordering::Equal => return Ok(mid),
@@ -162,10 +173,19 @@ impl<'a> PageRef<'a> {
     /// Internal pages: the last item whose key is <= `key` (or < `key` when
     /// `strict`); item 0 counts as minus infinity.
     pub fn child_index(&self, cmp: &dyn KeyCmp, key: &[u8], strict: bool) -> usize {
+        if cmp.bytewise() {
+            self.child_index_by(|k| k.cmp(key), strict)
+        } else {
+            self.child_index_by(|k| cmp.cmp(k, key), strict)
+        }
+    }
+
+    #[inline(always)]
+    fn child_index_by(&self, order: impl Fn(&[u8]) -> Ordering, strict: bool) -> usize {
         let (mut lo, mut hi) = (1, self.nitems());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            let o = cmp.cmp(self.key(mid), key);
+            let o = order(self.key(mid));
             if o == Ordering::Less || (!strict && o == Ordering::Equal) {
                 lo = mid + 1;
             } else {

@@ -92,7 +92,7 @@ impl SeqCursor {
                 (Direction::Backward, Some(id)) => (0, id),
                 (_, None) => (0, u64::MAX),
             };
-            return SeqCursor::Ids(table.ids(lo, hi, dir), None);
+            return SeqCursor::Ids(table.small_ids(lo, hi, dir, SMALL_TABLE_PAGES), None);
         }
         SeqCursor::Keys(LeafWalk::new(match (dir, from) {
             (Direction::Forward, Some(k)) => {

@@ -370,7 +370,7 @@ pub fn copy_database_trees(template: pg_sys::Oid, new: pg_sys::Oid) {
         remember(to, When::DropAtAbort);
         // The source's order as a table reads it (its descriptor's).
         let src = crate::am::layout::table::Table::open(e.tree(id).unwrap_or_else(|err| report(err)));
-        e.copy_tree(id, to, src.tree.cmp()).unwrap_or_else(|err| report(err));
+        e.copy_tree(id, to, src.tree.cmp_arc()).unwrap_or_else(|err| report(err));
     }
 }
 
