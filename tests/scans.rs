@@ -399,6 +399,44 @@ fn index_only_scans_follow_the_visibility_map() {
     assert!(checked > 10, "only {checked} comparisons");
 }
 
+/// A backend that changed a block remembers it as clear (no map read on
+/// its next change there); a VACUUM in another session that sets the
+/// block's bit afterwards must make it read the map again, or its next
+/// delete would leave the bit set and index-only scans would count the
+/// deleted row.
+#[test]
+fn a_block_seen_clear_is_read_again_after_another_sessions_vacuum() {
+    let (env, _g) = require_server!();
+    let db = "itest_scan_vm_cache";
+    let mut w = fresh_db(&env, db);
+    for t in ["k", "r"] {
+        let key = if t == "k" { "PRIMARY KEY" } else { "" };
+        w.batch_execute(&format!(
+            "CREATE TABLE {t} (id int {key}, v int) USING orioledb WITH (autovacuum_enabled = off);
+             INSERT INTO {t} SELECT g, 0 FROM generate_series(1, 100) g;
+             CREATE INDEX {t}_v ON {t} (v);"
+        ))
+        .unwrap();
+    }
+    let mut v = connect(&env, db);
+    let ios = "SET enable_seqscan = off; SET enable_bitmapscan = off";
+    for t in ["k", "r"] {
+        // The writer sees block 0 clear (its own change: an insert, since
+        // an update's chain keeps the block off the map), then the other
+        // session's VACUUM marks it all-visible once that change is old.
+        w.batch_execute(&format!("INSERT INTO {t} VALUES (101, 0)")).unwrap();
+        v.batch_execute(&format!("VACUUM {t}")).unwrap();
+        v.batch_execute(ios).unwrap();
+        let q = format!("SELECT count(*) FROM {t} WHERE v >= 0");
+        let p = analyzed_plan(&mut v, &q);
+        assert!(p.contains("Index Only Scan") && p.contains("Heap Fetches: 0"), "{t}: not all-visible:\n{p}");
+        assert_eq!(count(&mut v, &q), 101);
+        w.batch_execute(&format!("DELETE FROM {t} WHERE id = 2")).unwrap();
+        assert_eq!(count(&mut v, &q), 100, "{t}: an index-only scan counts a deleted row");
+        v.batch_execute("RESET ALL").unwrap();
+    }
+}
+
 /// Connects with the server's notices (VACUUM VERBOSE's INFO lines)
 /// collected.
 fn connect_noting(env: &TestEnv, db: &str) -> (Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
