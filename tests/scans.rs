@@ -437,6 +437,50 @@ fn a_block_seen_clear_is_read_again_after_another_sessions_vacuum() {
     }
 }
 
+/// A table that grew while a snapshot held its dead versions is pruned by
+/// the next sequential scan that reads it in key order, as heap's scans
+/// prune the pages they read: without it, every later scan read all of
+/// it until VACUUM or the background sweep came.
+#[test]
+fn a_sequential_scan_prunes_what_a_held_snapshot_left() {
+    let (env, _g) = require_server!();
+    let db = "itest_scan_prune";
+    let mut w = fresh_db(&env, db);
+    for t in ["k", "r"] {
+        let key = if t == "k" { "PRIMARY KEY" } else { "" };
+        w.batch_execute(&format!(
+            "CREATE TABLE {t} (id int {key}, v int, pad text) USING orioledb WITH (autovacuum_enabled = off);
+             INSERT INTO {t} SELECT g, 0, repeat('x', 50) FROM generate_series(1, 100) g;"
+        ))
+        .unwrap();
+    }
+    let pages = |c: &mut Client, t: &str| -> i64 {
+        c.query_one(
+            &format!(
+                "SELECT pages FROM orioledb_tree_stats() WHERE relnode = \
+                 (SELECT relfilenode FROM pg_class WHERE relname = '{t}')"
+            ),
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    let mut holder = connect(&env, db);
+    holder.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM k").unwrap();
+    for _ in 0..100 {
+        w.batch_execute("UPDATE k SET v = v + 1; UPDATE r SET v = v + 1").unwrap();
+    }
+    holder.batch_execute("COMMIT").unwrap();
+    for t in ["k", "r"] {
+        let before = pages(&mut w, t);
+        assert!(before > 64, "{t}: only {before} pages with the snapshot held");
+        assert_eq!(count(&mut w, &format!("SELECT count(*) FROM {t} WHERE v = 100")), 100);
+        let after = pages(&mut w, t);
+        assert!(after * 4 < before, "{t}: {before} pages before the scan, {after} after");
+        assert_eq!(count(&mut w, &format!("SELECT count(*) FROM {t} WHERE v = 100")), 100);
+    }
+}
+
 /// Connects with the server's notices (VACUUM VERBOSE's INFO lines)
 /// collected.
 fn connect_noting(env: &TestEnv, db: &str) -> (Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {

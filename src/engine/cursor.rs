@@ -339,6 +339,8 @@ pub struct LeafWalk {
     cursor: Cursor,
     leaf: Option<Leaf>,
     taken: usize,
+    /// How many leaves were read so far.
+    leaves: u64,
 }
 
 impl LeafWalk {
@@ -347,7 +349,14 @@ impl LeafWalk {
             cursor,
             leaf: None,
             taken: 0,
+            leaves: 0,
         }
+    }
+
+    /// The leaf items come from now: its number in the walk (1 for the
+    /// first) and how many of its items the walk hands out.
+    pub fn leaf(&self) -> (u64, usize) {
+        (self.leaves, self.leaf.as_ref().map_or(0, Leaf::len))
     }
 
     /// The next item; None at the end (and on every call after it).
@@ -357,6 +366,7 @@ impl LeafWalk {
                 Ok(l) => {
                     self.leaf = Some(l);
                     self.taken = 0;
+                    self.leaves += 1;
                 }
                 Err(e) => return Some(Err(e)),
             }

@@ -124,6 +124,13 @@ pub(super) fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -
         && crate::am::layout::hot::redirect_stays(&h, value, id)
 }
 
+/// Whether version `h` is dead to every snapshot `horizon` covers (what
+/// pruning removes).
+pub fn dead_to_all(h: &Header, horizon: &Horizon) -> bool {
+    let removable = |x: Xid| horizon.removable(x);
+    version::vacuum_state(h, &PgXacts, &removable, &mut Hints::default()) == VacuumState::Dead
+}
+
 /// A tree's sweep: modifications counted, and the key where the next
 /// leaf to prune starts (None: the first leaf).
 pub(super) type SweepPosition = (u32, Option<Vec<u8>>);

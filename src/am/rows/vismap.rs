@@ -67,38 +67,6 @@ thread_local! {
         std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
-/// How many (relfilenode, block) a backend remembers as clear.
-const CLEAR_CACHE: usize = 8;
-
-thread_local! {
-    /// Blocks whose bit this backend saw clear (or cleared) with no VACUUM
-    /// of the relation announced, as (relfilenode, block, generation then),
-    /// most recent first. While the generation has not moved and no VACUUM
-    /// is announced, no bit has been set since (a VACUUM is announced from
-    /// before it raises the generation until it has set its last bit, and
-    /// COPY FREEZE's bits empty this cache), so a change there needs no map
-    /// read: TPC-B changes the same history, teller and branch blocks
-    /// statement after statement, and the read pinned a map buffer each
-    /// time (1.4% of its CPU). COPY FREEZE's bits raise the generation too.
-    static CLEARED: std::cell::Cell<[(u32, u32, u32); CLEAR_CACHE]> =
-        const { std::cell::Cell::new([(0, u32::MAX, 0); CLEAR_CACHE]) };
-}
-
-/// Whether `(relnode, block)` was seen clear at `generation`.
-fn seen_clear(relnode: u32, block: u32, generation: u32) -> bool {
-    CLEARED.with(|c| c.get().contains(&(relnode, block, generation)))
-}
-
-/// Notes `(relnode, block)` seen clear at `generation` (see `CLEARED`).
-fn note_clear(relnode: u32, block: u32, generation: u32) {
-    CLEARED.with(|c| {
-        let mut a = c.get();
-        a.copy_within(0..CLEAR_CACHE - 1, 1);
-        a[0] = (relnode, block, generation);
-        c.set(a);
-    });
-}
-
 /// Indexes into the shared words (`pg::shmem::VM_WORDS`).
 const OVERFLOW: usize = 0;
 const GENERATION: usize = 1;
@@ -150,9 +118,6 @@ pub unsafe fn clear(rel: pg_sys::Relation, id: u64) {
             pg_sys::ReleaseBuffer(buf);
             return;
         }
-        if seen_clear(relnode, block, generation) {
-            return;
-        }
         // A VACUUM since this backend last looked may have grown the map
         // past the size cached in the relation's smgr entry: look again.
         let stale = SEEN.with(|m| m.borrow_mut().insert(relnode, generation) != Some(generation));
@@ -167,7 +132,6 @@ pub unsafe fn clear(rel: pg_sys::Relation, id: u64) {
             }
             pg_sys::ReleaseBuffer(buf);
         }
-        note_clear(relnode, block, generation);
     }
 }
 
@@ -498,9 +462,6 @@ pub fn loads_may_set() -> bool {
 /// subtransaction; `block` holds only versions inserted frozen.
 pub unsafe fn set_loaded_frozen(rel: pg_sys::Relation, block: u64) {
     let mut buf: pg_sys::Buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
-    // A bit set without a VACUUM's generation: forget every block seen
-    // clear (a relfilenode number may come back).
-    CLEARED.with(|c| c.set([(0, u32::MAX, 0); CLEAR_CACHE]));
     // SAFETY: per the contract; pinned (extending the map if needed),
     // locked, changed and released here.
     unsafe {
@@ -514,12 +475,6 @@ pub unsafe fn set_loaded_frozen(rel: pg_sys::Relation, block: u64) {
         }
         pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_UNLOCK as i32);
         pg_sys::ReleaseBuffer(buf);
-    }
-    // After the bit is set: a backend that saw this block clear before
-    // (a relfilenode number used again) reads the generation first, so it
-    // either sees the bit or a new generation (`CLEARED`).
-    if let Some(words) = crate::pg::shmem::vm_words() {
-        words[GENERATION].fetch_add(1, Ordering::SeqCst);
     }
 }
 

@@ -61,6 +61,65 @@ struct ScanState {
     sample: Sample,
     /// Parallel sequential scans: this process's share of the row ids.
     parallel: Option<ParallelIds>,
+    /// The key walk's pruning of what it reads ([`PruneSeen`]).
+    prune: PruneSeen,
+}
+
+/// A sequential scan in key order prunes the leaves it finds full of
+/// versions dead to every snapshot, as heap's scans prune the pages they
+/// read (`heap_page_prune_opt`): a table that a long transaction let
+/// bloat stays bloated otherwise until VACUUM or the sweep reach it, and
+/// every scan meanwhile reads all of it (a 100-row table updated while a
+/// snapshot was held kept 9,557 pages, 22 scans a second). Invariant:
+/// `dead` counts the dead versions met in leaf `leaf` of the walk;
+/// `done` once that leaf was pruned.
+#[derive(Default)]
+struct PruneSeen {
+    /// Not on a standby (which never prunes), nor when asked not to.
+    off: bool,
+    horizon: Option<rows::Horizon>,
+    leaf: u64,
+    dead: usize,
+    done: bool,
+}
+
+/// Dead versions a leaf must show (and a share of its items) before a
+/// scan prunes it.
+const PRUNE_SEEN_MIN: usize = 8;
+
+impl PruneSeen {
+    /// Counts `h`, a version the walk `cursor` just passed over as
+    /// invisible, if it is dead to everyone; the key to prune at once the
+    /// leaf it came from has shown enough of them (once per leaf).
+    ///
+    /// # Safety
+    /// `rel` is the scan's open relation.
+    unsafe fn seen_dead(&mut self, cursor: &SeqCursor, h: &Header, rel: pg_sys::Relation) -> Option<Vec<u8>> {
+        if self.off {
+            return None;
+        }
+        let SeqCursor::Keys(w) = cursor else {
+            return None;
+        };
+        let (leaf, len) = w.leaf();
+        if leaf != self.leaf {
+            (self.leaf, self.dead, self.done) = (leaf, 0, false);
+        }
+        if self.done {
+            return None;
+        }
+        // SAFETY: per the contract.
+        let horizon = self.horizon.get_or_insert_with(|| unsafe { rows::Horizon::of(rel) });
+        if !rows::dead_to_all(h, horizon) {
+            return None;
+        }
+        self.dead += 1;
+        if self.dead < PRUNE_SEEN_MIN.max(len / 4) {
+            return None;
+        }
+        self.done = true;
+        w.last_key().map(<[u8]>::to_vec)
+    }
 }
 
 /// How a sequential scan walks the table: the tree in key order, or —
@@ -319,6 +378,10 @@ pub unsafe fn scan_begin(
             tids: None,
             sample,
             parallel: None,
+            prune: PruneSeen {
+                off: flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN == 0 || pg_sys::RecoveryInProgress(),
+                ..PruneSeen::default()
+            },
         });
         let scan = pg_sys::palloc0(size_of::<OScan>()) as *mut OScan;
         (*scan).base.rs_rd = rel;
@@ -410,6 +473,7 @@ pub unsafe fn scan_getnextslot(
             stat_block,
             ssi_out,
             at_end,
+            prune,
             ..
         } = st;
         let cursor = cursor.as_mut().expect("just set");
@@ -424,6 +488,15 @@ pub unsafe fn scan_getnextslot(
                 store_version(rel, slot, id, v);
                 rows::count_scan_stat(rel, rows::ScanStat::Returned);
                 return true;
+            }
+            if let Some(k) = prune.seen_dead(cursor, &h, rel) {
+                // The walk reads a copy of the leaf and finds the next one
+                // by key: pruning (and merging) under it moves nothing it
+                // has still to return.
+                tree.tree
+                    .prune_leaf_at(Some(&k))
+                    .unwrap_or_else(|e| crate::pg::engine::report(e));
+                rows::after_change_of(rel, tree.tree.id());
             }
         }
         // At the end in this direction: a scroll cursor turning round
