@@ -75,7 +75,8 @@ struct ScanState {
 /// `done` once that leaf was pruned.
 #[derive(Default)]
 struct PruneSeen {
-    /// Not on a standby (which never prunes), nor when asked not to.
+    /// Not on a standby (which never prunes), in a parallel worker, or in
+    /// a scan of another kind.
     off: bool,
     horizon: Option<rows::Horizon>,
     leaf: u64,
@@ -87,7 +88,34 @@ struct PruneSeen {
 /// scan prunes it.
 const PRUNE_SEEN_MIN: usize = 8;
 
+/// Prunes the leaf of `table` holding `key` for a scan ([`PruneSeen`]),
+/// best effort as heap's scan-time pruning: an error leaves the leaf as it
+/// was, and the toast values of pruned versions stay queued for this
+/// backend's next change or its exit (`toast::at_transaction_end`), since
+/// deleting them takes the toast relation's lock, which a read must not
+/// wait for. The walk reads a copy of the leaf and finds the next one by
+/// key: pruning (and merging) under it moves nothing it has still to
+/// return.
+///
+/// # Safety
+/// `rel` is the open relation of `table`.
+unsafe fn prune_seen(table: &Table, rel: pg_sys::Relation, key: &[u8]) {
+    if table.tree.prune_leaf_at(Some(key)).is_err() {
+        return;
+    }
+    // Unlogged deletes of the pruned versions' map entries, in this very
+    // tree (whose table the scan has open).
+    crate::am::layout::table::delete_doomed_map_entries();
+    // SAFETY: per the contract.
+    unsafe { rows::report_pruned(rel, table.tree.id()) };
+}
+
 impl PruneSeen {
+    /// Forgets the counts of the walk before (a rescan, a turn).
+    fn restart(&mut self) {
+        (self.leaf, self.dead, self.done) = (0, 0, false);
+    }
+
     /// Counts `h`, a version the walk `cursor` just passed over as
     /// invisible, if it is dead to everyone; the key to prune at once the
     /// leaf it came from has shown enough of them (once per leaf).
@@ -379,7 +407,11 @@ pub unsafe fn scan_begin(
             sample,
             parallel: None,
             prune: PruneSeen {
-                off: flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN == 0 || pg_sys::RecoveryInProgress(),
+                // Nor in a parallel worker, where this access method
+                // writes nothing (`modify::refuse_in_parallel_worker`).
+                off: flags & pg_sys::ScanOptions::SO_TYPE_SEQSCAN == 0
+                    || pg_sys::RecoveryInProgress()
+                    || pg_sys::ParallelWorkerNumber >= 0,
                 ..PruneSeen::default()
             },
         });
@@ -490,13 +522,7 @@ pub unsafe fn scan_getnextslot(
                 return true;
             }
             if let Some(k) = prune.seen_dead(cursor, &h, rel) {
-                // The walk reads a copy of the leaf and finds the next one
-                // by key: pruning (and merging) under it moves nothing it
-                // has still to return.
-                tree.tree
-                    .prune_leaf_at(Some(&k))
-                    .unwrap_or_else(|e| crate::pg::engine::report(e));
-                rows::after_change_of(rel, tree.tree.id());
+                prune_seen(tree, rel, &k);
             }
         }
         // At the end in this direction: a scroll cursor turning round
@@ -525,6 +551,7 @@ fn open_cursor(st: &mut ScanState, dir: Direction) {
         st.last = if st.at_end { None } else { c.position() };
     }
     st.cursor = Some(SeqCursor::open(&st.tree, by_id, dir, st.last.take()));
+    st.prune.restart();
     st.at_end = false;
     st.dir = dir;
 }
