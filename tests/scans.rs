@@ -443,7 +443,10 @@ fn a_block_seen_clear_is_read_again_after_another_sessions_vacuum() {
 /// it until VACUUM or the background sweep came.
 #[test]
 fn a_sequential_scan_prunes_what_a_held_snapshot_left() {
-    let (env, _g) = require_server!();
+    // Alone: what may be pruned is bounded by the oldest transaction of
+    // any database (snapshots are cluster-wide), and the loads of this
+    // binary's other tests run long ones.
+    let (env, _g) = require_server_exclusive!();
     let db = "itest_scan_prune";
     let mut w = fresh_db(&env, db);
     for t in ["k", "r"] {
@@ -479,6 +482,72 @@ fn a_sequential_scan_prunes_what_a_held_snapshot_left() {
         assert!(after * 4 < before, "{t}: {before} pages before the scan, {after} after");
         assert_eq!(count(&mut w, &format!("SELECT count(*) FROM {t} WHERE v = 100")), 100);
     }
+}
+
+/// What a scan prunes may own toast values: they wait in the scanning
+/// backend's queue (a read takes no toast lock) and go at its exit, and
+/// the rows still read whole meanwhile.
+#[test]
+fn toast_values_of_versions_a_scan_pruned_go_at_its_exit() {
+    // Alone, as `a_sequential_scan_prunes_what_a_held_snapshot_left`.
+    let (env, _g) = require_server_exclusive!();
+    let db = "itest_scan_prune_toast";
+    let mut w = fresh_db(&env, db);
+    w.batch_execute(
+        "CREATE TABLE t (id int PRIMARY KEY, v int, pad text, big text) USING orioledb
+             WITH (autovacuum_enabled = off);
+         INSERT INTO t SELECT g, 0, repeat('p', 200),
+             (SELECT string_agg(md5(g::text || '-' || i), '') FROM generate_series(1, 100) i)
+         FROM generate_series(1, 200) g;",
+    )
+    .unwrap();
+    let pages = |c: &mut Client| -> i64 {
+        c.query_one(
+            "SELECT pages FROM orioledb_tree_stats() WHERE relnode = \
+             (SELECT relfilenode FROM pg_class WHERE relname = 't')",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+    };
+    // Chunks in the toast tree (deleting them does not merge its leaves
+    // away at once, so its pages say less).
+    let chunks = |c: &mut Client| -> i64 {
+        let s = query_text(c, "SELECT orioledb_check(reltoastrelid) FROM pg_class WHERE relname = 't'");
+        s.split(", ").find_map(|p| p.strip_suffix(" keys")).and_then(|n| n.parse().ok()).unwrap_or(-1)
+    };
+    let mut holder = connect(&env, db);
+    holder.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM t").unwrap();
+    for _ in 0..20 {
+        // A new value each time (the old versions own theirs).
+        w.batch_execute("UPDATE t SET v = v + 1, big = md5(v::text) || substr(big, 33)").unwrap();
+    }
+    holder.batch_execute("COMMIT").unwrap();
+    let (table_before, chunks_before) = (pages(&mut w), chunks(&mut w));
+    assert_eq!(chunks_before, 200 * 21 * 2, "two chunks for each of 21 values of 200 rows");
+    assert!(table_before > 64, "only {table_before} table pages with the snapshot held");
+    let check = "SELECT count(*) FROM t WHERE v = 20 AND length(big) = 3200 AND left(big, 32) = md5('19')";
+    {
+        let mut reader = connect(&env, db);
+        assert_eq!(count(&mut reader, check), 200);
+        let table_after = pages(&mut reader);
+        assert!(table_after * 4 < table_before, "{table_before} table pages before the scan, {table_after} after");
+        assert_eq!(count(&mut reader, check), 200, "rows read again in the scanning backend");
+    }
+    assert_eq!(count(&mut w, check), 200, "rows read in another backend");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let chunks_after = chunks(&mut w);
+        if chunks_after == 200 * 2 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "toast chunks {chunks_before} before the scan, {chunks_after} after its backend exited"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(count(&mut w, check), 200);
 }
 
 /// Connects with the server's notices (VACUUM VERBOSE's INFO lines)
