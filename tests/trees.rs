@@ -1027,6 +1027,41 @@ fn quiet_tables_get_their_space_back_without_vacuum() {
     }
 }
 
+/// The quiet sweep skips a table whose lock another session holds, and
+/// releases nothing then: its lock value was built (and dropped, releasing
+/// the lock) for a try that failed too, a "you don't own a lock" WARNING
+/// in the log at every round.
+#[test]
+fn a_quiet_sweep_that_finds_its_table_locked_releases_nothing() {
+    let (env, _g) = require_server!();
+    if env.log.is_none() {
+        eprintln!("SKIP: needs ORIOLEDB_TEST_LOG");
+        return;
+    }
+    let db = "itest_trees_quiet_locked";
+    let mut c = fresh_db(&env, db);
+    c.batch_execute(
+        "CREATE TABLE q (id int, n int) USING orioledb WITH (autovacuum_enabled = false);
+         INSERT INTO q SELECT g, 0 FROM generate_series(1, 2000) g;",
+    )
+    .unwrap();
+    let from = log_len(&env);
+    // Held before the updates, so the sweep finds the table locked on
+    // every round (and has not swept it before).
+    let mut locker = connect(&env, db);
+    locker.batch_execute("BEGIN; LOCK q IN SHARE UPDATE EXCLUSIVE MODE").unwrap();
+    c.batch_execute("UPDATE q SET n = n + 1; UPDATE q SET n = n + 1").unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(5));
+    locker.batch_execute("COMMIT").unwrap();
+    let log = log_since(&env, from);
+    assert!(
+        !log.contains("you don't own a lock"),
+        "the sweep released a lock it did not hold:\n{}",
+        log.lines().filter(|l| l.contains("don't own")).take(3).collect::<Vec<_>>().join("\n")
+    );
+    assert_eq!(query_text(&mut c, "SELECT count(*) || ' ' || sum(n) FROM q"), "2000 4000");
+}
+
 /// The background sweep runs in a process outside PostgreSQL's proc array,
 /// where `TransactionIdIsInProgress` skips one backend's slot: it took
 /// that backend's running transaction for aborted and removed the versions

@@ -55,7 +55,11 @@ impl SessionLock {
         // SAFETY: a session lock needs no transaction or resource owner;
         // with dont_wait it never sleeps (every caller passes it).
         let r = unsafe { pg_sys::LockAcquire(&mut tag, mode, true, dont_wait) };
-        (r != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then_some(SessionLock { tag, mode })
+        // Built only when taken: `then_some` would build one for a lock not
+        // taken too, and dropping it released a lock this process did not
+        // hold (PostgreSQL's "you don't own a lock" WARNING at every busy
+        // try of the quiet sweep).
+        (r != pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL).then(|| SessionLock { tag, mode })
     }
 }
 
