@@ -14,7 +14,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 SECS="${1:-10}" RUNS="${2:-3}" AMS="${3:-orioledb,heap}"
 choose_run_dir 2>/dev/null
-PSQL=(as_pg "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$RUN_DIR" -p "$ORIOLEDB_PORT" -U postgres)
+PSQL=(as_pg env PGOPTIONS="-c client_min_messages=warning" "$PG_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$RUN_DIR" -p "$ORIOLEDB_PORT" -U postgres)
 PGBENCH=(as_pg env PGOPTIONS="-c synchronous_commit=off" "$PG_BINDIR/pgbench" -n -h "$RUN_DIR" -p "$ORIOLEDB_PORT" -U postgres)
 DB=bench_small
 SCRIPT="$(as_pg mktemp)"
