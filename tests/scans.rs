@@ -485,10 +485,10 @@ fn a_sequential_scan_prunes_what_a_held_snapshot_left() {
 }
 
 /// What a scan prunes may own toast values: they wait in the scanning
-/// backend's queue (a read takes no toast lock) and go at its exit, and
-/// the rows still read whole meanwhile.
+/// backend's queue (not deleted in the middle of the scan) and go when its
+/// transaction ends, and the rows still read whole.
 #[test]
-fn toast_values_of_versions_a_scan_pruned_go_at_its_exit() {
+fn toast_values_of_versions_a_scan_pruned_go_when_its_transaction_ends() {
     // Alone, as `a_sequential_scan_prunes_what_a_held_snapshot_left`.
     let (env, _g) = require_server_exclusive!();
     let db = "itest_scan_prune_toast";
@@ -543,7 +543,7 @@ fn toast_values_of_versions_a_scan_pruned_go_at_its_exit() {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "toast chunks {chunks_before} before the scan, {chunks_after} after its backend exited"
+            "toast chunks {chunks_before} before the scan, {chunks_after} after its transaction and backend ended"
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }

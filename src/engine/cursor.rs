@@ -132,8 +132,8 @@ impl Cursor {
         let cmp = self.tree.cmp();
         match &self.lo {
             Bound::Unbounded => true,
-            Bound::Included(b) => compare(&*cmp, k, b) != Ordering::Less,
-            Bound::Excluded(b) => compare(&*cmp, k, b) == Ordering::Greater,
+            Bound::Included(b) => compare(cmp, k, b) != Ordering::Less,
+            Bound::Excluded(b) => compare(cmp, k, b) == Ordering::Greater,
         }
     }
 
@@ -141,8 +141,8 @@ impl Cursor {
         let cmp = self.tree.cmp();
         match &self.hi {
             Bound::Unbounded => true,
-            Bound::Included(b) => compare(&*cmp, k, b) != Ordering::Greater,
-            Bound::Excluded(b) => compare(&*cmp, k, b) == Ordering::Less,
+            Bound::Included(b) => compare(cmp, k, b) != Ordering::Greater,
+            Bound::Excluded(b) => compare(cmp, k, b) == Ordering::Less,
         }
     }
 
@@ -217,7 +217,7 @@ impl Cursor {
                 // Keys below `l` exist only if something >= lo is below it.
                 Some(l)
                     if self.above_lo(l)
-                        && !matches!(&self.lo, Bound::Included(b) if compare(&*cmp, l, b) == Ordering::Equal) =>
+                        && !matches!(&self.lo, Bound::Included(b) if compare(cmp, l, b) == Ordering::Equal) =>
                 {
                     Next::Below(l.to_vec())
                 }
@@ -308,8 +308,8 @@ impl Leaf {
             return None;
         };
         let p = PageRef(page);
-        if p.low().is_some_and(|l| compare(&*cmp, key, l) == Ordering::Less)
-            || p.high().is_some_and(|h| compare(&*cmp, key, h) != Ordering::Less)
+        if p.low().is_some_and(|l| compare(cmp, key, l) == Ordering::Less)
+            || p.high().is_some_and(|h| compare(cmp, key, h) != Ordering::Less)
         {
             return None;
         }

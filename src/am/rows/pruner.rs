@@ -118,8 +118,7 @@ pub(super) fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -
     let Some(h) = Header::decode(value, id) else {
         return false;
     };
-    let removable = |x: Xid| horizon.removable(x);
-    version::vacuum_state(&h, &PgXacts, &removable, &mut Hints::default()) == VacuumState::Dead
+    dead_to_all(&h, horizon)
         && version::tail_and_toast(&h, value).1.is_empty()
         && crate::am::layout::hot::redirect_stays(&h, value, id)
 }

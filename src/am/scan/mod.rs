@@ -90,12 +90,11 @@ const PRUNE_SEEN_MIN: usize = 8;
 
 /// Prunes the leaf of `table` holding `key` for a scan ([`PruneSeen`]),
 /// best effort as heap's scan-time pruning: an error leaves the leaf as it
-/// was, and the toast values of pruned versions stay queued for this
-/// backend's next change or its exit (`toast::at_transaction_end`), since
-/// deleting them takes the toast relation's lock, which a read must not
-/// wait for. The walk reads a copy of the leaf and finds the next one by
-/// key: pruning (and merging) under it moves nothing it has still to
-/// return.
+/// was. The toast values of pruned versions stay queued until the
+/// transaction's pre-commit (`rows::at_event`), which deletes them with
+/// the toast relation locked, not in the middle of the scan. The walk
+/// reads a copy of the leaf and finds the next one by key: pruning (and
+/// merging) under it moves nothing it has still to return.
 ///
 /// # Safety
 /// `rel` is the open relation of `table`.
@@ -131,7 +130,8 @@ impl PruneSeen {
         };
         let (leaf, len) = w.leaf();
         if leaf != self.leaf {
-            (self.leaf, self.dead, self.done) = (leaf, 0, false);
+            self.restart();
+            self.leaf = leaf;
         }
         if self.done {
             return None;
