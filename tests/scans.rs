@@ -492,7 +492,66 @@ fn toast_values_of_versions_a_scan_pruned_go_when_its_transaction_ends() {
     // Alone, as `a_sequential_scan_prunes_what_a_held_snapshot_left`.
     let (env, _g) = require_server_exclusive!();
     let db = "itest_scan_prune_toast";
-    let mut w = fresh_db(&env, db);
+    let (mut w, table_before, chunks_before) = bloat_with_toast(&env, db);
+    {
+        let mut reader = connect(&env, db);
+        assert_eq!(count(&mut reader, TOAST_CHECK), 200);
+        let table_after = prune_pages(&mut reader);
+        assert!(table_after * 4 < table_before, "{table_before} table pages before the scan, {table_after} after");
+        assert_eq!(count(&mut reader, TOAST_CHECK), 200, "rows read again in the scanning backend");
+    }
+    assert_eq!(count(&mut w, TOAST_CHECK), 200, "rows read in another backend");
+    wait_for_chunks(&mut w, chunks_before);
+    // The leaves the deletes emptied merged away (they stayed: 2,068 pages).
+    let toast_pages: i64 = w
+        .query_one(
+            "SELECT pages FROM orioledb_tree_stats() WHERE relnode = (SELECT relfilenode FROM pg_class \
+             WHERE oid = (SELECT reltoastrelid FROM pg_class WHERE relname = 't'))",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert!(toast_pages < 200, "{toast_pages} toast pages for 400 chunks of about 1,600 bytes");
+}
+
+/// A scan that pruned toast values commits without waiting for their
+/// toast relation's lock (REINDEX of the toast table holds it): the values
+/// stay queued. A later change of another table that waits for that lock
+/// and is cancelled (lock_timeout) puts them back in the queue, and they
+/// go once the lock is free and the backend ends.
+#[test]
+fn a_pruning_scan_commits_without_waiting_for_a_busy_toast_relation() {
+    let (env, _g) = require_server_exclusive!();
+    let db = "itest_scan_prune_toast_busy";
+    let (mut w, _, chunks_before) = bloat_with_toast(&env, db);
+    w.batch_execute("CREATE TABLE u (id int) USING orioledb").unwrap();
+    let toast = query_text(&mut w, "SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 't'");
+    let mut blocker = connect(&env, db);
+    blocker.batch_execute(&format!("BEGIN; REINDEX TABLE {toast}")).unwrap();
+    {
+        let mut reader = connect(&env, db);
+        reader.batch_execute("SET lock_timeout = '2s'").unwrap();
+        let started = std::time::Instant::now();
+        let seen = reader.query_one(TOAST_CHECK, &[]).map(|r| r.get::<_, i64>(0));
+        assert_eq!(seen.map_err(|e| describe(&e)), Ok(200), "the pruning scan's commit");
+        assert!(started.elapsed() < std::time::Duration::from_millis(1500), "the scan's commit waited");
+        // A change waits for the queue's toast relation; its cancel keeps the queue.
+        reader.batch_execute("SET lock_timeout = '200ms'").unwrap();
+        expect_sqlstate(&mut reader, "INSERT INTO u VALUES (1)", "55P03");
+        blocker.batch_execute("COMMIT").unwrap();
+        assert_eq!(count(&mut reader, TOAST_CHECK), 200);
+    }
+    wait_for_chunks(&mut w, chunks_before);
+}
+
+const TOAST_CHECK: &str = "SELECT count(*) FROM t WHERE v = 20 AND length(big) = 3200 AND left(big, 32) = md5('19')";
+
+/// Database `db` with table `t`: 200 rows whose `big` is toasted in two
+/// chunks, updated 20 times (a new value each time) while a snapshot was
+/// held, so that a scan finds 20 dead versions of each row to prune.
+/// Returns a connection, the table's pages and the toast tree's chunks.
+fn bloat_with_toast(env: &TestEnv, db: &str) -> (Client, i64, i64) {
+    let mut w = fresh_db(env, db);
     w.batch_execute(
         "CREATE TABLE t (id int PRIMARY KEY, v int, pad text, big text) USING orioledb
              WITH (autovacuum_enabled = off);
@@ -501,43 +560,43 @@ fn toast_values_of_versions_a_scan_pruned_go_when_its_transaction_ends() {
          FROM generate_series(1, 200) g;",
     )
     .unwrap();
-    let pages = |c: &mut Client| -> i64 {
-        c.query_one(
-            "SELECT pages FROM orioledb_tree_stats() WHERE relnode = \
-             (SELECT relfilenode FROM pg_class WHERE relname = 't')",
-            &[],
-        )
-        .unwrap()
-        .get(0)
-    };
-    // Chunks in the toast tree (deleting them does not merge its leaves
-    // away at once, so its pages say less).
-    let chunks = |c: &mut Client| -> i64 {
-        let s = query_text(c, "SELECT orioledb_check(reltoastrelid) FROM pg_class WHERE relname = 't'");
-        s.split(", ").find_map(|p| p.strip_suffix(" keys")).and_then(|n| n.parse().ok()).unwrap_or(-1)
-    };
-    let mut holder = connect(&env, db);
+    let mut holder = connect(env, db);
     holder.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM t").unwrap();
     for _ in 0..20 {
         // A new value each time (the old versions own theirs).
         w.batch_execute("UPDATE t SET v = v + 1, big = md5(v::text) || substr(big, 33)").unwrap();
     }
     holder.batch_execute("COMMIT").unwrap();
-    let (table_before, chunks_before) = (pages(&mut w), chunks(&mut w));
+    let (table_before, chunks_before) = (prune_pages(&mut w), chunks(&mut w));
     assert_eq!(chunks_before, 200 * 21 * 2, "two chunks for each of 21 values of 200 rows");
     assert!(table_before > 64, "only {table_before} table pages with the snapshot held");
-    let check = "SELECT count(*) FROM t WHERE v = 20 AND length(big) = 3200 AND left(big, 32) = md5('19')";
-    {
-        let mut reader = connect(&env, db);
-        assert_eq!(count(&mut reader, check), 200);
-        let table_after = pages(&mut reader);
-        assert!(table_after * 4 < table_before, "{table_before} table pages before the scan, {table_after} after");
-        assert_eq!(count(&mut reader, check), 200, "rows read again in the scanning backend");
-    }
-    assert_eq!(count(&mut w, check), 200, "rows read in another backend");
+    (w, table_before, chunks_before)
+}
+
+/// Pages of table `t`'s tree.
+fn prune_pages(c: &mut Client) -> i64 {
+    c.query_one(
+        "SELECT pages FROM orioledb_tree_stats() WHERE relnode = \
+         (SELECT relfilenode FROM pg_class WHERE relname = 't')",
+        &[],
+    )
+    .unwrap()
+    .get(0)
+}
+
+/// Chunks in table `t`'s toast tree (deleting them does not merge its
+/// leaves away at once, so its pages say less).
+fn chunks(c: &mut Client) -> i64 {
+    let s = query_text(c, "SELECT orioledb_check(reltoastrelid) FROM pg_class WHERE relname = 't'");
+    s.split(", ").find_map(|p| p.strip_suffix(" keys")).and_then(|n| n.parse().ok()).unwrap_or(-1)
+}
+
+/// Waits (10 s at most) until only the live values' chunks are left, and
+/// checks the rows.
+fn wait_for_chunks(w: &mut Client, chunks_before: i64) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let chunks_after = chunks(&mut w);
+        let chunks_after = chunks(w);
         if chunks_after == 200 * 2 {
             break;
         }
@@ -547,7 +606,7 @@ fn toast_values_of_versions_a_scan_pruned_go_when_its_transaction_ends() {
         );
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
-    assert_eq!(count(&mut w, check), 200);
+    assert_eq!(count(w, TOAST_CHECK), 200);
 }
 
 /// Connects with the server's notices (VACUUM VERBOSE's INFO lines)

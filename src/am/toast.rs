@@ -483,51 +483,105 @@ pub fn delete_doomed() {
     delete_doomed_waiting(true);
 }
 
+/// [`delete_doomed`] at a transaction's pre-commit: a toast relation
+/// whose lock is not free at once keeps its values queued for this
+/// backend's next change or its exit. A read-only transaction gets a
+/// queue from a scan's pruning, and its commit should not wait for a
+/// TRUNCATE or VACUUM FULL of the toast table (nor a cancel of that wait
+/// fail a SELECT's commit).
+pub fn delete_doomed_at_commit() {
+    delete_doomed_waiting(false);
+}
+
+/// The queue taken by [`delete_doomed_waiting`]: if an ERROR (a cancelled
+/// lock wait, an engine error) ends the walk, the entries not yet tried go
+/// back to the queue, and so does the current one unless its deletion had
+/// begun (an entry whose delete fails again and again must not fail every
+/// later change). Without this, the lost values would stay in their tree
+/// for good: nothing else knows them.
+struct Taken {
+    work: Vec<(u32, u32, u32)>,
+    next: usize,
+    deleting: bool,
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        let from = if self.deleting { self.next + 1 } else { self.next };
+        if from < self.work.len() {
+            let rest = self.work.split_off(from);
+            DOOMED.with(|d| d.borrow_mut().extend(rest));
+        }
+    }
+}
+
 /// [`delete_doomed`]; without `wait`, the values of a toast relation whose
-/// lock is not free at once are left behind (at exit, where interrupts are
+/// lock is not free at once stay queued (at exit, where interrupts are
 /// held off, a wait — for a prepared TRUNCATE, say — could not be ended).
 fn delete_doomed_waiting(wait: bool) {
     let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
-    let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+    let mut taken = Taken { work, next: 0, deleting: false };
+    let mut busy = Vec::new();
     let mut logged: Option<(orioledb_engine::TreeId, u32)> = None;
-    for (toastrelid, valueid, horizon) in work {
-        let oid = pg_sys::Oid::from(toastrelid);
-        // SAFETY: a lock on an OID, dropped relation or not.
-        if !wait && !unsafe { pg_sys::ConditionalLockRelationOid(oid, mode) } {
-            continue;
+    while taken.next < taken.work.len() {
+        let entry = taken.work[taken.next];
+        if !delete_value(entry, wait, &mut logged, &mut taken.deleting) {
+            busy.push(entry);
         }
-        // SAFETY: try_relation_open returns NULL for a dropped relation and
-        // otherwise an open, locked one, closed below (the lock is kept to
-        // transaction end, as for every relation a change touches).
-        unsafe {
-            let held = pg_sys::NoLock as pg_sys::LOCKMODE;
-            let r = pg_sys::try_relation_open(oid, if wait { mode } else { held });
-            if r.is_null() {
-                continue;
-            }
-            let Some(tree) = crate::am::storage::trees::toast_tree(r) else {
-                pg_sys::relation_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
-                continue;
-            };
-            let keys: Vec<Vec<u8>> = tree
-                .range(
-                    Bound::Included(chunk_key(valueid, 0).to_vec()),
-                    Bound::Included(chunk_key(valueid, u32::MAX).to_vec()),
-                    Direction::Forward,
-                )
-                .filter_map(|kv| kv.ok().map(|(k, _)| k))
-                .collect();
-            if horizon != 0 && !keys.is_empty() && logged != Some((tree.id(), horizon)) {
-                crate::pg::wal::log_conflict_for(r, horizon, tree.id());
-                logged = Some((tree.id(), horizon));
-            }
-            for k in keys {
-                tree.modify(&k, |_| (Change::Delete, ()))
-                    .unwrap_or_else(|e| crate::pg::engine::report(e));
-            }
-            pg_sys::relation_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
-        }
+        taken.deleting = false;
+        taken.next += 1;
     }
+    DOOMED.with(|d| d.borrow_mut().extend(busy));
+}
+
+/// Deletes the chunks of one queued value; false when its toast relation's
+/// lock was not free and `wait` is off (the value stays queued). Sets
+/// `deleting` once chunks may have gone.
+fn delete_value(
+    (toastrelid, valueid, horizon): (u32, u32, u32),
+    wait: bool,
+    logged: &mut Option<(orioledb_engine::TreeId, u32)>,
+    deleting: &mut bool,
+) -> bool {
+    let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
+    let oid = pg_sys::Oid::from(toastrelid);
+    // SAFETY: a lock on an OID, dropped relation or not.
+    if !wait && !unsafe { pg_sys::ConditionalLockRelationOid(oid, mode) } {
+        return false;
+    }
+    // SAFETY: try_relation_open returns NULL for a dropped relation and
+    // otherwise an open, locked one, closed below (the lock is kept to
+    // transaction end, as for every relation a change touches).
+    unsafe {
+        let held = pg_sys::NoLock as pg_sys::LOCKMODE;
+        let r = pg_sys::try_relation_open(oid, if wait { mode } else { held });
+        if r.is_null() {
+            return true;
+        }
+        let Some(tree) = crate::am::storage::trees::toast_tree(r) else {
+            pg_sys::relation_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
+            return true;
+        };
+        let keys: Vec<Vec<u8>> = tree
+            .range(
+                Bound::Included(chunk_key(valueid, 0).to_vec()),
+                Bound::Included(chunk_key(valueid, u32::MAX).to_vec()),
+                Direction::Forward,
+            )
+            .filter_map(|kv| kv.ok().map(|(k, _)| k))
+            .collect();
+        if horizon != 0 && !keys.is_empty() && *logged != Some((tree.id(), horizon)) {
+            crate::pg::wal::log_conflict_for(r, horizon, tree.id());
+            *logged = Some((tree.id(), horizon));
+        }
+        *deleting = true;
+        for k in keys {
+            tree.modify(&k, |_| (Change::Delete, ()))
+                .unwrap_or_else(|e| crate::pg::engine::report(e));
+        }
+        pg_sys::relation_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+    true
 }
 
 /// Copies the chunks of value `valueid` from toast tree `src` to `dst`

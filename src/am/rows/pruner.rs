@@ -218,6 +218,13 @@ pub fn after_change() {
     crate::am::layout::table::delete_doomed_map_entries();
 }
 
+/// [`after_change`] at a transaction's pre-commit, which does not wait for
+/// a busy toast relation (`toast::delete_doomed_at_commit`).
+pub fn at_pre_commit() {
+    crate::am::toast::delete_doomed_at_commit();
+    crate::am::layout::table::delete_doomed_map_entries();
+}
+
 /// [`after_change`] of a change of `rel`, then the versions its pruning
 /// removed reported to the table's statistics ([`report_pruned`]).
 ///

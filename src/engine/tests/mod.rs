@@ -407,6 +407,38 @@ fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
     assert!(after * 4 <= before, "emptied leaves merge: {before} -> {after} pages");
 }
 
+/// Deleting whole values of a toast-like tree (two chunks of a third of a
+/// page each, deleted a value at a time) merges every leaf it empties,
+/// beside full ones too, into a neighbour: before, an emptied leaf merged
+/// only with a right sibling that fit three quarters of a page, and a
+/// toast tree kept 400 chunks in 2,068 pages.
+#[test]
+fn deletes_merge_the_leaves_they_empty_beside_full_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 256);
+    let t = tree(&e, 1, -1);
+    let chunk = |v: u32, c: u32| [v.to_be_bytes(), c.to_be_bytes()].concat();
+    for v in 0..600u32 {
+        for c in 0..2 {
+            t.insert(&chunk(v, c), &value(v as u64, c as u64, 2000)).unwrap();
+        }
+    }
+    let before = t.stats().pages;
+    // Nine values in ten go, oldest first, as pruning finds them: each
+    // leaf empties while its right sibling is still full.
+    for v in (0..600u32).filter(|v| v % 10 != 0) {
+        for c in 0..2 {
+            assert!(t.delete(&chunk(v, c)).unwrap());
+        }
+    }
+    assert_eq!(contents(&t).len(), 120);
+    assert_valid(&t);
+    let after = t.stats().pages;
+    // 120 chunks fill 30 leaves; the full leaves left beside emptied ones
+    // count too, and the inner pages.
+    assert!(after * 4 <= before && after <= 80, "{before} pages before, {after} after");
+}
+
 /// Leaves a sweep leaves less than half full fold into a neighbour when
 /// both fit three quarters of a page: into the left one, already pruned,
 /// when the right one still holds what its own pruning will remove (leaves
