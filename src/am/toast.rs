@@ -425,6 +425,12 @@ unsafe extern "C-unwind" fn delete_queued_at_exit(_code: c_int, _arg: pg_sys::Da
         delete_doomed_waiting(false);
         pg_sys::CommitTransactionCommand();
     }
+    let left = DOOMED.with(|d| d.borrow().len());
+    if left > 0 {
+        // Their toast relations were locked by another session (REINDEX,
+        // say); nothing else knows these values, so say what stays.
+        pgrx::log!("orioledb: {left} toast values left undeleted at exit (their toast relation was busy)");
+    }
 }
 
 /// A new version is about to be formed: every toast value stored from now
@@ -521,22 +527,28 @@ impl Drop for Taken {
 fn delete_doomed_waiting(wait: bool) {
     let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
     let mut taken = Taken { work, next: 0, deleting: false };
-    let mut busy = Vec::new();
+    let mut busy_rel = None;
     let mut logged: Option<(orioledb_engine::TreeId, u32)> = None;
     while taken.next < taken.work.len() {
         let entry = taken.work[taken.next];
-        if !delete_value(entry, wait, &mut logged, &mut taken.deleting) {
-            busy.push(entry);
+        // Once a relation's lock was busy, its other values are not tried
+        // again in this walk (one lock-table probe per relation).
+        if busy_rel == Some(entry.0) || !delete_value(entry, wait, &mut logged, &mut taken.deleting) {
+            busy_rel = Some(entry.0);
+            // Straight back to the queue (taken, so not borrowed): an
+            // ERROR later in the walk keeps it too.
+            DOOMED.with(|d| d.borrow_mut().push(entry));
         }
         taken.deleting = false;
         taken.next += 1;
     }
-    DOOMED.with(|d| d.borrow_mut().extend(busy));
 }
 
 /// Deletes the chunks of one queued value; false when its toast relation's
 /// lock was not free and `wait` is off (the value stays queued). Sets
-/// `deleting` once chunks may have gone.
+/// `deleting` once the relation is open and locked: an ERROR before that
+/// (a cancelled wait) keeps the value queued, one after (a damaged tree,
+/// which would fail again at every commit) gives it up.
 fn delete_value(
     (toastrelid, valueid, horizon): (u32, u32, u32),
     wait: bool,
@@ -558,6 +570,7 @@ fn delete_value(
         if r.is_null() {
             return true;
         }
+        *deleting = true;
         let Some(tree) = crate::am::storage::trees::toast_tree(r) else {
             pg_sys::relation_close(r, pg_sys::NoLock as pg_sys::LOCKMODE);
             return true;
@@ -574,7 +587,6 @@ fn delete_value(
             crate::pg::wal::log_conflict_for(r, horizon, tree.id());
             *logged = Some((tree.id(), horizon));
         }
-        *deleting = true;
         for k in keys {
             tree.modify(&k, |_| (Change::Delete, ()))
                 .unwrap_or_else(|e| crate::pg::engine::report(e));

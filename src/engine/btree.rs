@@ -1076,8 +1076,9 @@ impl Tree {
                 }
                 let live = g.page().live_bytes();
                 let has_right = g.page().right() != NO_PAGE;
-                // An emptied leaf also folds into its left sibling.
-                let underfull = live < PAGE_SIZE / 4 && (has_right || live == 0);
+                // (Not the tree's last leaf: a queue's tail would merge
+                // and split again at every emptying.)
+                let underfull = live < PAGE_SIZE / 4 && has_right;
                 let leaf = g.page;
                 drop(g);
                 // Optional tidying of a change that is complete and logged:
@@ -1088,8 +1089,9 @@ impl Tree {
                 }
                 if let (true, Some(&parent)) = (underfull, path.last()) {
                     let at_most = Fill::Loose.limit_for(live);
-                    let merged = has_right && self.try_merge(parent, leaf, epoch, at_most)?;
-                    if !merged && live == 0 {
+                    // An emptied leaf whose right sibling hangs off another
+                    // parent folds into its left one.
+                    if !self.try_merge(parent, leaf, epoch, at_most)? && live == 0 {
                         if let Some(left) = self.left_sibling(parent, leaf)? {
                             self.try_merge(parent, left, epoch, at_most)?;
                         }
