@@ -21,7 +21,8 @@
 //! (`key_format::member_key`), so a chain is the key range from its root's row
 //! id to the next one, whether the root is still there or not (no
 //! redirect entry is needed), and a member's map entry names its root.
-//! Such a chain never takes its root's row id back.
+//! Such a chain takes its root's row id back as a keyed one does: the new
+//! version then goes under the root's own 8-byte key, with no map entry.
 
 use crate::am::layout::table::Table;
 use orioledb_engine::Direction;
@@ -173,9 +174,10 @@ fn in_update_order(members: &mut Vec<(u64, Vec<u8>)>, root: u64) {
 
 /// The row id a HOT-like update of version `old` tries to take back
 /// instead of a new one: its chain's root's, when `old` is a later member.
-/// The root's map entry stays while its chain lives (the redirect), so the
-/// new version needs no map entry and leaves none to delete: a row updated
-/// again and again alternates between two row ids. Whether the root's slot
+/// The root's map entry stays while its chain lives (the redirect; a
+/// row-id table's root needs none, its key is its id), so the new version
+/// needs no map entry and leaves none to delete: a row updated again and
+/// again alternates between two row ids. Whether the root's slot
 /// is free — empty, or holding a version dead to everyone — is decided
 /// under the leaf latch (`Successor::reuse`, `rows::replaceable_version`),
 /// not looked up first (that lookup was a descent per update, 5 µs of
@@ -187,7 +189,6 @@ fn in_update_order(members: &mut Vec<(u64, Vec<u8>)>, root: u64) {
 /// (`Pruner::conflict_horizon`) for replay on a hot standby to cancel the
 /// queries that may still see it.
 pub fn reusable_root(table: &Table, old: u64) -> Option<u64> {
-    table.desc()?;
     let root = root_of_id(table, old)?;
     (root != old).then_some(root)
 }

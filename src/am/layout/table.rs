@@ -488,7 +488,8 @@ impl Table {
     /// leaf latch and log record where the two share a leaf, see
     /// [`Tree::update`]). `decide` returns a value exactly when it puts.
     /// With `reuse`, `new_id` is the row id of the chain's root, whose map
-    /// entry exists (see `am::layout::hot`): only the version goes in, replacing a
+    /// entry exists or, in the row-id layout, is its key (see
+    /// `am::layout::hot`): only the version goes in, replacing a
     /// dead one there; None when that cannot be done on the old version's
     /// leaf (nothing changed: the caller takes a new id).
     pub fn update<R>(
@@ -511,7 +512,7 @@ impl Table {
             key: &nk,
             // A version's header may change before replay; its tuple never.
             stable: version::header_len,
-            reuse: keyed && reuse,
+            reuse,
         };
         let mut decide = Some(decide);
         // Some(None): taken (see `reuse`).

@@ -107,14 +107,17 @@ impl Pruner for VersionPruner {
     }
 }
 
-/// Whether a keyed version (`key`, `value`) may be overwritten by a
-/// HOT-like update taking its root's row id back (`am::layout::hot`): dead to
-/// every snapshot `horizon` covers, owning no toast values and keeping its
-/// map entry when pruned, so that removing it needs nothing else.
+/// Whether a version in a chain root's slot (`key`, `value`) may be
+/// overwritten by a HOT-like update taking the root's row id back
+/// (`am::layout::hot`): dead to every snapshot `horizon` covers, owning no
+/// toast values and keeping its map entry when pruned (a row-id root has
+/// none), so that removing it needs nothing else.
 pub(super) fn replaceable_version(key: &[u8], value: &[u8], horizon: &Horizon) -> bool {
-    let Some(id) = orioledb_engine::key_format::version_suffix(key) else {
+    if !crate::am::layout::table::is_version_key(key) {
         return false;
-    };
+    }
+    // A keyed version's suffix, or a row-id root's 8-byte key.
+    let id = orioledb_engine::key_format::own_id(key);
     let Some(h) = Header::decode(value, id) else {
         return false;
     };
