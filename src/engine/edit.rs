@@ -238,7 +238,7 @@ impl HeaderEdit {
     /// holds anyway. None when the edit sets no such `ctid`.
     pub fn without_ctid_of(&self, new_key: &[u8]) -> Option<HeaderEdit> {
         use header_field::CTID;
-        let id = crate::key_format::version_suffix(new_key)?;
+        let id = crate::key_format::key_id(new_key)?;
         (self.mask & CTID != 0 && self.to.ctid == id).then(|| HeaderEdit {
             mask: self.mask & !CTID,
             to: Header { ctid: 0, ..self.to },
@@ -250,7 +250,7 @@ impl HeaderEdit {
     /// `ctid` already).
     pub fn with_ctid_of(&self, new_key: &[u8]) -> Option<HeaderEdit> {
         use header_field::CTID;
-        let id = crate::key_format::version_suffix(new_key)?;
+        let id = crate::key_format::key_id(new_key)?;
         (self.mask & CTID == 0).then(|| HeaderEdit {
             mask: self.mask | CTID,
             to: Header { ctid: id, ..self.to },
@@ -282,7 +282,7 @@ pub fn successor_header(edit: &HeaderEdit, new_key: &[u8]) -> Option<Vec<u8>> {
     let mut h = Header::new(
         to.xmax,
         if m & CMAX != 0 { to.cmax } else { 0 },
-        crate::key_format::version_suffix(new_key)?,
+        crate::key_format::key_id(new_key)?,
     );
     h.infomask |= bits::UPDATED | (to.infomask & bits::DATA_MASK);
     h.infomask2 = (to.infomask2 & bits::NATTS_MASK) | if hot { bits::HEAP_ONLY } else { 0 };

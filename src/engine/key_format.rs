@@ -355,10 +355,15 @@ pub fn map_id(key: &[u8]) -> Option<u64> {
 /// itself). Any other key gives a value that only has to be the same each
 /// time (header edits of such items never happen, see `edit.rs`).
 pub fn own_id(key: &[u8]) -> u64 {
+    key_id(key).unwrap_or(0)
+}
+
+/// [`own_id`], None for a key too short to hold a row id.
+pub fn key_id(key: &[u8]) -> Option<u64> {
     if key.len() == ROW_ID_KEY && key[0] != VERSION_TAG {
-        u64::from_be_bytes(key.try_into().expect("eight bytes"))
+        Some(u64::from_be_bytes(key.try_into().expect("eight bytes")))
     } else {
-        version_suffix(key).unwrap_or(0)
+        version_suffix(key)
     }
 }
 

@@ -1161,6 +1161,73 @@ mod tests {
         assert_eq!(Record::decode(&b).unwrap(), rec);
     }
 
+    /// In a row-id tree an update may store its new version under the
+    /// chain root's own 8-byte key (a row id taken back): that key's id
+    /// implies the old version's ctid and the new header as a suffix does.
+    #[test]
+    fn a_row_id_root_key_implies_the_ctid_and_header_too() {
+        use crate::version::{self, bits, Header};
+        let t = TreeId::new(5, 16384);
+        let (root, member) = (4242u64, 900_001u64);
+        let key = crate::key_format::member_key(root, member);
+        let new_key = root.to_be_bytes().to_vec();
+        let tuple: Vec<u8> = (0..97u8).collect();
+        let old = Header {
+            infomask: bits::XMAX_INVALID | bits::XMIN_COMMITTED | bits::HASVARWIDTH,
+            infomask2: 4 | bits::HEAP_ONLY,
+            hoff: 24,
+            ..Header::new(1000, 0, member)
+        }
+        .with_tail(&tuple);
+        let edited = |ctid: u64| {
+            let mut h = Header::decode(&old, member).unwrap();
+            h.set_deleter(2_000_000, 0, ctid, false);
+            h.infomask2 |= bits::HOT_UPDATED;
+            let mut val = old.clone();
+            version::set_header(&mut val, &h);
+            val
+        };
+        let mut new = Header {
+            infomask: bits::XMAX_INVALID | bits::UPDATED | bits::HASVARWIDTH,
+            infomask2: 4,
+            hoff: 24,
+            ..Header::new(2_000_000, 0, root)
+        }
+        .with_tail(&tuple);
+        version::make_heap_only(&mut new, root);
+        let record = |ctid: u64, new: &[u8]| {
+            let val = edited(ctid);
+            Record::Update {
+                tree: t,
+                key: key.to_vec(),
+                len: old.len() as u16,
+                edit: Edit::between(&old, &val, member).unwrap(),
+                first: None,
+                new_key: new_key.clone(),
+                delta: Delta::between(new, version::header_len(new), &val, version::header_len(&val))
+                    .unwrap(),
+                conflict: 0,
+            }
+        };
+        let implied = record(root, &new);
+        let b = implied.encode();
+        assert_eq!(Record::decode(&b).unwrap(), implied);
+        // A ctid naming another row id is spelled out.
+        let far = record(root + 1, &new);
+        let f = far.encode();
+        assert_eq!(Record::decode(&f).unwrap(), far);
+        assert!(b.len() < f.len(), "{} vs {} bytes", b.len(), f.len());
+        // So is a header other than the one the edit implies.
+        let mut other = new.clone();
+        let mut oh = Header::decode(&other, root).unwrap();
+        oh.cmin = 3;
+        version::set_header(&mut other, &oh);
+        let spelled = record(root, &other);
+        let s = spelled.encode();
+        assert_eq!(Record::decode(&s).unwrap(), spelled);
+        assert!(b.len() + 9 <= s.len(), "{} vs {} bytes", b.len(), s.len());
+    }
+
     #[test]
     fn an_updates_new_header_and_ctid_are_implied_when_they_follow_from_its_edit() {
         use crate::version::{self, bits, Header};

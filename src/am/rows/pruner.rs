@@ -77,8 +77,10 @@ impl Pruner for VersionPruner {
                 }
                 // A chain's redirect stays: index entries name the chain by
                 // it (am::layout::hot).
-                let id = orioledb_engine::key_format::version_suffix(key);
-                if !id.is_some_and(|id| crate::am::layout::hot::redirect_stays(&h, value, id)) {
+                // (Its own id from either key form: a row-id root's 8-byte key
+                // may hold a heap-only version that took the root's id back.)
+                let id = orioledb_engine::key_format::own_id(key);
+                if !crate::am::layout::hot::redirect_stays(&h, value, id) {
                     crate::am::layout::table::version_pruned(self.tree, key);
                 }
                 PRUNED.with(|p| *p.borrow_mut().entry(self.tree).or_insert(0) += 1);
