@@ -153,6 +153,10 @@ fn remember_key_once(tree: TreeId, id: u64, key: &[u8]) {
     }
 }
 
+/// Tables up to this many tree pages are scanned in row-id order
+/// (`scan::SeqCursor`), heap's row order.
+pub const SMALL_TABLE_PAGES: u64 = 32;
+
 /// Largest version value that fits beside a keyed version key whose
 /// prefix is `prefix_len` bytes (the `0x02` tag, the prefix, the 6-byte
 /// row id), with room for the HOT root trailer a version may get later.

@@ -166,8 +166,7 @@ enum SeqCursor {
     Ids(IdRange, Option<(u64, Vec<u8>)>),
 }
 
-/// Tables up to this many tree pages are scanned in row-id order.
-pub const SMALL_TABLE_PAGES: u64 = 32;
+pub use crate::am::layout::table::SMALL_TABLE_PAGES;
 
 impl SeqCursor {
     /// Opens the walk after (before, going backward) position `from`, a
