@@ -493,8 +493,8 @@ pub fn delete_doomed() {
 /// whose lock is not free at once keeps its values queued for this
 /// backend's next change or its exit. A read-only transaction gets a
 /// queue from a scan's pruning, and its commit should not wait for a
-/// TRUNCATE or VACUUM FULL of the toast table (nor a cancel of that wait
-/// fail a SELECT's commit).
+/// REINDEX, TRUNCATE or VACUUM FULL that holds the toast table (nor a
+/// cancel of that wait fail a SELECT's commit).
 pub fn delete_doomed_at_commit() {
     delete_doomed_waiting(false);
 }
@@ -527,14 +527,16 @@ impl Drop for Taken {
 fn delete_doomed_waiting(wait: bool) {
     let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
     let mut taken = Taken { work, next: 0, deleting: false };
-    let mut busy_rel = None;
+    let mut busy: Vec<u32> = Vec::new();
     let mut logged: Option<(orioledb_engine::TreeId, u32)> = None;
     while taken.next < taken.work.len() {
         let entry = taken.work[taken.next];
         // Once a relation's lock was busy, its other values are not tried
         // again in this walk (one lock-table probe per relation).
-        if busy_rel == Some(entry.0) || !delete_value(entry, wait, &mut logged, &mut taken.deleting) {
-            busy_rel = Some(entry.0);
+        if busy.contains(&entry.0) || !delete_value(entry, wait, &mut logged, &mut taken.deleting) {
+            if !busy.contains(&entry.0) {
+                busy.push(entry.0);
+            }
             // Straight back to the queue (taken, so not borrowed): an
             // ERROR later in the walk keeps it too.
             DOOMED.with(|d| d.borrow_mut().push(entry));

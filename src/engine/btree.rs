@@ -1088,13 +1088,12 @@ impl Tree {
                     drop(self.descend(Target::Key(key), 0, LatchMode::Shared, &mut path)?);
                 }
                 if let (true, Some(&parent)) = (underfull, path.last()) {
-                    let at_most = Fill::Loose.limit_for(live);
-                    // An emptied leaf whose right sibling hangs off another
-                    // parent folds into its left one.
-                    if !self.try_merge(parent, leaf, epoch, at_most)? && live == 0 {
-                        if let Some(left) = self.left_sibling(parent, leaf)? {
-                            self.try_merge(parent, left, epoch, at_most)?;
-                        }
+                    if live == 0 {
+                        // Into the right sibling however full, else (it hangs
+                        // off another parent) into the left one.
+                        self.merge_underfull(parent, leaf, (live, has_right), Fill::Loose, epoch)?;
+                    } else {
+                        self.try_merge(parent, leaf, epoch, Fill::Loose.merged_at_most())?;
                     }
                 }
                 return Ok(out);

@@ -196,7 +196,7 @@ pub fn reusable_root(table: &Table, old: u64) -> Option<u64> {
     // id would come first again (PostgreSQL's regression tests print such
     // tables unordered). Larger ones are read in key order, members
     // beside their roots, either way.
-    if table.desc().is_none() && table.tree.approx_pages() <= crate::am::layout::table::SMALL_TABLE_PAGES {
+    if table.desc().is_none() && table.scans_in_row_id_order() {
         return None;
     }
     let root = root_of_id(table, old)?;
@@ -220,6 +220,17 @@ pub fn redirect_stays(h: &Header, v: &[u8], id: u64) -> bool {
         version::hot_root(h, v) == Some(id)
     } else {
         hot_updated(h)
+    }
+}
+
+/// A pruner's step for dead version `key` (header `h`, value `v`) of
+/// tree `tree`: its map entry is queued for deletion unless it stays as its
+/// chain's redirect ([`redirect_stays`]; its own id read from either key
+/// form, since a row-id root's 8-byte key may hold a heap-only version that
+/// took the root's id back).
+pub fn version_pruned(tree: orioledb_engine::TreeId, key: &[u8], h: &Header, v: &[u8]) {
+    if !redirect_stays(h, v, orioledb_engine::key_format::own_id(key)) {
+        crate::am::layout::table::version_pruned(tree, key);
     }
 }
 

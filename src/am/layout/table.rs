@@ -314,6 +314,12 @@ impl Table {
         };
     }
 
+    /// Whether a sequential scan starting now walks this table in row-id
+    /// order (heap's row order): at most [`SMALL_TABLE_PAGES`] tree pages.
+    pub fn scans_in_row_id_order(&self) -> bool {
+        self.tree.approx_pages() <= SMALL_TABLE_PAGES
+    }
+
     /// The tree key of version `id` whose key prefix is `prefix`.
     pub fn version_key(&self, prefix: &[u8], id: u64) -> Vec<u8> {
         let mut k = Vec::with_capacity(prefix.len() + 8);
@@ -731,7 +737,7 @@ impl Table {
     }
 
     /// As [`Table::ids`] for a small table (a sequential scan's walk in
-    /// row-id order, `scan::SMALL_TABLE_PAGES`): every version read in
+    /// row-id order, [`SMALL_TABLE_PAGES`]): every version read in
     /// key order, a leaf at a time, and sorted by row id. The same versions
     /// as the map-driven walk without a lookup per row, and without a
     /// window per 16 TID blocks of a row-id table whose updates have

@@ -232,12 +232,7 @@ impl Pruner for QuietPruner {
         if version::vacuum_state(&h, &xacts, &removable, &mut Hints::default()) != VacuumState::Dead {
             return Prune::Keep;
         }
-        // (Its own id from either key form: a row-id root's 8-byte key
-        // may hold a heap-only version that took the root's id back.)
-        let id = orioledb_engine::key_format::own_id(key);
-        if !crate::am::layout::hot::redirect_stays(&h, value, id) {
-            crate::am::layout::table::version_pruned(self.tree, key);
-        }
+        crate::am::layout::hot::version_pruned(self.tree, key, &h, value);
         Prune::Remove
     }
 }

@@ -77,12 +77,7 @@ impl Pruner for VersionPruner {
                 }
                 // A chain's redirect stays: index entries name the chain by
                 // it (am::layout::hot).
-                // (Its own id from either key form: a row-id root's 8-byte key
-                // may hold a heap-only version that took the root's id back.)
-                let id = orioledb_engine::key_format::own_id(key);
-                if !crate::am::layout::hot::redirect_stays(&h, value, id) {
-                    crate::am::layout::table::version_pruned(self.tree, key);
-                }
+                crate::am::layout::hot::version_pruned(self.tree, key, &h, value);
                 PRUNED.with(|p| *p.borrow_mut().entry(self.tree).or_insert(0) += 1);
                 Prune::Remove
             }

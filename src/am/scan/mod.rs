@@ -20,7 +20,7 @@ use crate::am::rows::{
     self, decode, from_item_pointer, get_version, satisfies, store_version, table_of,
 };
 use crate::am::rows::ssi;
-use crate::am::layout::table::{IdRange, Table};
+use crate::am::layout::table::{IdRange, Table, SMALL_TABLE_PAGES};
 use orioledb_engine::version::{self, tid, Header, Hints, VacuumState, Xid};
 use orioledb_engine::{Direction, LeafWalk};
 use pgrx::pg_sys;
@@ -93,9 +93,9 @@ const PRUNE_SEEN_MIN: usize = 8;
 /// was. The toast values of pruned versions stay queued until the
 /// transaction's pre-commit (`rows::at_pre_commit`), which deletes them
 /// with the toast relation locked if that lock is free at once (else at
-/// the backend's next change or exit), not in the middle of the scan. The walk
-/// reads a copy of the leaf and finds the next one by key: pruning (and
-/// merging) under it moves nothing it has still to return.
+/// the backend's next change or exit), not in the middle of the scan. The
+/// walk reads a copy of the leaf and finds the next one by key: pruning
+/// (and merging) under it moves nothing it has still to return.
 ///
 /// # Safety
 /// `rel` is the open relation of `table`.
@@ -165,8 +165,6 @@ enum SeqCursor {
     /// The walk and the version it returned last.
     Ids(IdRange, Option<(u64, Vec<u8>)>),
 }
-
-pub use crate::am::layout::table::SMALL_TABLE_PAGES;
 
 impl SeqCursor {
     /// Opens the walk after (before, going backward) position `from`, a
@@ -545,7 +543,7 @@ fn open_cursor(st: &mut ScanState, dir: Direction) {
     let by_id = match &st.cursor {
         Some(SeqCursor::Ids(..)) => true,
         Some(SeqCursor::Keys(_)) => false,
-        None => st.tree.tree.approx_pages() <= SMALL_TABLE_PAGES,
+        None => st.tree.scans_in_row_id_order(),
     };
     if let Some(c) = &st.cursor {
         st.last = if st.at_end { None } else { c.position() };

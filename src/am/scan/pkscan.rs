@@ -527,7 +527,7 @@ unsafe fn is_column_equality(
 }
 
 /// Against a point lookup on the key: a small table's sequential scan
-/// walks its rows in row-id order (`scan::SMALL_TABLE_PAGES`), each row
+/// walks its rows in row-id order (`Table::scans_in_row_id_order`), each row
 /// through its row-id map entry and a lookup of its version, besides the
 /// versions of each row not yet pruned — twice a heap tuple's CPU at
 /// least. Priced as heap's, it beat the lookup by a hundredth (a 10-row
@@ -539,7 +539,7 @@ unsafe fn is_column_equality(
 /// # Safety
 /// `rel` is a base relation of ours with its paths added.
 unsafe fn price_row_id_order_walk(rel: *mut pg_sys::RelOptInfo, table: &crate::am::layout::table::Table) {
-    if table.tree.approx_pages() > crate::am::scan::SMALL_TABLE_PAGES {
+    if !table.scans_in_row_id_order() {
         return;
     }
     // SAFETY: per the contract; the repriced paths go through add_path

@@ -439,6 +439,34 @@ fn deletes_merge_the_leaves_they_empty_beside_full_ones() {
     assert!(after * 4 <= before && after <= 80, "{before} pages before, {after} after");
 }
 
+/// A leaf a delete empties between two full ones takes its right sibling
+/// in, however full (`Fill::limit_for`): folding emptied leaves into each
+/// other alone would leave every one of them.
+#[test]
+fn a_leaf_emptied_between_full_ones_takes_its_right_sibling() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 256);
+    let t = tree(&e, 1, -1);
+    let chunk = |v: u32, c: u32| [v.to_be_bytes(), c.to_be_bytes()].concat();
+    for v in 0..600u32 {
+        for c in 0..2 {
+            t.insert(&chunk(v, c), &value(v as u64, c as u64, 2000)).unwrap();
+        }
+    }
+    let before = t.stats().pages;
+    // Ascending inserts pack four chunks (two values) a leaf: every
+    // other leaf's values go.
+    for v in (0..600u32).filter(|v| (v / 2) % 2 == 0) {
+        for c in 0..2 {
+            assert!(t.delete(&chunk(v, c)).unwrap());
+        }
+    }
+    assert_eq!(contents(&t).len(), 600);
+    assert_valid(&t);
+    let after = t.stats().pages;
+    assert!(after * 10 <= before * 6, "{before} pages before, {after} after");
+}
+
 /// Leaves a sweep leaves less than half full fold into a neighbour when
 /// both fit three quarters of a page: into the left one, already pruned,
 /// when the right one still holds what its own pruning will remove (leaves
