@@ -407,6 +407,25 @@ fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
     assert!(after * 4 <= before, "emptied leaves merge: {before} -> {after} pages");
 }
 
+/// A toast tree's key: value id, then chunk number.
+fn chunk_key(v: u32, c: u32) -> Vec<u8> {
+    [v.to_be_bytes(), c.to_be_bytes()].concat()
+}
+
+/// A tree of 600 values of two 2,000-byte chunks each, inserted in
+/// ascending order (four chunks a leaf), as a toast tree holds them.
+fn toast_like_tree() -> (tempfile::TempDir, Engine, Tree) {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 256);
+    let t = tree(&e, 1, -1);
+    for v in 0..600u32 {
+        for c in 0..2 {
+            t.insert(&chunk_key(v, c), &value(v as u64, c as u64, 2000)).unwrap();
+        }
+    }
+    (dir, e, t)
+}
+
 /// Deleting whole values of a toast-like tree (two chunks of a third of a
 /// page each, deleted a value at a time) merges every leaf it empties,
 /// beside full ones too, into a neighbour: before, an emptied leaf merged
@@ -414,21 +433,13 @@ fn sweeps_prune_and_merge_every_leaf_of_a_bigger_tree() {
 /// toast tree kept 400 chunks in 2,068 pages.
 #[test]
 fn deletes_merge_the_leaves_they_empty_beside_full_ones() {
-    let dir = tempfile::tempdir().unwrap();
-    let e = open(dir.path(), 256);
-    let t = tree(&e, 1, -1);
-    let chunk = |v: u32, c: u32| [v.to_be_bytes(), c.to_be_bytes()].concat();
-    for v in 0..600u32 {
-        for c in 0..2 {
-            t.insert(&chunk(v, c), &value(v as u64, c as u64, 2000)).unwrap();
-        }
-    }
+    let (_dir, _e, t) = toast_like_tree();
     let before = t.stats().pages;
     // Nine values in ten go, oldest first, as pruning finds them: each
     // leaf empties while its right sibling is still full.
     for v in (0..600u32).filter(|v| v % 10 != 0) {
         for c in 0..2 {
-            assert!(t.delete(&chunk(v, c)).unwrap());
+            assert!(t.delete(&chunk_key(v, c)).unwrap());
         }
     }
     assert_eq!(contents(&t).len(), 120);
@@ -444,21 +455,13 @@ fn deletes_merge_the_leaves_they_empty_beside_full_ones() {
 /// other alone would leave every one of them.
 #[test]
 fn a_leaf_emptied_between_full_ones_takes_its_right_sibling() {
-    let dir = tempfile::tempdir().unwrap();
-    let e = open(dir.path(), 256);
-    let t = tree(&e, 1, -1);
-    let chunk = |v: u32, c: u32| [v.to_be_bytes(), c.to_be_bytes()].concat();
-    for v in 0..600u32 {
-        for c in 0..2 {
-            t.insert(&chunk(v, c), &value(v as u64, c as u64, 2000)).unwrap();
-        }
-    }
+    let (_dir, _e, t) = toast_like_tree();
     let before = t.stats().pages;
     // Ascending inserts pack four chunks (two values) a leaf: every
     // other leaf's values go.
     for v in (0..600u32).filter(|v| (v / 2) % 2 == 0) {
         for c in 0..2 {
-            assert!(t.delete(&chunk(v, c)).unwrap());
+            assert!(t.delete(&chunk_key(v, c)).unwrap());
         }
     }
     assert_eq!(contents(&t).len(), 600);
