@@ -89,7 +89,7 @@ REGRESS_SUBSET="test_setup boolean char varchar enum uuid money numeric rangetyp
     update replica_identity stats_ext explain write_parallel timestamptz expressions
     insert_conflict index_including index_including_gist spgist btree_index domain
     publication matview tidscan tuplesort tidrangescan tablesample combocid
-    prepared_xacts plancache partition_aggregate constraints conversion"
+    prepared_xacts plancache partition_aggregate constraints conversion insert join_hash"
 # REGRESS_TESTS="a b c" scripts/regress.sh --subset runs other tests the same way.
 REGRESS_SUBSET="${REGRESS_TESTS:-$REGRESS_SUBSET}"
 

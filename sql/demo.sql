@@ -47,9 +47,9 @@ SELECT f AS file_in_orioledb_data, (pg_stat_file('orioledb_data/' || d.oid || '/
  ORDER BY 1;
 SELECT relname, pg_relation_size(oid) FROM pg_class
  WHERE oid IN ('tbl1_pkey'::regclass, 'idx_tbl1_ts'::regclass) ORDER BY 1;
--- pg_relation_size() sees no table file (and an empty one for idx_tbl1_ts);
--- orioledb_relation_size() is the sum of every file above (engine files plus
--- PostgreSQL's index files).
+-- pg_relation_size() counts the primary tree's pages (8 kB each; stock
+-- PostgreSQL would see no table file and report 0); orioledb_relation_size()
+-- is the sum of every file above (engine files plus PostgreSQL's index files).
 SELECT pg_relation_size('tbl1') AS pg_relation_size,
        orioledb_relation_size('tbl1'::regclass) AS orioledb_relation_size;
 

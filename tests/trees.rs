@@ -493,6 +493,89 @@ fn relation_size_and_table_view() {
     assert_eq!(heap_rows, 0);
 }
 
+/// Pages of the engine tree of relation `rel` at 8 kB each, 0 without one.
+fn tree_pages_bytes(c: &mut postgres::Client, rel: &str) -> i64 {
+    c.query_one(
+        "SELECT coalesce((SELECT t.pages * 8192 FROM orioledb_tree_stats() t
+                           WHERE t.relnode = (SELECT relfilenode FROM pg_class WHERE oid = $1::text::regclass)), 0)::int8",
+        &[&rel],
+    )
+    .unwrap()
+    .get(0)
+}
+
+#[test]
+fn postgres_size_functions_count_engine_trees() {
+    let (env, _g) = require_server!();
+    let mut c = fresh_db(&env, "itest_trees_pg_sizes");
+    c.batch_execute(
+        "CREATE TABLE t (a int PRIMARY KEY, b text) USING orioledb;
+         CREATE INDEX t_b ON t (length(b));
+         CREATE INDEX t_o ON t USING orioledb_btree (a);
+         INSERT INTO t SELECT g, repeat('x', 100) || g FROM generate_series(1, 5000) g;
+         INSERT INTO t SELECT 0, string_agg(md5(g::text), '') FROM generate_series(1, 1000) g;
+         CREATE TABLE h (a int PRIMARY KEY, b text) USING heap;
+         INSERT INTO h SELECT g, 'x' FROM generate_series(1, 1000) g;
+         CREATE VIEW stock AS SELECT pg_relation_size('t'::regclass) AS t_main,
+                pg_table_size('t'::regclass) AS t_table, pg_indexes_size('t'::regclass) AS t_indexes,
+                pg_total_relation_size('t'::regclass) AS t_total,
+                pg_total_relation_size('h'::regclass) AS h_total;",
+    )
+    .unwrap();
+    let toast: String = c
+        .query_one("SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 't'", &[])
+        .unwrap()
+        .get(0);
+    let main = tree_pages_bytes(&mut c, "t");
+    let toast_main = tree_pages_bytes(&mut c, &toast);
+    let ours_index = tree_pages_bytes(&mut c, "t_o");
+    assert!(main > 8192 && toast_main > 0 && ours_index > 0, "{main} {toast_main} {ours_index}");
+    let one = |c: &mut postgres::Client, q: &str| -> Option<i64> { c.query_one(q, &[]).unwrap().get(0) };
+    assert_eq!(one(&mut c, "SELECT pg_relation_size('t')"), Some(main));
+    assert_eq!(one(&mut c, "SELECT pg_relation_size('t', 'main')"), Some(main));
+    assert_eq!(one(&mut c, "SELECT pg_relation_size('t', 'fsm')"), Some(0));
+    assert_eq!(one(&mut c, &format!("SELECT pg_relation_size('{toast}')")), Some(toast_main));
+    assert_eq!(one(&mut c, "SELECT pg_relation_size('t_o')"), Some(ours_index));
+    // The stock parts (forks, the toast index, PostgreSQL's btrees) are
+    // still counted: a view keeps the stock functions (below).
+    let stock = c
+        .query_one("SELECT t_table, t_indexes, t_total FROM stock", &[])
+        .unwrap();
+    let (table, indexes, total): (i64, i64, i64) = (stock.get(0), stock.get(1), stock.get(2));
+    assert!(indexes > 0 && total >= table + indexes, "{table} {indexes} {total}");
+    assert_eq!(one(&mut c, "SELECT pg_table_size('t')"), Some(table + main + toast_main));
+    assert_eq!(one(&mut c, "SELECT pg_indexes_size('t')"), Some(indexes + ours_index));
+    assert_eq!(
+        one(&mut c, "SELECT pg_total_relation_size('t')"),
+        Some(total + main + toast_main + ours_index)
+    );
+    // Inside functions, EXPLAIN ANALYZE and CREATE TABLE AS too.
+    c.batch_execute(
+        "CREATE FUNCTION f() RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN RETURN pg_relation_size('t'); END $$;
+         CREATE TABLE copied AS SELECT pg_relation_size('t') AS s",
+    )
+    .unwrap();
+    assert_eq!(one(&mut c, "SELECT f()"), Some(main));
+    assert_eq!(one(&mut c, "SELECT s FROM copied"), Some(main));
+    // Heap relations measure as before; a view keeps the stock functions
+    // and does not come to depend on the extension.
+    let h_total: i64 = one(&mut c, "SELECT pg_total_relation_size('h')").unwrap();
+    let row = c.query_one("SELECT t_main, h_total FROM stock", &[]).unwrap();
+    assert_eq!((row.get::<_, i64>(0), row.get::<_, i64>(1)), (0, h_total));
+    // Built-in functions are pinned (no pg_depend rows): any row would be ours.
+    let deps: i64 = one(
+        &mut c,
+        "SELECT count(*) FROM pg_depend d JOIN pg_rewrite r ON d.objid = r.oid
+          WHERE r.ev_class = 'stock'::regclass AND d.refclassid = 'pg_proc'::regclass",
+    )
+    .unwrap();
+    assert_eq!(deps, 0, "the view calls the stock functions only");
+    // As the stock functions: NULL for a relation that is gone, 22023 for a bad fork.
+    assert_eq!(one(&mut c, "SELECT pg_relation_size(0::oid)"), None);
+    assert_eq!(one(&mut c, "SELECT pg_table_size(0::oid)"), None);
+    expect_sqlstate(&mut c, "SELECT pg_relation_size('t', 'nope')", "22023");
+}
+
 fn has_map(env: &TestEnv, c: &mut postgres::Client, relnode: u32) -> bool {
     let (_, dir) = engine_db_dir(env, c);
     std::fs::read_dir(&dir).is_ok_and(|d| {

@@ -27,6 +27,7 @@ pub extern "C-unwind" fn _PG_init() {
     crate::hooks::utility::install_hook();
     crate::am::install();
     crate::hooks::object_access::install();
+    crate::hooks::sizes::install();
     crate::hooks::checkpointer::register();
     crate::pg::wal::register();
 }

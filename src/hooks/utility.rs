@@ -450,6 +450,12 @@ unsafe extern "C-unwind" fn process_utility_entry(
             }
             return finish(plan.after);
         }
+        if (*(*pstmt).utilityStmt).type_ == pg_sys::NodeTag::T_ViewStmt {
+            // The view's query is stored: it keeps the stock size functions.
+            return crate::hooks::sizes::defining_view(|| {
+                next_process_utility(pstmt, query, read_only, context, params, env, dest, qc)
+            });
+        }
         next_process_utility(pstmt, query, read_only, context, params, env, dest, qc);
         if crate::am::rekey::has_pending() {
             finish_statement();

@@ -1,0 +1,406 @@
+//! PostgreSQL's size functions for relations stored in engine trees.
+//!
+//! `pg_relation_size`, `pg_table_size`, `pg_indexes_size` and
+//! `pg_total_relation_size` measure the files under `base/`, where an
+//! orioledb table keeps only empty forks, so stock PostgreSQL reports 0
+//! bytes for it (in `\dt+`, `\d+` and every monitoring query). Their code
+//! has no hook, so the parse-analysis hook swaps them, in the queries a
+//! session runs, for this module's functions: the stock function's result
+//! plus the pages of the engine trees the relation owns — its primary tree
+//! (with the row-id map), its toast tree, and its `orioledb_btree` indexes'
+//! trees — at `BLCKSZ` each, which is what heap counts for its blocks.
+//!
+//! Only queries a session runs are changed. A view's stored query keeps the
+//! stock functions (storing ours would make every such view depend on the
+//! extension), so does a materialized view's, and so do SQL functions the
+//! planner inlines; the README says so.
+
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+use std::cell::Cell;
+use std::ffi::c_void;
+
+/// The stock functions this module stands in for, by OID (`pg_proc.dat`),
+/// and the name of the function that replaces each.
+const SWAPPED: [(u32, &str, i32); 5] = [
+    (2332, "orioledb_pg_relation_size", 2), // pg_relation_size(regclass, text)
+    (2325, "orioledb_pg_relation_size", 2), // pg_relation_size(regclass): SQL, gets 'main'
+    (2997, "orioledb_pg_table_size", 1),
+    (2998, "orioledb_pg_indexes_size", 1),
+    (2286, "orioledb_pg_total_relation_size", 1),
+];
+
+/// The one-argument `pg_relation_size`, whose call gains a `'main'` argument.
+const RELATION_SIZE_OF_MAIN: u32 = 2325;
+
+thread_local! {
+    /// Set while `CREATE VIEW` analyses the query it stores (see the module
+    /// comment). Invariant: false outside such a statement; an ERROR inside
+    /// one clears it at (sub)transaction abort.
+    static DEFINING_VIEW: Cell<bool> = const { Cell::new(false) };
+}
+
+static mut PREV_POST_PARSE: pg_sys::post_parse_analyze_hook_type = None;
+
+/// Installs the parse-analysis hook and the flag's reset (from `_PG_init`).
+pub fn install() {
+    // SAFETY: single-threaded `_PG_init`; the documented way to chain hooks.
+    unsafe {
+        PREV_POST_PARSE = pg_sys::post_parse_analyze_hook;
+        pg_sys::post_parse_analyze_hook = Some(post_parse);
+    }
+    crate::pg::xact::on_event(|e| {
+        if matches!(e, crate::pg::xact::Event::Abort | crate::pg::xact::Event::SubAbort { .. }) {
+            DEFINING_VIEW.with(|d| d.set(false));
+        }
+    });
+}
+
+/// Runs `f` (a `CREATE VIEW`) with the view flag set. An ERROR longjmps past
+/// the reset; the abort that follows clears the flag.
+pub fn defining_view(f: impl FnOnce()) {
+    DEFINING_VIEW.with(|d| d.set(true));
+    f();
+    DEFINING_VIEW.with(|d| d.set(false));
+}
+
+/// The hook. Not a pgrx error boundary: an ERROR of the previous hook
+/// reaches PostgreSQL with its fields, and most statements leave after a
+/// scan of their text; the walk runs behind one ([`swap_in`]).
+unsafe extern "C-unwind" fn post_parse(
+    pstate: *mut pg_sys::ParseState,
+    query: *mut pg_sys::Query,
+    jstate: *mut pg_sys::JumbleState,
+) {
+    // SAFETY: PostgreSQL passes the analysed query of `pstate`'s text; the
+    // previous hook takes the same arguments.
+    unsafe {
+        if let Some(prev) = PREV_POST_PARSE {
+            prev(pstate, query, jstate);
+        }
+        if !DEFINING_VIEW.with(Cell::get) && mentions_size((*pstate).p_sourcetext, query) {
+            swap_in(query);
+        }
+    }
+}
+
+/// Swaps the size functions' calls in `query` (see the module comment).
+///
+/// # Safety
+/// `query` is an analysed query not yet planned (the caller's to change).
+#[pg_guard]
+unsafe extern "C-unwind" fn swap_in(query: *mut pg_sys::Query) {
+    // SAFETY: per the contract; the walk only rewrites function OIDs (and
+    // appends a constant argument) in nodes of `query`.
+    unsafe {
+        let (Some(mut ours), Some(root)) = (replacements(), statement_query(query)) else {
+            return;
+        };
+        pg_sys::query_tree_walker(root, Some(swap), &mut ours as *mut _ as *mut c_void, 0);
+    }
+}
+
+/// Whether the text of `query` (its statement's part of `text`) may call a
+/// size function: each of them ends in `_size`, and most statements do not
+/// contain it, so they skip the walk. Only the statement's own part is read:
+/// a string of many statements is analysed one statement at a time.
+///
+/// # Safety
+/// `text` is NULL or the NUL-terminated source text `query` was parsed from.
+unsafe fn mentions_size(text: *const std::ffi::c_char, query: *const pg_sys::Query) -> bool {
+    if text.is_null() {
+        return false;
+    }
+    // SAFETY: per the contract; the statement's range lies inside the text
+    // (PostgreSQL's own `CleanQuerytext` relies on the same).
+    let bytes = unsafe {
+        let all = std::ffi::CStr::from_ptr(text).to_bytes();
+        let start = usize::try_from((*query).stmt_location).unwrap_or(0).min(all.len());
+        let len = usize::try_from((*query).stmt_len).unwrap_or(0);
+        let end = if len == 0 { all.len() } else { (start + len).min(all.len()) };
+        &all[start..end]
+    };
+    bytes.windows(5).any(|w| w.eq_ignore_ascii_case(b"_size"))
+}
+
+/// The query whose expressions run now: `query` itself, or the query inside
+/// EXPLAIN, DECLARE CURSOR and CREATE TABLE AS (not a materialized view's,
+/// which is stored); None for other utility statements.
+///
+/// # Safety
+/// `query` is an analysed query.
+unsafe fn statement_query(query: *mut pg_sys::Query) -> Option<*mut pg_sys::Query> {
+    // SAFETY: per the contract; node tags are checked before each cast.
+    unsafe {
+        if (*query).commandType != pg_sys::CmdType::CMD_UTILITY {
+            return Some(query);
+        }
+        let stmt = (*query).utilityStmt;
+        let inner = match (*stmt).type_ {
+            pg_sys::NodeTag::T_ExplainStmt => (*(stmt as *mut pg_sys::ExplainStmt)).query,
+            pg_sys::NodeTag::T_DeclareCursorStmt => (*(stmt as *mut pg_sys::DeclareCursorStmt)).query,
+            pg_sys::NodeTag::T_CreateTableAsStmt => {
+                let c = stmt as *mut pg_sys::CreateTableAsStmt;
+                if (*c).objtype == pg_sys::ObjectType::OBJECT_MATVIEW {
+                    return None;
+                }
+                (*c).query
+            }
+            _ => return None,
+        };
+        (!inner.is_null() && (*inner).type_ == pg_sys::NodeTag::T_Query).then_some(inner as *mut pg_sys::Query)
+    }
+}
+
+/// This module's functions in the current database, in [`SWAPPED`]'s
+/// order; None where the extension is not installed (or not completely).
+fn replacements() -> Option<[pg_sys::Oid; 5]> {
+    // SAFETY: catalog lookups; `get_extension_oid` with missing_ok.
+    unsafe {
+        let ext = pg_sys::get_extension_oid(c"orioledb_rs".as_ptr(), true);
+        if ext == pg_sys::InvalidOid {
+            return None;
+        }
+        let nsp = extension_schema(ext)?;
+        let mut out = [pg_sys::InvalidOid; 5];
+        for (slot, (_, name, nargs)) in out.iter_mut().zip(SWAPPED) {
+            let args = [pg_sys::OIDOID, pg_sys::TEXTOID];
+            let cname = std::ffi::CString::new(name).ok()?;
+            *slot = pg_sys::GetSysCacheOid(
+                pg_sys::SysCacheIdentifier::PROCNAMEARGSNSP as i32,
+                pg_sys::Anum_pg_proc_oid as pg_sys::AttrNumber,
+                pg_sys::Datum::from(cname.as_ptr()),
+                pg_sys::Datum::from(pg_sys::buildoidvector(args.as_ptr(), nargs)),
+                pg_sys::Datum::from(nsp),
+                pg_sys::Datum::from(0usize),
+            );
+            if *slot == pg_sys::InvalidOid {
+                return None;
+            }
+        }
+        Some(out)
+    }
+}
+
+/// The schema extension `ext` was created in (PostgreSQL 15 does not export
+/// `get_extension_schema`).
+///
+/// # Safety
+/// In a transaction.
+unsafe fn extension_schema(ext: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: an index scan of pg_extension by OID; the tuple is read
+    // before the scan ends.
+    unsafe {
+        let rel = pg_sys::table_open(pg_sys::ExtensionRelationId, pg_sys::AccessShareLock as _);
+        let mut key = std::mem::zeroed::<pg_sys::ScanKeyData>();
+        pg_sys::ScanKeyInit(
+            &mut key,
+            pg_sys::Anum_pg_extension_oid as pg_sys::AttrNumber,
+            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+            pg_sys::Oid::from(pg_sys::F_OIDEQ),
+            pg_sys::Datum::from(ext),
+        );
+        let scan = pg_sys::systable_beginscan(
+            rel,
+            pg_sys::Oid::from(pg_sys::ExtensionOidIndexId),
+            true,
+            std::ptr::null_mut(),
+            1,
+            &mut key,
+        );
+        let tup = pg_sys::systable_getnext(scan);
+        let nsp = (!tup.is_null())
+            .then(|| (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_extension>(tup)).extnamespace);
+        pg_sys::systable_endscan(scan);
+        pg_sys::table_close(rel, pg_sys::AccessShareLock as _);
+        nsp
+    }
+}
+
+/// The walker: swaps the stock size functions' calls for ours (`ctx` is
+/// the array from [`replacements`]); descends into sub-queries.
+#[pg_guard]
+unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut c_void) -> bool {
+    if node.is_null() {
+        return false;
+    }
+    // SAFETY: PostgreSQL's walkers pass nodes of the tree being walked and
+    // our context back; tags are checked before each cast.
+    unsafe {
+        match (*node).type_ {
+            pg_sys::NodeTag::T_Query => {
+                return pg_sys::query_tree_walker(node as *mut pg_sys::Query, Some(swap), ctx, 0);
+            }
+            pg_sys::NodeTag::T_FuncExpr => {
+                let f = node as *mut pg_sys::FuncExpr;
+                let ours = &*(ctx as *const [pg_sys::Oid; 5]);
+                if let Some(n) = SWAPPED.iter().position(|(stock, _, _)| (*f).funcid.to_u32() == *stock) {
+                    if (*f).funcid.to_u32() == RELATION_SIZE_OF_MAIN {
+                        (*f).args = pg_sys::lappend((*f).args, main_fork() as *mut c_void);
+                    }
+                    (*f).funcid = ours[n];
+                }
+            }
+            _ => {}
+        }
+        pg_sys::expression_tree_walker(node, Some(swap), ctx)
+    }
+}
+
+/// The constant `'main'::text`.
+///
+/// # Safety
+/// In a memory context that outlives the query.
+unsafe fn main_fork() -> *mut pg_sys::Const {
+    // SAFETY: a text datum built by PostgreSQL; makeConst copies nothing.
+    unsafe {
+        pg_sys::makeConst(
+            pg_sys::TEXTOID,
+            -1,
+            pg_sys::DEFAULT_COLLATION_OID,
+            -1,
+            pg_sys::Datum::from(pg_sys::cstring_to_text(c"main".as_ptr())),
+            false,
+            false,
+        )
+    }
+}
+
+/// Bytes of `rel`'s own engine tree, if it has one: its pages at `BLCKSZ`
+/// (a toast relation whose first value has not come yet has none).
+fn tree_bytes(rel: pg_sys::Oid) -> i64 {
+    let Some((db, node)) = crate::pg::engine_relfile(rel) else {
+        return 0;
+    };
+    crate::pg::require_preloaded();
+    let id = crate::pg::engine::tree_id(db, node);
+    crate::pg::engine::engine()
+        .tree(id)
+        .map_or(0, |t| t.approx_pages() as i64 * pg_sys::BLCKSZ as i64)
+}
+
+/// `rel`'s toast relation, if any.
+fn toast_of(rel: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: a syscache lookup; the fixed-size field is read while held.
+    unsafe {
+        crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, rel.into(), |tup| {
+            (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup)).reltoastrelid
+        })
+    }
+    .filter(|t| *t != pg_sys::InvalidOid)
+}
+
+/// Bytes of the engine trees of `rel`'s indexes.
+fn index_trees_bytes(rel: pg_sys::Oid) -> i64 {
+    // SAFETY: the relation is opened (if it still exists) and closed here;
+    // the index list is a copy of ours.
+    unsafe {
+        let r = pg_sys::try_relation_open(rel, pg_sys::AccessShareLock as _);
+        if r.is_null() {
+            return 0;
+        }
+        let list = pg_sys::RelationGetIndexList(r);
+        pg_sys::relation_close(r, pg_sys::AccessShareLock as _);
+        let n = if list.is_null() { 0 } else { (*list).length as usize };
+        (0..n).map(|i| tree_bytes((*(*list).elements.add(i)).oid_value)).sum()
+    }
+}
+
+/// A size function's result: the stock function's (`stock` on the same
+/// call) plus `extra(rel)`; NULL where the stock one is NULL (no such
+/// relation).
+///
+/// # Safety
+/// `fcinfo` is a call whose first argument is a relation OID.
+unsafe fn stock_plus(
+    fcinfo: pg_sys::FunctionCallInfo,
+    stock: impl FnOnce(pg_sys::FunctionCallInfo) -> pg_sys::Datum,
+    extra: impl FnOnce(pg_sys::Oid) -> i64,
+) -> pg_sys::Datum {
+    // SAFETY: per the contract.
+    unsafe {
+        let d = stock(fcinfo);
+        if (*fcinfo).isnull {
+            return d;
+        }
+        let rel = pg_sys::Oid::from((*fcinfo).args.as_slice(1)[0].value.value() as u32);
+        pg_sys::Datum::from(d.value() as i64 + extra(rel))
+    }
+}
+
+macro_rules! v1 {
+    ($finfo:ident) => {
+        /// fmgr's version-1 calling convention record.
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
+            const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1_API
+        }
+    };
+}
+
+v1!(pg_finfo_orioledb_pg_relation_size);
+v1!(pg_finfo_orioledb_pg_table_size);
+v1!(pg_finfo_orioledb_pg_indexes_size);
+v1!(pg_finfo_orioledb_pg_total_relation_size);
+
+/// `pg_relation_size(rel, fork)` counting the main fork's engine tree.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn orioledb_pg_relation_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fmgr calls with (oid, text), both non-NULL (STRICT).
+    unsafe {
+        let fork = (*fcinfo).args.as_slice(2)[1].value;
+        let name = pg_sys::text_to_cstring(fork.cast_mut_ptr::<pg_sys::text>());
+        let main = pg_sys::forkname_to_number(name) == pg_sys::ForkNumber::MAIN_FORKNUM;
+        stock_plus(fcinfo, |f| pg_sys::pg_relation_size(f), |rel| if main { tree_bytes(rel) } else { 0 })
+    }
+}
+
+/// `pg_table_size(rel)` counting its primary and toast trees.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn orioledb_pg_table_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fmgr calls with one non-NULL oid (STRICT).
+    unsafe { stock_plus(fcinfo, |f| pg_sys::pg_table_size(f), table_trees_bytes) }
+}
+
+/// `pg_indexes_size(rel)` counting its indexes' engine trees.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn orioledb_pg_indexes_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fmgr calls with one non-NULL oid (STRICT).
+    unsafe { stock_plus(fcinfo, |f| pg_sys::pg_indexes_size(f), index_trees_bytes) }
+}
+
+/// `pg_total_relation_size(rel)` counting every engine tree of the table.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn orioledb_pg_total_relation_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fmgr calls with one non-NULL oid (STRICT).
+    unsafe {
+        stock_plus(fcinfo, |f| pg_sys::pg_total_relation_size(f), |rel| {
+            table_trees_bytes(rel) + index_trees_bytes(rel)
+        })
+    }
+}
+
+/// Bytes of `rel`'s primary and toast trees.
+fn table_trees_bytes(rel: pg_sys::Oid) -> i64 {
+    tree_bytes(rel) + toast_of(rel).map_or(0, tree_bytes)
+}
+
+pgrx::extension_sql!(
+    r#"
+CREATE FUNCTION orioledb_pg_relation_size(rel oid, fork text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'orioledb_pg_relation_size' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION orioledb_pg_table_size(rel oid) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'orioledb_pg_table_size' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION orioledb_pg_indexes_size(rel oid) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'orioledb_pg_indexes_size' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION orioledb_pg_total_relation_size(rel oid) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'orioledb_pg_total_relation_size' LANGUAGE C STRICT PARALLEL SAFE;
+"#,
+    name = "orioledb_size_functions"
+);
