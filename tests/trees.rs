@@ -570,6 +570,40 @@ fn postgres_size_functions_count_engine_trees() {
     )
     .unwrap();
     assert_eq!(deps, 0, "the view calls the stock functions only");
+    // The view's query is left alone, not the event triggers CREATE VIEW
+    // runs, and a subtransaction they abort does not change that.
+    c.batch_execute(
+        "CREATE FUNCTION et() RETURNS event_trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             BEGIN PERFORM 1 / 0; EXCEPTION WHEN division_by_zero THEN NULL; END;
+             PERFORM set_config('itest.seen', pg_relation_size('t')::text, false);
+         END $$;
+         CREATE EVENT TRIGGER et ON ddl_command_start WHEN TAG IN ('CREATE VIEW') EXECUTE FUNCTION et();
+         CREATE VIEW stock2 AS SELECT pg_relation_size('t'::regclass) AS s;
+         DROP EVENT TRIGGER et;",
+    )
+    .unwrap();
+    let seen: String = c.query_one("SELECT current_setting('itest.seen')", &[]).unwrap().get(0);
+    assert_eq!(seen, main.to_string(), "the event trigger's call");
+    assert_eq!(one(&mut c, "SELECT s FROM stock2"), Some(0));
+    // A REVOKE of the stock function still holds.
+    c.batch_execute(
+        "DROP ROLE IF EXISTS itest_size_reader; CREATE ROLE itest_size_reader;
+         REVOKE EXECUTE ON FUNCTION pg_relation_size(regclass, text) FROM PUBLIC;
+         SET ROLE itest_size_reader",
+    )
+    .unwrap();
+    expect_sqlstate(&mut c, "SELECT pg_relation_size('t', 'main')", "42501");
+    assert_eq!(one(&mut c, "SELECT pg_table_size('t')"), Some(table + main + toast_main));
+    c.batch_execute(
+        "RESET ROLE; GRANT EXECUTE ON FUNCTION pg_relation_size(regclass, text) TO PUBLIC;
+         DROP ROLE itest_size_reader",
+    )
+    .unwrap();
+    // An aborted transaction's ROLLBACK TO (named like a size function) reads no catalogs.
+    c.batch_execute("BEGIN; SAVEPOINT keep_size").unwrap();
+    assert!(c.batch_execute("SELECT 1 / 0").is_err());
+    c.batch_execute("ROLLBACK TO SAVEPOINT keep_size; COMMIT").unwrap();
     // As the stock functions: NULL for a relation that is gone, 22023 for a bad fork.
     assert_eq!(one(&mut c, "SELECT pg_relation_size(0::oid)"), None);
     assert_eq!(one(&mut c, "SELECT pg_table_size(0::oid)"), None);

@@ -422,7 +422,7 @@ unsafe extern "C-unwind" fn delete_queued_at_exit(_code: c_int, _arg: pg_sys::Da
     unsafe {
         pg_sys::AbortOutOfAnyTransaction();
         pg_sys::StartTransactionCommand();
-        delete_doomed_waiting(false);
+        delete_doomed();
         pg_sys::CommitTransactionCommand();
     }
     let left = DOOMED.with(|d| d.borrow().len());
@@ -484,24 +484,38 @@ pub fn at_transaction_end() {
 
 /// Deletes queued toast values. Runs outside every latch, in any
 /// transaction: each toast relation is opened with a lock (and skipped if
-/// it was dropped meanwhile), so its tree cannot go away under us.
+/// it was dropped meanwhile), so its tree cannot go away under us. A toast
+/// relation whose lock is not free at once keeps its values queued for this
+/// backend's next change, its commit or its exit: the queue holds values of
+/// any table this backend pruned, and a change of one table must not wait
+/// for a REINDEX, TRUNCATE or VACUUM FULL of another table's toast relation
+/// (nor fail under `lock_timeout`, nor deadlock with it); a SELECT's commit
+/// neither. A rewrite drops the old toast tree, values and all, and a
+/// REINDEX is over by the next try.
 pub fn delete_doomed() {
-    delete_doomed_waiting(true);
+    let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    let mut taken = Taken { work, next: 0, deleting: false };
+    let mut busy: Vec<u32> = Vec::new();
+    let mut logged: Option<(orioledb_engine::TreeId, u32)> = None;
+    while taken.next < taken.work.len() {
+        let entry = taken.work[taken.next];
+        // Once a relation's lock was busy, its other values are not tried
+        // again in this walk (one lock-table probe per relation).
+        if busy.contains(&entry.0) || !delete_value(entry, &mut logged, &mut taken.deleting) {
+            if !busy.contains(&entry.0) {
+                busy.push(entry.0);
+            }
+            // Straight back to the queue (taken, so not borrowed): an
+            // ERROR later in the walk keeps it too.
+            DOOMED.with(|d| d.borrow_mut().push(entry));
+        }
+        taken.deleting = false;
+        taken.next += 1;
+    }
 }
 
-/// [`delete_doomed`] at a transaction's pre-commit: a toast relation
-/// whose lock is not free at once keeps its values queued for this
-/// backend's next change or its exit. A read-only transaction gets a
-/// queue from a scan's pruning, and its commit should not wait for a
-/// REINDEX, TRUNCATE or VACUUM FULL that holds the toast table (nor a
-/// cancel of that wait fail a SELECT's commit).
-pub fn delete_doomed_at_commit() {
-    delete_doomed_waiting(false);
-}
-
-/// The queue taken by [`delete_doomed_waiting`]: if an ERROR (a cancelled
-/// lock wait, an engine error) ends the walk, the entries not yet tried go
-/// back to the queue, and so does the current one unless its deletion had
+/// The queue taken by [`delete_doomed`]: if an ERROR (an engine error, an
+/// interrupt) ends the walk, the entries not yet tried go back to the queue, and so does the current one unless its deletion had
 /// begun (an entry whose delete fails again and again must not fail every
 /// later change). Without this, the lost values would stay in their tree
 /// for good: nothing else knows them.
@@ -521,54 +535,26 @@ impl Drop for Taken {
     }
 }
 
-/// [`delete_doomed`]; without `wait`, the values of a toast relation whose
-/// lock is not free at once stay queued (at exit, where interrupts are
-/// held off, a wait — for a prepared TRUNCATE, say — could not be ended).
-fn delete_doomed_waiting(wait: bool) {
-    let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
-    let mut taken = Taken { work, next: 0, deleting: false };
-    let mut busy: Vec<u32> = Vec::new();
-    let mut logged: Option<(orioledb_engine::TreeId, u32)> = None;
-    while taken.next < taken.work.len() {
-        let entry = taken.work[taken.next];
-        // Once a relation's lock was busy, its other values are not tried
-        // again in this walk (one lock-table probe per relation).
-        if busy.contains(&entry.0) || !delete_value(entry, wait, &mut logged, &mut taken.deleting) {
-            if !busy.contains(&entry.0) {
-                busy.push(entry.0);
-            }
-            // Straight back to the queue (taken, so not borrowed): an
-            // ERROR later in the walk keeps it too.
-            DOOMED.with(|d| d.borrow_mut().push(entry));
-        }
-        taken.deleting = false;
-        taken.next += 1;
-    }
-}
-
 /// Deletes the chunks of one queued value; false when its toast relation's
-/// lock was not free and `wait` is off (the value stays queued). Sets
-/// `deleting` once the relation is open and locked: an ERROR before that
-/// (a cancelled wait) keeps the value queued, one after (a damaged tree,
-/// which would fail again at every commit) gives it up.
+/// lock was not free (the value stays queued). Sets `deleting` once the
+/// relation is open and locked: an ERROR after that (a damaged tree, which
+/// would fail again at every commit) gives the value up.
 fn delete_value(
     (toastrelid, valueid, horizon): (u32, u32, u32),
-    wait: bool,
     logged: &mut Option<(orioledb_engine::TreeId, u32)>,
     deleting: &mut bool,
 ) -> bool {
     let mode = pg_sys::RowExclusiveLock as pg_sys::LOCKMODE;
     let oid = pg_sys::Oid::from(toastrelid);
     // SAFETY: a lock on an OID, dropped relation or not.
-    if !wait && !unsafe { pg_sys::ConditionalLockRelationOid(oid, mode) } {
+    if !unsafe { pg_sys::ConditionalLockRelationOid(oid, mode) } {
         return false;
     }
     // SAFETY: try_relation_open returns NULL for a dropped relation and
     // otherwise an open, locked one, closed below (the lock is kept to
     // transaction end, as for every relation a change touches).
     unsafe {
-        let held = pg_sys::NoLock as pg_sys::LOCKMODE;
-        let r = pg_sys::try_relation_open(oid, if wait { mode } else { held });
+        let r = pg_sys::try_relation_open(oid, pg_sys::NoLock as pg_sys::LOCKMODE);
         if r.is_null() {
             return true;
         }

@@ -10,14 +10,15 @@
 //! (with the row-id map), its toast tree, and its `orioledb_btree` indexes'
 //! trees — at `BLCKSZ` each, which is what heap counts for its blocks.
 //!
-//! Only queries a session runs are changed. A view's stored query keeps the
-//! stock functions (storing ours would make every such view depend on the
-//! extension), so does a materialized view's, and so do SQL functions the
-//! planner inlines; the README says so.
+//! Only statements a session runs are changed. A view's stored query keeps
+//! the stock functions (storing ours would make every such view depend on
+//! the extension), so does a materialized view's; other stored expressions
+//! (rules, SQL-standard function bodies, defaults, constraints, policies)
+//! and SQL functions the planner inlines are analysed without the hook. The
+//! README says so.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
-use std::cell::Cell;
 use std::ffi::c_void;
 
 /// The stock functions this module stands in for, by OID (`pg_proc.dat`),
@@ -33,35 +34,69 @@ const SWAPPED: [(u32, &str, i32); 5] = [
 /// The one-argument `pg_relation_size`, whose call gains a `'main'` argument.
 const RELATION_SIZE_OF_MAIN: u32 = 2325;
 
+/// A `CREATE VIEW` being run: the statement text and location its query is
+/// analysed with (`DefineView` passes the utility statement's own), and the
+/// transaction nesting level it runs at. Invariant: pushed and popped around
+/// the statement; an ERROR longjmps past the pop, and the (sub)transaction's
+/// abort drops the entries of its level and deeper.
+struct ViewDefinition {
+    text: usize,
+    location: i32,
+    level: i32,
+}
+
 thread_local! {
-    /// Set while `CREATE VIEW` analyses the query it stores (see the module
-    /// comment). Invariant: false outside such a statement; an ERROR inside
-    /// one clears it at (sub)transaction abort.
-    static DEFINING_VIEW: Cell<bool> = const { Cell::new(false) };
+    /// The views being defined, innermost last (see the module comment).
+    static VIEWS: std::cell::RefCell<Vec<ViewDefinition>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 static mut PREV_POST_PARSE: pg_sys::post_parse_analyze_hook_type = None;
 
-/// Installs the parse-analysis hook and the flag's reset (from `_PG_init`).
+/// Installs the parse-analysis hook and the view list's reset (from
+/// `_PG_init`).
 pub fn install() {
     // SAFETY: single-threaded `_PG_init`; the documented way to chain hooks.
     unsafe {
         PREV_POST_PARSE = pg_sys::post_parse_analyze_hook;
         pg_sys::post_parse_analyze_hook = Some(post_parse);
     }
-    crate::pg::xact::on_event(|e| {
-        if matches!(e, crate::pg::xact::Event::Abort | crate::pg::xact::Event::SubAbort { .. }) {
-            DEFINING_VIEW.with(|d| d.set(false));
+    crate::pg::xact::on_event(|e| match e {
+        crate::pg::xact::Event::Abort => VIEWS.with(|v| v.borrow_mut().clear()),
+        crate::pg::xact::Event::SubAbort { .. } => {
+            // SAFETY: a plain read of the transaction state; the callback
+            // runs while the aborting subtransaction is still current.
+            let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+            VIEWS.with(|v| v.borrow_mut().retain(|d| d.level < level));
         }
+        _ => {}
     });
 }
 
-/// Runs `f` (a `CREATE VIEW`) with the view flag set. An ERROR longjmps past
-/// the reset; the abort that follows clears the flag.
-pub fn defining_view(f: impl FnOnce()) {
-    DEFINING_VIEW.with(|d| d.set(true));
+/// Runs `f`, the `CREATE VIEW` statement at `location` of `text`, so that
+/// the query it stores keeps the stock functions. Only that query: event
+/// triggers and functions it runs on the way are analysed as always.
+pub fn defining_view(text: *const std::ffi::c_char, location: i32, f: impl FnOnce()) {
+    // SAFETY: a plain read of the transaction state.
+    let level = unsafe { pg_sys::GetCurrentTransactionNestLevel() };
+    VIEWS.with(|v| v.borrow_mut().push(ViewDefinition { text: text as usize, location, level }));
     f();
-    DEFINING_VIEW.with(|d| d.set(false));
+    VIEWS.with(|v| v.borrow_mut().pop());
+}
+
+/// Whether `query` is the one a `CREATE VIEW` being run analyses.
+///
+/// # Safety
+/// `pstate` and `query` are the hook's arguments.
+unsafe fn is_view_query(pstate: *const pg_sys::ParseState, query: *const pg_sys::Query) -> bool {
+    // SAFETY: per the contract.
+    let (text, location, select) = unsafe {
+        (
+            (*pstate).p_sourcetext as usize,
+            (*query).stmt_location,
+            (*query).commandType == pg_sys::CmdType::CMD_SELECT,
+        )
+    };
+    select && VIEWS.with(|v| v.borrow().iter().any(|d| d.text == text && d.location == location))
 }
 
 /// The hook. Not a pgrx error boundary: an ERROR of the previous hook
@@ -78,7 +113,12 @@ unsafe extern "C-unwind" fn post_parse(
         if let Some(prev) = PREV_POST_PARSE {
             prev(pstate, query, jstate);
         }
-        if !DEFINING_VIEW.with(Cell::get) && mentions_size((*pstate).p_sourcetext, query) {
+        // An aborted transaction reads no catalogs (ROLLBACK TO a savepoint
+        // named like a size function is analysed in one).
+        if pg_sys::IsTransactionState()
+            && mentions_size((*pstate).p_sourcetext, query)
+            && !is_view_query(pstate, query)
+        {
             swap_in(query);
         }
     }
@@ -93,9 +133,8 @@ unsafe extern "C-unwind" fn swap_in(query: *mut pg_sys::Query) {
     // SAFETY: per the contract; the walk only rewrites function OIDs (and
     // appends a constant argument) in nodes of `query`.
     unsafe {
-        let (Some(mut ours), Some(root)) = (replacements(), statement_query(query)) else {
-            return;
-        };
+        let Some(root) = statement_query(query) else { return };
+        let Some(mut ours) = replacements() else { return };
         pg_sys::query_tree_walker(root, Some(swap), &mut ours as *mut _ as *mut c_void, 0);
     }
 }
@@ -112,13 +151,15 @@ unsafe fn mentions_size(text: *const std::ffi::c_char, query: *const pg_sys::Que
         return false;
     }
     // SAFETY: per the contract; the statement's range lies inside the text
-    // (PostgreSQL's own `CleanQuerytext` relies on the same).
+    // (PostgreSQL's own `CleanQuerytext` relies on the same). The rest of
+    // the text is not measured: with many statements in one string, each
+    // would otherwise read all of it.
     let bytes = unsafe {
-        let all = std::ffi::CStr::from_ptr(text).to_bytes();
-        let start = usize::try_from((*query).stmt_location).unwrap_or(0).min(all.len());
-        let len = usize::try_from((*query).stmt_len).unwrap_or(0);
-        let end = if len == 0 { all.len() } else { (start + len).min(all.len()) };
-        &all[start..end]
+        let start = text.add(usize::try_from((*query).stmt_location).unwrap_or(0));
+        match usize::try_from((*query).stmt_len) {
+            Ok(len) if len > 0 => std::slice::from_raw_parts(start as *const u8, len),
+            _ => std::ffi::CStr::from_ptr(start).to_bytes(),
+        }
     };
     bytes.windows(5).any(|w| w.eq_ignore_ascii_case(b"_size"))
 }
@@ -307,18 +348,25 @@ fn index_trees_bytes(rel: pg_sys::Oid) -> i64 {
 }
 
 /// A size function's result: the stock function's (`stock` on the same
-/// call) plus `extra(rel)`; NULL where the stock one is NULL (no such
-/// relation).
+/// call; `stock_oid` its `pg_proc` entry) plus `extra(rel)`; NULL where the
+/// stock one is NULL (no such relation). The caller may execute the stock
+/// function, as it could before the swap: a REVOKE of it still holds.
 ///
 /// # Safety
 /// `fcinfo` is a call whose first argument is a relation OID.
 unsafe fn stock_plus(
     fcinfo: pg_sys::FunctionCallInfo,
+    stock_oid: u32,
     stock: impl FnOnce(pg_sys::FunctionCallInfo) -> pg_sys::Datum,
     extra: impl FnOnce(pg_sys::Oid) -> i64,
 ) -> pg_sys::Datum {
     // SAFETY: per the contract.
     unsafe {
+        let oid = pg_sys::Oid::from(stock_oid);
+        let acl = pg_sys::pg_proc_aclcheck(oid, pg_sys::GetUserId(), pg_sys::ACL_EXECUTE as pg_sys::AclMode);
+        if acl != pg_sys::AclResult::ACLCHECK_OK {
+            pg_sys::aclcheck_error(acl, pg_sys::ObjectType::OBJECT_FUNCTION, pg_sys::get_func_name(oid));
+        }
         let d = stock(fcinfo);
         if (*fcinfo).isnull {
             return d;
@@ -354,7 +402,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_relation_size(fcinfo: pg_sys::Functi
         let fork = (*fcinfo).args.as_slice(2)[1].value;
         let name = pg_sys::text_to_cstring(fork.cast_mut_ptr::<pg_sys::text>());
         let main = pg_sys::forkname_to_number(name) == pg_sys::ForkNumber::MAIN_FORKNUM;
-        stock_plus(fcinfo, |f| pg_sys::pg_relation_size(f), |rel| if main { tree_bytes(rel) } else { 0 })
+        stock_plus(fcinfo, 2332, |f| pg_sys::pg_relation_size(f), |rel| if main { tree_bytes(rel) } else { 0 })
     }
 }
 
@@ -363,7 +411,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_relation_size(fcinfo: pg_sys::Functi
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_table_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
-    unsafe { stock_plus(fcinfo, |f| pg_sys::pg_table_size(f), table_trees_bytes) }
+    unsafe { stock_plus(fcinfo, 2997, |f| pg_sys::pg_table_size(f), table_trees_bytes) }
 }
 
 /// `pg_indexes_size(rel)` counting its indexes' engine trees.
@@ -371,7 +419,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_table_size(fcinfo: pg_sys::FunctionC
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_indexes_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
-    unsafe { stock_plus(fcinfo, |f| pg_sys::pg_indexes_size(f), index_trees_bytes) }
+    unsafe { stock_plus(fcinfo, 2998, |f| pg_sys::pg_indexes_size(f), index_trees_bytes) }
 }
 
 /// `pg_total_relation_size(rel)` counting every engine tree of the table.
@@ -380,7 +428,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_indexes_size(fcinfo: pg_sys::Functio
 pub unsafe extern "C-unwind" fn orioledb_pg_total_relation_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
     unsafe {
-        stock_plus(fcinfo, |f| pg_sys::pg_total_relation_size(f), |rel| {
+        stock_plus(fcinfo, 2286, |f| pg_sys::pg_total_relation_size(f), |rel| {
             table_trees_bytes(rel) + index_trees_bytes(rel)
         })
     }

@@ -452,11 +452,12 @@ unsafe extern "C-unwind" fn process_utility_entry(
         }
         if (*(*pstmt).utilityStmt).type_ == pg_sys::NodeTag::T_ViewStmt {
             // The view's query is stored: it keeps the stock size functions.
-            return crate::hooks::sizes::defining_view(|| {
+            crate::hooks::sizes::defining_view(query, (*pstmt).stmt_location, || {
                 next_process_utility(pstmt, query, read_only, context, params, env, dest, qc)
             });
+        } else {
+            next_process_utility(pstmt, query, read_only, context, params, env, dest, qc);
         }
-        next_process_utility(pstmt, query, read_only, context, params, env, dest, qc);
         if crate::am::rekey::has_pending() {
             finish_statement();
         }
