@@ -594,9 +594,19 @@ fn postgres_size_functions_count_engine_trees() {
     )
     .unwrap();
     expect_sqlstate(&mut c, "SELECT pg_relation_size('t', 'main')", "42501");
+    expect_sqlstate(&mut c, "SELECT pg_relation_size('t')", "42501");
     assert_eq!(one(&mut c, "SELECT pg_table_size('t')"), Some(table + main + toast_main));
     c.batch_execute(
         "RESET ROLE; GRANT EXECUTE ON FUNCTION pg_relation_size(regclass, text) TO PUBLIC;
+         REVOKE EXECUTE ON FUNCTION pg_relation_size(regclass) FROM PUBLIC;
+         SET ROLE itest_size_reader",
+    )
+    .unwrap();
+    // The one-argument form's own REVOKE holds too; the other form is allowed.
+    expect_sqlstate(&mut c, "SELECT pg_relation_size('t')", "42501");
+    assert_eq!(one(&mut c, "SELECT pg_relation_size('t', 'main')"), Some(main));
+    c.batch_execute(
+        "RESET ROLE; GRANT EXECUTE ON FUNCTION pg_relation_size(regclass) TO PUBLIC;
          DROP ROLE itest_size_reader",
     )
     .unwrap();

@@ -422,7 +422,7 @@ unsafe extern "C-unwind" fn delete_queued_at_exit(_code: c_int, _arg: pg_sys::Da
     unsafe {
         pg_sys::AbortOutOfAnyTransaction();
         pg_sys::StartTransactionCommand();
-        delete_doomed();
+        delete_doomed_at_commit();
         pg_sys::CommitTransactionCommand();
     }
     let left = DOOMED.with(|d| d.borrow().len());
@@ -459,7 +459,7 @@ pub fn placed() {
 /// stored: its values are deleted now.
 pub fn unplaced() {
     doom_unplaced();
-    delete_doomed();
+    delete_doomed_at_commit();
 }
 
 /// This module's part of a transaction's (or subtransaction's) end
@@ -476,6 +476,7 @@ pub fn at_event(e: crate::pg::xact::Event) {
 /// change, which deletes them with the toast relation locked (by OID: a
 /// value id is not reused while any chunk of it exists), or for its exit.
 pub fn at_transaction_end() {
+    BACKED_OFF.with(|b| b.set(false));
     doom_unplaced();
     if DOOMED.with(|d| !d.borrow().is_empty()) {
         delete_at_exit_too();
@@ -491,8 +492,30 @@ pub fn at_transaction_end() {
 /// for a REINDEX, TRUNCATE or VACUUM FULL of another table's toast relation
 /// (nor fail under `lock_timeout`, nor deadlock with it); a SELECT's commit
 /// neither. A rewrite drops the old toast tree, values and all, and a
-/// REINDEX is over by the next try.
+/// REINDEX is over by the next try. Once a walk found a relation busy, the
+/// changes after it leave the queue to the transaction's pre-commit
+/// ([`delete_doomed_at_commit`]): else every row of a long COPY would walk
+/// (and put back) the whole queue.
 pub fn delete_doomed() {
+    if !BACKED_OFF.with(std::cell::Cell::get) {
+        walk_doomed();
+    }
+}
+
+/// [`delete_doomed`] at a transaction's pre-commit (and where the values
+/// are this backend's own, [`unplaced`]): always walks the queue.
+pub fn delete_doomed_at_commit() {
+    walk_doomed();
+}
+
+thread_local! {
+    /// Set when a walk of the queue found a toast relation busy; cleared at
+    /// transaction end (see [`delete_doomed`]).
+    static BACKED_OFF: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// One walk of the queue (see [`delete_doomed`]).
+fn walk_doomed() {
     let work = DOOMED.with(|d| std::mem::take(&mut *d.borrow_mut()));
     let mut taken = Taken { work, next: 0, deleting: false };
     let mut busy: Vec<u32> = Vec::new();
@@ -512,6 +535,7 @@ pub fn delete_doomed() {
         taken.deleting = false;
         taken.next += 1;
     }
+    BACKED_OFF.with(|b| b.set(!busy.is_empty()));
 }
 
 /// The queue taken by [`delete_doomed`]: if an ERROR (an engine error, an
@@ -556,6 +580,8 @@ fn delete_value(
     unsafe {
         let r = pg_sys::try_relation_open(oid, pg_sys::NoLock as pg_sys::LOCKMODE);
         if r.is_null() {
+            // Dropped: no lock on an OID that names nothing.
+            pg_sys::UnlockRelationOid(oid, mode);
             return true;
         }
         *deleting = true;

@@ -14,8 +14,8 @@
 //! the stock functions (storing ours would make every such view depend on
 //! the extension), so does a materialized view's; other stored expressions
 //! (rules, SQL-standard function bodies, defaults, constraints, policies)
-//! and SQL functions the planner inlines are analysed without the hook. The
-//! README says so.
+//! and scalar SQL functions the planner inlines are analysed without the
+//! hook. The README says so.
 
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -25,7 +25,7 @@ use std::ffi::c_void;
 /// and the name of the function that replaces each.
 const SWAPPED: [(u32, &str, i32); 5] = [
     (2332, "orioledb_pg_relation_size", 2), // pg_relation_size(regclass, text)
-    (2325, "orioledb_pg_relation_size", 2), // pg_relation_size(regclass): SQL, gets 'main'
+    (2325, "orioledb_pg_relation_size_main", 2), // pg_relation_size(regclass): SQL, gets 'main'
     (2997, "orioledb_pg_table_size", 1),
     (2998, "orioledb_pg_indexes_size", 1),
     (2286, "orioledb_pg_total_relation_size", 1),
@@ -157,7 +157,11 @@ unsafe fn mentions_size(text: *const std::ffi::c_char, query: *const pg_sys::Que
     let bytes = unsafe {
         let start = text.add(usize::try_from((*query).stmt_location).unwrap_or(0));
         match usize::try_from((*query).stmt_len) {
-            Ok(len) if len > 0 => std::slice::from_raw_parts(start as *const u8, len),
+            Ok(len) if len > 0 => {
+                // Never past the string's end, whatever the length says.
+                let n = (0..len).find(|&i| *start.add(i) == 0).unwrap_or(len);
+                std::slice::from_raw_parts(start as *const u8, n)
+            }
             _ => std::ffi::CStr::from_ptr(start).to_bytes(),
         }
     };
@@ -348,24 +352,35 @@ fn index_trees_bytes(rel: pg_sys::Oid) -> i64 {
 }
 
 /// A size function's result: the stock function's (`stock` on the same
-/// call; `stock_oid` its `pg_proc` entry) plus `extra(rel)`; NULL where the
-/// stock one is NULL (no such relation). The caller may execute the stock
-/// function, as it could before the swap: a REVOKE of it still holds.
+/// call) plus `extra(rel)`; NULL where the stock one is NULL (no such
+/// relation). The caller must be allowed to execute the stock functions
+/// `stock_oids` stand for, as before the swap (the executor checks ours):
+/// a REVOKE of them still holds. Checked once per call site, as the
+/// executor checks once per plan (`fn_extra` marks it done).
 ///
 /// # Safety
 /// `fcinfo` is a call whose first argument is a relation OID.
 unsafe fn stock_plus(
     fcinfo: pg_sys::FunctionCallInfo,
-    stock_oid: u32,
+    stock_oids: &[u32],
     stock: impl FnOnce(pg_sys::FunctionCallInfo) -> pg_sys::Datum,
     extra: impl FnOnce(pg_sys::Oid) -> i64,
 ) -> pg_sys::Datum {
-    // SAFETY: per the contract.
+    // SAFETY: per the contract; `fn_extra` is ours to set (a marker that is
+    // never dereferenced or freed).
     unsafe {
-        let oid = pg_sys::Oid::from(stock_oid);
-        let acl = pg_sys::pg_proc_aclcheck(oid, pg_sys::GetUserId(), pg_sys::ACL_EXECUTE as pg_sys::AclMode);
-        if acl != pg_sys::AclResult::ACLCHECK_OK {
-            pg_sys::aclcheck_error(acl, pg_sys::ObjectType::OBJECT_FUNCTION, pg_sys::get_func_name(oid));
+        let flinfo = (*fcinfo).flinfo;
+        if flinfo.is_null() || (*flinfo).fn_extra.is_null() {
+            for &stock_oid in stock_oids {
+                let oid = pg_sys::Oid::from(stock_oid);
+                let acl = pg_sys::pg_proc_aclcheck(oid, pg_sys::GetUserId(), pg_sys::ACL_EXECUTE as pg_sys::AclMode);
+                if acl != pg_sys::AclResult::ACLCHECK_OK {
+                    pg_sys::aclcheck_error(acl, pg_sys::ObjectType::OBJECT_FUNCTION, pg_sys::get_func_name(oid));
+                }
+            }
+            if !flinfo.is_null() {
+                (*flinfo).fn_extra = std::ptr::NonNull::<u8>::dangling().as_ptr().cast();
+            }
         }
         let d = stock(fcinfo);
         if (*fcinfo).isnull {
@@ -389,6 +404,7 @@ macro_rules! v1 {
 }
 
 v1!(pg_finfo_orioledb_pg_relation_size);
+v1!(pg_finfo_orioledb_pg_relation_size_main);
 v1!(pg_finfo_orioledb_pg_table_size);
 v1!(pg_finfo_orioledb_pg_indexes_size);
 v1!(pg_finfo_orioledb_pg_total_relation_size);
@@ -398,11 +414,29 @@ v1!(pg_finfo_orioledb_pg_total_relation_size);
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_relation_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with (oid, text), both non-NULL (STRICT).
+    unsafe { relation_size(fcinfo, &[2332]) }
+}
+
+/// `pg_relation_size(rel)`, which runs the two-argument one with `'main'`
+/// (the hook appends it), and needs EXECUTE on both.
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn orioledb_pg_relation_size_main(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
+    // SAFETY: fmgr calls with (oid, text), both non-NULL (STRICT).
+    unsafe { relation_size(fcinfo, &[RELATION_SIZE_OF_MAIN, 2332]) }
+}
+
+/// Both `pg_relation_size` forms, checked against `stock_oids`.
+///
+/// # Safety
+/// `fcinfo` is a call with (oid, text), both non-NULL.
+unsafe fn relation_size(fcinfo: pg_sys::FunctionCallInfo, stock_oids: &[u32]) -> pg_sys::Datum {
+    // SAFETY: per the contract.
     unsafe {
         let fork = (*fcinfo).args.as_slice(2)[1].value;
         let name = pg_sys::text_to_cstring(fork.cast_mut_ptr::<pg_sys::text>());
         let main = pg_sys::forkname_to_number(name) == pg_sys::ForkNumber::MAIN_FORKNUM;
-        stock_plus(fcinfo, 2332, |f| pg_sys::pg_relation_size(f), |rel| if main { tree_bytes(rel) } else { 0 })
+        stock_plus(fcinfo, stock_oids, |f| pg_sys::pg_relation_size(f), |rel| if main { tree_bytes(rel) } else { 0 })
     }
 }
 
@@ -411,7 +445,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_relation_size(fcinfo: pg_sys::Functi
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_table_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
-    unsafe { stock_plus(fcinfo, 2997, |f| pg_sys::pg_table_size(f), table_trees_bytes) }
+    unsafe { stock_plus(fcinfo, &[2997], |f| pg_sys::pg_table_size(f), table_trees_bytes) }
 }
 
 /// `pg_indexes_size(rel)` counting its indexes' engine trees.
@@ -419,7 +453,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_table_size(fcinfo: pg_sys::FunctionC
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_indexes_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
-    unsafe { stock_plus(fcinfo, 2998, |f| pg_sys::pg_indexes_size(f), index_trees_bytes) }
+    unsafe { stock_plus(fcinfo, &[2998], |f| pg_sys::pg_indexes_size(f), index_trees_bytes) }
 }
 
 /// `pg_total_relation_size(rel)` counting every engine tree of the table.
@@ -428,7 +462,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_indexes_size(fcinfo: pg_sys::Functio
 pub unsafe extern "C-unwind" fn orioledb_pg_total_relation_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
     unsafe {
-        stock_plus(fcinfo, 2286, |f| pg_sys::pg_total_relation_size(f), |rel| {
+        stock_plus(fcinfo, &[2286], |f| pg_sys::pg_total_relation_size(f), |rel| {
             table_trees_bytes(rel) + index_trees_bytes(rel)
         })
     }
@@ -443,6 +477,8 @@ pgrx::extension_sql!(
     r#"
 CREATE FUNCTION orioledb_pg_relation_size(rel oid, fork text) RETURNS bigint
     AS 'MODULE_PATHNAME', 'orioledb_pg_relation_size' LANGUAGE C STRICT PARALLEL SAFE;
+CREATE FUNCTION orioledb_pg_relation_size_main(rel oid, fork text) RETURNS bigint
+    AS 'MODULE_PATHNAME', 'orioledb_pg_relation_size_main' LANGUAGE C STRICT PARALLEL SAFE;
 CREATE FUNCTION orioledb_pg_table_size(rel oid) RETURNS bigint
     AS 'MODULE_PATHNAME', 'orioledb_pg_table_size' LANGUAGE C STRICT PARALLEL SAFE;
 CREATE FUNCTION orioledb_pg_indexes_size(rel oid) RETURNS bigint

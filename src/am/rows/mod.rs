@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 /// This module's part of a transaction's end (`pg::xact`): the work left
-/// queued outside latches is done at pre-commit ([`after_change`]), while
+/// queued outside latches is done at pre-commit ([`at_pre_commit`]), while
 /// the transaction can still run statements; at its end (commit, abort,
 /// prepare) the oracle's commit cache is forgotten and the superseded
 /// counts go to the engine. (The queues of `table` and `toast` settle
@@ -43,7 +43,7 @@ use std::sync::Arc;
 pub fn at_event(e: crate::pg::xact::Event) {
     use crate::pg::xact::Event::*;
     match e {
-        PreCommit => after_change(),
+        PreCommit => at_pre_commit(),
         Prepare | Commit | Abort => {
             forget_committed();
             flush_superseded();

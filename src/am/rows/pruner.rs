@@ -211,11 +211,18 @@ pub fn take_pruned(tree: TreeId) -> u32 {
     PRUNED.with(|p| p.borrow_mut().remove(&tree)).unwrap_or(0)
 }
 
-/// Work queued under latches, done right after a change and at a
-/// transaction's pre-commit: toast values and row-id map entries of pruned
-/// versions (never waiting for a busy toast relation: `toast::delete_doomed`).
+/// Work queued under latches, done right after a change: toast values and
+/// row-id map entries of pruned versions (never waiting for a busy toast
+/// relation: `toast::delete_doomed`).
 pub fn after_change() {
     crate::am::toast::delete_doomed();
+    crate::am::layout::table::delete_doomed_map_entries();
+}
+
+/// [`after_change`] at a transaction's pre-commit, where the toast queue is
+/// walked even after a busy relation held it off (`toast::delete_doomed_at_commit`).
+pub fn at_pre_commit() {
+    crate::am::toast::delete_doomed_at_commit();
     crate::am::layout::table::delete_doomed_map_entries();
 }
 

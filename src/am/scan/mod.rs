@@ -91,7 +91,7 @@ const PRUNE_SEEN_MIN: usize = 8;
 /// Prunes the leaf of `table` holding `key` for a scan ([`PruneSeen`]),
 /// best effort as heap's scan-time pruning: an error leaves the leaf as it
 /// was. The toast values of pruned versions stay queued until the
-/// transaction's pre-commit (`rows::after_change`), which deletes them
+/// transaction's pre-commit (`rows::at_pre_commit`), which deletes them
 /// with the toast relation locked if that lock is free at once (else at
 /// the backend's next change or exit), not in the middle of the scan. The
 /// walk reads a copy of the leaf and finds the next one by key: pruning
