@@ -246,7 +246,7 @@ fn orioledb_table_compression(
 
 pgrx::extension_sql!(
     r#"
-CREATE FUNCTION orioledb_relation_size(rel oid) RETURNS bigint
+CREATE FUNCTION orioledb_relation_size(rel regclass) RETURNS bigint
 LANGUAGE sql STRICT STABLE AS $$
     SELECT orioledb_tree_bytes(rel)
          + coalesce((SELECT sum(CASE WHEN a.amname = 'orioledb_btree'
@@ -259,7 +259,7 @@ LANGUAGE sql STRICT STABLE AS $$
                         OR i.indrelid = (SELECT reltoastrelid FROM pg_class WHERE oid = rel)),
                     0)::bigint
 $$;
-COMMENT ON FUNCTION orioledb_relation_size(oid) IS
+COMMENT ON FUNCTION orioledb_relation_size(regclass) IS
   'Bytes an orioledb table occupies on disk: its engine files (primary and toast trees, with their checkpoint maps) plus its indexes (an orioledb_btree index''s engine files)';
 
 CREATE FUNCTION orioledb_table_description(rel oid) RETURNS text

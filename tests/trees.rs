@@ -424,6 +424,14 @@ fn relation_size_and_table_view() {
         "after CHECKPOINT: the sum of the files"
     );
     assert!(size > 0);
+    // A name or an OID, as pg_relation_size takes them.
+    let by_name: i64 = c.query_one("SELECT orioledb_relation_size('tbl3')", &[]).unwrap().get(0);
+    let by_oid: i64 = c
+        .query_one("SELECT orioledb_relation_size(oid) FROM pg_class WHERE relname = 'tbl3'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!((by_name, by_oid), (size, size));
+    expect_sqlstate(&mut c, "SELECT orioledb_relation_size('no_such_table')", "42P01");
     // Not an orioledb table: an error naming it.
     c.batch_execute("CREATE TABLE heap1 (id int)").unwrap();
     let e = expect_sqlstate(
