@@ -118,23 +118,10 @@ fn orioledb_tree_bytes(rel: pg_sys::Oid) -> i64 {
         return 0;
     };
     let mut nodes = vec![relnode.to_u32()];
-    // SAFETY: a syscache lookup of the table's toast relation and its file.
-    unsafe {
-        let toast = pg_sys::get_rel_relkind(rel) as u8 == pg_sys::RELKIND_RELATION;
-        if toast {
-            let toastrel = pgrx::Spi::get_one_with_args::<pg_sys::Oid>(
-                "SELECT reltoastrelid FROM pg_class WHERE oid = $1",
-                &[rel.into()],
-            )
-            .ok()
-            .flatten()
-            .filter(|o| *o != pg_sys::InvalidOid);
-            if let Some(t) = toastrel {
-                if let Some((_, n)) = pg::orioledb_relfile(t) {
-                    nodes.push(n.to_u32());
-                }
-            }
-        }
+    // SAFETY: a syscache lookup of the relation's kind.
+    let table = unsafe { pg_sys::get_rel_relkind(rel) } as u8 == pg_sys::RELKIND_RELATION;
+    if let Some((_, n)) = pg::toast_relation_of(rel).filter(|_| table).and_then(pg::orioledb_relfile) {
+        nodes.push(n.to_u32());
     }
     let dir = std::path::Path::new(pg::engine::DATA_DIR).join(db.to_u32().to_string());
     let Ok(entries) = std::fs::read_dir(&dir) else {

@@ -9,13 +9,7 @@ use pgrx::prelude::*;
 
 pgrx::extension_sql_file!("../../sql/orioledb_tableam.sql", name = "orioledb_tableam");
 
-/// fmgr's version-1 calling convention record for the handler.
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_orioledb_tableam_handler() -> &'static pg_sys::Pg_finfo_record {
-    const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1_API
-}
+crate::pg::fmgr_v1!(pg_finfo_orioledb_tableam_handler);
 
 /// Returns the static `TableAmRoutine` of the `orioledb` access method.
 #[pg_guard]

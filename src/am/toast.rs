@@ -422,7 +422,7 @@ unsafe extern "C-unwind" fn delete_queued_at_exit(_code: c_int, _arg: pg_sys::Da
     unsafe {
         pg_sys::AbortOutOfAnyTransaction();
         pg_sys::StartTransactionCommand();
-        delete_doomed_at_commit();
+        delete_doomed_now();
         pg_sys::CommitTransactionCommand();
     }
     let left = DOOMED.with(|d| d.borrow().len());
@@ -459,7 +459,7 @@ pub fn placed() {
 /// stored: its values are deleted now.
 pub fn unplaced() {
     doom_unplaced();
-    delete_doomed_at_commit();
+    delete_doomed_now();
 }
 
 /// This module's part of a transaction's (or subtransaction's) end
@@ -494,7 +494,7 @@ pub fn at_transaction_end() {
 /// neither. A rewrite drops the old toast tree, values and all, and a
 /// REINDEX is over by the next try. Once a walk found a relation busy, the
 /// changes after it leave the queue to the transaction's pre-commit
-/// ([`delete_doomed_at_commit`]): else every row of a long COPY would walk
+/// ([`delete_doomed_now`]): else every row of a long COPY would walk
 /// (and put back) the whole queue.
 pub fn delete_doomed() {
     if !BACKED_OFF.with(std::cell::Cell::get) {
@@ -502,9 +502,10 @@ pub fn delete_doomed() {
     }
 }
 
-/// [`delete_doomed`] at a transaction's pre-commit (and where the values
-/// are this backend's own, [`unplaced`]): always walks the queue.
-pub fn delete_doomed_at_commit() {
+/// [`delete_doomed`] without its back-off: at a transaction's pre-commit,
+/// at exit, and for values of this backend's own unplaced version
+/// ([`unplaced`]).
+pub fn delete_doomed_now() {
     walk_doomed();
 }
 
@@ -539,10 +540,11 @@ fn walk_doomed() {
 }
 
 /// The queue taken by [`delete_doomed`]: if an ERROR (an engine error, an
-/// interrupt) ends the walk, the entries not yet tried go back to the queue, and so does the current one unless its deletion had
-/// begun (an entry whose delete fails again and again must not fail every
-/// later change). Without this, the lost values would stay in their tree
-/// for good: nothing else knows them.
+/// interrupt) ends the walk, the entries not yet tried go back to the
+/// queue, and so does the current one unless its deletion had begun (an
+/// entry whose delete fails again and again must not fail every later
+/// change). Without this, the lost values would stay in their tree for
+/// good: nothing else knows them.
 struct Taken {
     work: Vec<(u32, u32, u32)>,
     next: usize,

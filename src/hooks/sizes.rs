@@ -21,18 +21,24 @@ use pgrx::pg_sys;
 use pgrx::prelude::*;
 use std::ffi::c_void;
 
-/// The stock functions this module stands in for, by OID (`pg_proc.dat`),
-/// and the name of the function that replaces each.
-const SWAPPED: [(u32, &str, i32); 5] = [
-    (2332, "orioledb_pg_relation_size", 2), // pg_relation_size(regclass, text)
-    (2325, "orioledb_pg_relation_size_main", 2), // pg_relation_size(regclass): SQL, gets 'main'
-    (2997, "orioledb_pg_table_size", 1),
-    (2998, "orioledb_pg_indexes_size", 1),
-    (2286, "orioledb_pg_total_relation_size", 1),
-];
+/// The stock functions this module stands in for (`pg_proc.dat`).
+const PG_RELATION_SIZE: u32 = 2332; // pg_relation_size(regclass, text)
+/// The one-argument `pg_relation_size`, a SQL function running the other
+/// with `'main'`: its calls gain that argument.
+const PG_RELATION_SIZE_OF_MAIN: u32 = 2325;
+const PG_TABLE_SIZE: u32 = 2997;
+const PG_INDEXES_SIZE: u32 = 2998;
+const PG_TOTAL_RELATION_SIZE: u32 = 2286;
 
-/// The one-argument `pg_relation_size`, whose call gains a `'main'` argument.
-const RELATION_SIZE_OF_MAIN: u32 = 2325;
+/// Each stock function, the function of ours that replaces it, and the
+/// number of arguments ours takes.
+const SWAPPED: [(u32, &str, i32); 5] = [
+    (PG_RELATION_SIZE, "orioledb_pg_relation_size", 2),
+    (PG_RELATION_SIZE_OF_MAIN, "orioledb_pg_relation_size_main", 2),
+    (PG_TABLE_SIZE, "orioledb_pg_table_size", 1),
+    (PG_INDEXES_SIZE, "orioledb_pg_indexes_size", 1),
+    (PG_TOTAL_RELATION_SIZE, "orioledb_pg_total_relation_size", 1),
+];
 
 /// A `CREATE VIEW` being run: the statement text and location its query is
 /// analysed with (`DefineView` passes the utility statement's own), and the
@@ -280,7 +286,7 @@ unsafe extern "C-unwind" fn swap(node: *mut pg_sys::Node, ctx: *mut c_void) -> b
                 let f = node as *mut pg_sys::FuncExpr;
                 let ours = &*(ctx as *const [pg_sys::Oid; 5]);
                 if let Some(n) = SWAPPED.iter().position(|(stock, _, _)| (*f).funcid.to_u32() == *stock) {
-                    if (*f).funcid.to_u32() == RELATION_SIZE_OF_MAIN {
+                    if (*f).funcid.to_u32() == PG_RELATION_SIZE_OF_MAIN {
                         (*f).args = pg_sys::lappend((*f).args, main_fork() as *mut c_void);
                     }
                     (*f).funcid = ours[n];
@@ -322,17 +328,6 @@ fn tree_bytes(rel: pg_sys::Oid) -> i64 {
     crate::pg::engine::engine()
         .tree(id)
         .map_or(0, |t| t.approx_pages() as i64 * pg_sys::BLCKSZ as i64)
-}
-
-/// `rel`'s toast relation, if any.
-fn toast_of(rel: pg_sys::Oid) -> Option<pg_sys::Oid> {
-    // SAFETY: a syscache lookup; the fixed-size field is read while held.
-    unsafe {
-        crate::pg::with_syscache(pg_sys::SysCacheIdentifier::RELOID, rel.into(), |tup| {
-            (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup)).reltoastrelid
-        })
-    }
-    .filter(|t| *t != pg_sys::InvalidOid)
 }
 
 /// Bytes of the engine trees of `rel`'s indexes.
@@ -391,30 +386,18 @@ unsafe fn stock_plus(
     }
 }
 
-macro_rules! v1 {
-    ($finfo:ident) => {
-        /// fmgr's version-1 calling convention record.
-        #[unsafe(no_mangle)]
-        #[doc(hidden)]
-        pub extern "C" fn $finfo() -> &'static pg_sys::Pg_finfo_record {
-            const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-            &V1_API
-        }
-    };
-}
-
-v1!(pg_finfo_orioledb_pg_relation_size);
-v1!(pg_finfo_orioledb_pg_relation_size_main);
-v1!(pg_finfo_orioledb_pg_table_size);
-v1!(pg_finfo_orioledb_pg_indexes_size);
-v1!(pg_finfo_orioledb_pg_total_relation_size);
+crate::pg::fmgr_v1!(pg_finfo_orioledb_pg_relation_size);
+crate::pg::fmgr_v1!(pg_finfo_orioledb_pg_relation_size_main);
+crate::pg::fmgr_v1!(pg_finfo_orioledb_pg_table_size);
+crate::pg::fmgr_v1!(pg_finfo_orioledb_pg_indexes_size);
+crate::pg::fmgr_v1!(pg_finfo_orioledb_pg_total_relation_size);
 
 /// `pg_relation_size(rel, fork)` counting the main fork's engine tree.
 #[pg_guard]
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_relation_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with (oid, text), both non-NULL (STRICT).
-    unsafe { relation_size(fcinfo, &[2332]) }
+    unsafe { relation_size(fcinfo, &[PG_RELATION_SIZE]) }
 }
 
 /// `pg_relation_size(rel)`, which runs the two-argument one with `'main'`
@@ -423,7 +406,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_relation_size(fcinfo: pg_sys::Functi
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_relation_size_main(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with (oid, text), both non-NULL (STRICT).
-    unsafe { relation_size(fcinfo, &[RELATION_SIZE_OF_MAIN, 2332]) }
+    unsafe { relation_size(fcinfo, &[PG_RELATION_SIZE_OF_MAIN, PG_RELATION_SIZE]) }
 }
 
 /// Both `pg_relation_size` forms, checked against `stock_oids`.
@@ -445,7 +428,7 @@ unsafe fn relation_size(fcinfo: pg_sys::FunctionCallInfo, stock_oids: &[u32]) ->
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_table_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
-    unsafe { stock_plus(fcinfo, &[2997], |f| pg_sys::pg_table_size(f), table_trees_bytes) }
+    unsafe { stock_plus(fcinfo, &[PG_TABLE_SIZE], |f| pg_sys::pg_table_size(f), table_trees_bytes) }
 }
 
 /// `pg_indexes_size(rel)` counting its indexes' engine trees.
@@ -453,7 +436,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_table_size(fcinfo: pg_sys::FunctionC
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn orioledb_pg_indexes_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
-    unsafe { stock_plus(fcinfo, &[2998], |f| pg_sys::pg_indexes_size(f), index_trees_bytes) }
+    unsafe { stock_plus(fcinfo, &[PG_INDEXES_SIZE], |f| pg_sys::pg_indexes_size(f), index_trees_bytes) }
 }
 
 /// `pg_total_relation_size(rel)` counting every engine tree of the table.
@@ -462,7 +445,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_indexes_size(fcinfo: pg_sys::Functio
 pub unsafe extern "C-unwind" fn orioledb_pg_total_relation_size(fcinfo: pg_sys::FunctionCallInfo) -> pg_sys::Datum {
     // SAFETY: fmgr calls with one non-NULL oid (STRICT).
     unsafe {
-        stock_plus(fcinfo, &[2286], |f| pg_sys::pg_total_relation_size(f), |rel| {
+        stock_plus(fcinfo, &[PG_TOTAL_RELATION_SIZE], |f| pg_sys::pg_total_relation_size(f), |rel| {
             table_trees_bytes(rel) + index_trees_bytes(rel)
         })
     }
@@ -470,7 +453,7 @@ pub unsafe extern "C-unwind" fn orioledb_pg_total_relation_size(fcinfo: pg_sys::
 
 /// Bytes of `rel`'s primary and toast trees.
 fn table_trees_bytes(rel: pg_sys::Oid) -> i64 {
-    tree_bytes(rel) + toast_of(rel).map_or(0, tree_bytes)
+    tree_bytes(rel) + crate::pg::toast_relation_of(rel).map_or(0, tree_bytes)
 }
 
 pgrx::extension_sql!(

@@ -20,6 +20,33 @@ pub use preload::{is_preloaded, require_preloaded};
 
 use pgrx::pg_sys;
 
+/// Defines `$finfo`, fmgr's version-1 calling-convention record that a C
+/// function written by hand (not through `#[pg_extern]`) needs beside it:
+/// `pg_finfo_<symbol>`.
+macro_rules! fmgr_v1 {
+    ($finfo:ident) => {
+        /// fmgr's version-1 calling convention record.
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static pgrx::pg_sys::Pg_finfo_record {
+            const V1_API: pgrx::pg_sys::Pg_finfo_record = pgrx::pg_sys::Pg_finfo_record { api_version: 1 };
+            &V1_API
+        }
+    };
+}
+pub(crate) use fmgr_v1;
+
+/// The toast relation of relation `rel`, if it has one (a syscache read).
+pub fn toast_relation_of(rel: pg_sys::Oid) -> Option<pg_sys::Oid> {
+    // SAFETY: a syscache lookup; the fixed-size field is read while held.
+    unsafe {
+        with_syscache(pg_sys::SysCacheIdentifier::RELOID, rel.into(), |tup| {
+            (*pg_sys::heap_tuple_get_struct::<pg_sys::FormData_pg_class>(tup)).reltoastrelid
+        })
+    }
+    .filter(|t| *t != pg_sys::InvalidOid)
+}
+
 /// The message of an ERROR (or panic) caught by `PgTryBuilder`.
 pub fn caught(e: &pg_sys::panic::CaughtError) -> String {
     use pg_sys::panic::CaughtError::*;

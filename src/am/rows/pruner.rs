@@ -220,9 +220,9 @@ pub fn after_change() {
 }
 
 /// [`after_change`] at a transaction's pre-commit, where the toast queue is
-/// walked even after a busy relation held it off (`toast::delete_doomed_at_commit`).
+/// walked even after a busy relation held it off (`toast::delete_doomed_now`).
 pub fn at_pre_commit() {
-    crate::am::toast::delete_doomed_at_commit();
+    crate::am::toast::delete_doomed_now();
     crate::am::layout::table::delete_doomed_map_entries();
 }
 

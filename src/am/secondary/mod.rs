@@ -24,13 +24,7 @@ use pgrx::pg_sys;
 
 pgrx::extension_sql_file!("../../../sql/orioledb_btree.sql", name = "orioledb_btree");
 
-/// fmgr's version-1 calling convention record for the handler.
-#[unsafe(no_mangle)]
-#[doc(hidden)]
-pub extern "C" fn pg_finfo_orioledb_btree_handler() -> &'static pg_sys::Pg_finfo_record {
-    const V1_API: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
-    &V1_API
-}
+crate::pg::fmgr_v1!(pg_finfo_orioledb_btree_handler);
 
 /// Returns a new `IndexAmRoutine` of `orioledb_btree` (PostgreSQL copies
 /// it into the relation cache). Works without the preloaded library:
