@@ -199,7 +199,7 @@ fn orioledb_check(rel: pg_sys::Oid) -> String {
         r => r.unwrap_or_else(|e| pg::engine::report(e)),
     };
     // In the tree's own key order (libc-collated keys compare by locale).
-    let tree = am::layout::table::Table::open(tree).tree;
+    let tree = am::layout::table::Table::open(tree).tree.clone();
     match tree.check() {
         Ok(r) => format!(
             "ok: {} levels, {} pages, {} keys",

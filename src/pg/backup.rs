@@ -400,7 +400,7 @@ fn at_event(_: crate::pg::xact::Event) {
 /// `pg_backup_start()` hears back and copies a file.
 pub fn note_session_backup() {
     // SAFETY: reads this session's backup state (a plain static of xlog.c).
-    let running = unsafe { pg_sys::get_backup_status() } == pg_sys::SessionBackupState::SESSION_BACKUP_RUNNING;
+    let running = unsafe { super::raw::get_backup_status() } == pg_sys::SessionBackupState::SESSION_BACKUP_RUNNING;
     if running == COUNTED.with(Cell::get) {
         return;
     }

@@ -12,6 +12,7 @@ pub mod guc;
 pub mod injection;
 pub mod lock;
 pub mod preload;
+pub mod raw;
 pub mod shmem;
 pub mod wal;
 pub mod xact;

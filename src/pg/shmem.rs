@@ -290,20 +290,21 @@ impl LatchSet for PgLatches {
     }
 
     fn acquire(&self, i: usize, mode: LatchMode) {
-        // SAFETY: `lock` returns a valid, initialised LWLock.
+        // SAFETY: `lock` returns a valid, initialised LWLock; unguarded
+        // (`pg::raw`): it raises nothing with the few latches we hold.
         unsafe {
-            pg_sys::LWLockAcquire(self.lock(i), lw_mode(mode));
+            super::raw::lwlock_acquire(self.lock(i), lw_mode(mode));
         }
     }
 
     fn try_acquire(&self, i: usize, mode: LatchMode) -> bool {
         // SAFETY: as in acquire.
-        unsafe { pg_sys::LWLockConditionalAcquire(self.lock(i), lw_mode(mode)) }
+        unsafe { super::raw::lwlock_conditional_acquire(self.lock(i), lw_mode(mode)) }
     }
 
     fn release(&self, i: usize, _mode: LatchMode) {
         // SAFETY: as in acquire; the LatchSet contract says the caller holds it.
-        unsafe { pg_sys::LWLockRelease(self.lock(i)) }
+        unsafe { super::raw::lwlock_release(self.lock(i)) }
     }
 }
 

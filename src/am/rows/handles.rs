@@ -27,7 +27,7 @@ pub fn forget_tree(id: TreeId) {
 /// `rel` must be a valid, open orioledb relation.
 pub unsafe fn tree_of(rel: pg_sys::Relation) -> Tree {
     // SAFETY: per the contract.
-    unsafe { table_of(rel) }.tree
+    unsafe { table_of(rel) }.tree.clone()
 }
 
 /// The primary tree of `rel` with its layout.
@@ -175,10 +175,7 @@ pub(super) unsafe fn open_table(rel: pg_sys::Relation, id: TreeId) -> Table {
         // Chunk keys (value id ‖ chunk number) are no row ids: nothing
         // walks this Table's versions or row ids (scans refuse toast
         // relations; `am::toast` reads the tree directly).
-        Table {
-            tree: t,
-            layout: crate::am::layout::table::Layout::RowId,
-        }
+        Table::new(t, crate::am::layout::table::Layout::RowId)
     } else {
         Table::open(t)
     }

@@ -57,7 +57,7 @@ impl version::Xacts for PgXacts {
                     return false;
                 }
             }
-            pg_sys::TransactionIdIsCurrentTransactionId(xid.into())
+            crate::pg::raw::transaction_id_is_current(xid.into())
         }
     }
     fn in_progress(&self, xid: Xid) -> bool {
@@ -169,7 +169,7 @@ impl Horizon {
 
     pub fn removable(&self, xid: Xid) -> bool {
         // SAFETY: the state is one of the proc array's static ones.
-        unsafe { pg_sys::GlobalVisTestIsRemovableXid(self.0, xid.into()) }
+        unsafe { crate::pg::raw::global_vis_test_is_removable_xid(self.0, xid.into()) }
     }
 }
 
