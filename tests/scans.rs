@@ -681,6 +681,57 @@ fn vacuum_skips_the_blocks_copy_freeze_filled() {
     assert_eq!(skipped_blocks(&notes).0, 0, "an aggressive VACUUM");
 }
 
+/// VACUUM and ANALYZE of orioledb tables obey the cost-based delay as on
+/// heap: engine pages never pass through PostgreSQL's buffer manager, which
+/// is what charges the balance `vacuum_delay_point` sleeps on, so before
+/// they ran at full speed whatever `vacuum_cost_delay` (or autovacuum's
+/// 2 ms) said.
+#[test]
+fn vacuum_and_analyze_obey_the_cost_based_delay() {
+    let (env, _g) = require_server!();
+    let db = "itest_scan_vacuum_cost";
+    fresh_db(&env, db);
+    let mut c = connect(&env, db);
+    c.batch_execute(
+        "CREATE TABLE v (id int PRIMARY KEY, b int, pad text) USING orioledb;
+         INSERT INTO v SELECT g, g, repeat('x', 100) FROM generate_series(1, 40000) g;
+         CREATE TABLE r (id int, b int, pad text) USING orioledb;
+         INSERT INTO r SELECT g, g, repeat('x', 100) FROM generate_series(1, 40000) g;
+         UPDATE v SET b = b + 1 WHERE id % 4 = 0; UPDATE r SET b = b + 1 WHERE id % 4 = 0",
+    )
+    .unwrap();
+    let leaves: i64 = query_text(&mut c, "SELECT pages::text FROM orioledb_trees WHERE reloid = 'v'::regclass AND tree = 'primary'")
+        .parse()
+        .unwrap();
+    assert!(leaves > 500, "{leaves} pages");
+    let timed = |c: &mut Client, sql: &str| {
+        let t = std::time::Instant::now();
+        c.batch_execute(sql).unwrap();
+        t.elapsed()
+    };
+    let delayed = "SET vacuum_cost_delay = '1ms'; SET vacuum_cost_limit = 1";
+    for t in ["v", "r"] {
+        c.batch_execute("SET vacuum_cost_delay = 0").unwrap();
+        let free = timed(&mut c, &format!("VACUUM {t}"));
+        // Every leaf costs at least one; each pause sleeps one to four ms.
+        c.batch_execute(delayed).unwrap();
+        let slowed = timed(&mut c, &format!("VACUUM {t}"));
+        assert!(
+            slowed.as_millis() >= 500 && slowed > free * 2,
+            "VACUUM {t}: {free:?} without delay, {slowed:?} with vacuum_cost_delay 1ms, limit 1"
+        );
+        c.batch_execute("SET vacuum_cost_delay = 0").unwrap();
+        let free = timed(&mut c, &format!("ANALYZE {t}"));
+        c.batch_execute(delayed).unwrap();
+        let slowed = timed(&mut c, &format!("ANALYZE {t}"));
+        assert!(
+            slowed.as_millis() >= 400 && slowed > free * 2,
+            "ANALYZE {t}: {free:?} without delay, {slowed:?} with vacuum_cost_delay 1ms, limit 1"
+        );
+        c.batch_execute("RESET vacuum_cost_delay; RESET vacuum_cost_limit").unwrap();
+    }
+}
+
 /// A keyed table's HOT-like chain whose first version VACUUM pruned keeps
 /// that version's row id (the chain's redirect) in its block. Once the
 /// chain's member is deleted but still seen by an open snapshot, the

@@ -33,6 +33,34 @@ const EMPTY: u64 = u64::MAX;
 const NONE: u32 = u32::MAX;
 const F_VALID: u32 = 1;
 const F_DIRTY: u32 = 2;
+
+/// Pool work one thread caused: pages it read from their files and pages
+/// it dirtied (clean to dirty). VACUUM and ANALYZE charge them to
+/// PostgreSQL's cost-based delay, as its buffer manager charges misses and
+/// dirtied buffers. Invariant: both only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoCounts {
+    pub read: u64,
+    pub dirtied: u64,
+}
+
+thread_local! {
+    static IO_COUNTS: std::cell::Cell<IoCounts> = const { std::cell::Cell::new(IoCounts { read: 0, dirtied: 0 }) };
+}
+
+/// This thread's [`IoCounts`] so far.
+pub fn io_counts() -> IoCounts {
+    IO_COUNTS.with(|c| c.get())
+}
+
+fn count_io(read: u64, dirtied: u64) {
+    IO_COUNTS.with(|c| {
+        let mut n = c.get();
+        n.read += read;
+        n.dirtied += dirtied;
+        c.set(n);
+    });
+}
 const MAX_USAGE: u32 = 3;
 
 /// Reads and writes pages for the pool on a miss or an eviction.
@@ -468,6 +496,9 @@ impl Pool {
                 d.pins.fetch_sub(1, Ordering::AcqRel);
                 return Err(e);
             }
+            if !fresh {
+                count_io(1, 0);
+            }
             d.flags.store(F_VALID, Ordering::Release);
             if mode == LatchMode::Shared {
                 // Downgrade; our pin keeps the buffer ours meanwhile.
@@ -694,7 +725,9 @@ impl<'a> PageGuard<'a> {
     pub fn mark_dirty(&mut self, epoch: u64) {
         let d = self.pool.desc(self.idx);
         d.dirty_epoch.store(epoch, Ordering::Release);
-        d.flags.fetch_or(F_DIRTY, Ordering::AcqRel);
+        if d.flags.fetch_or(F_DIRTY, Ordering::AcqRel) & F_DIRTY == 0 {
+            count_io(0, 1);
+        }
     }
     pub fn clear_dirty(&mut self) {
         self.pool
@@ -769,6 +802,39 @@ mod tests {
             total += u64::from_le_bytes(g.data()[0..8].try_into().unwrap());
         }
         assert_eq!(total, 8 * 3000, "an increment was lost across eviction");
+    }
+
+    #[test]
+    fn reads_and_dirtied_pages_are_counted_per_thread() {
+        let pool = Pool::private(8);
+        let io = MemIo::default();
+        let start = io_counts();
+        for p in 0..4 {
+            let mut g = pool.fetch(&io, 1, p, LatchMode::Exclusive).unwrap();
+            bump(&mut g);
+            // Dirtying a dirty page again is no new work.
+            bump(&mut g);
+        }
+        // Resident: no read.
+        drop(pool.fetch(&io, 1, 0, LatchMode::Shared).unwrap());
+        // A new page is not read.
+        drop(pool.fetch_new(&io, 1, 50).unwrap());
+        let now = io_counts();
+        assert_eq!((now.read - start.read, now.dirtied - start.dirtied), (4, 4));
+        // Evicting all eight (four written back) and reading two again.
+        for p in 10..20 {
+            drop(pool.fetch(&io, 1, p, LatchMode::Shared).unwrap());
+        }
+        let mid = io_counts();
+        drop(pool.fetch(&io, 1, 1, LatchMode::Shared).unwrap());
+        drop(pool.fetch(&io, 1, 2, LatchMode::Shared).unwrap());
+        let end = io_counts();
+        assert_eq!((end.read - mid.read, end.dirtied - mid.dirtied), (2, 0));
+        // Another thread's work is its own.
+        std::thread::scope(|s| {
+            s.spawn(|| drop(pool.fetch(&io, 1, 30, LatchMode::Shared).unwrap()));
+        });
+        assert_eq!(io_counts(), end);
     }
 
     #[test]

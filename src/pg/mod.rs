@@ -14,6 +14,7 @@ pub mod lock;
 pub mod preload;
 pub mod raw;
 pub mod shmem;
+pub mod vacuum_cost;
 pub mod wal;
 pub mod xact;
 

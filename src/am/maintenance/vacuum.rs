@@ -225,8 +225,10 @@ unsafe fn prune_and_count(
     let mut count = unsafe { Counter::new(rel, table, cutoffs) };
     let mut runs = skip.iter().copied().peekable();
     let mut at: Option<Vec<u8>> = None;
+    let mut cost = crate::pg::vacuum_cost::CostMeter::default();
     loop {
-        pgrx::check_for_interrupts!();
+        // A leaf pruned, and read again for counting.
+        cost.charge_and_pause(2);
         let next = table
             .tree
             .prune_leaf_at(at.as_deref())

@@ -347,10 +347,12 @@ pub unsafe fn update(
     // SAFETY: per the contract; the map page is pinned by
     // visibilitymap_pin and locked around each block's check, and the
     // last pin is released at the end.
+    let mut cost = crate::pg::vacuum_cost::CostMeter::default();
     unsafe {
         for block in 0..blocks.min(0xFFFF_FFFE) {
             if block % 64 == 0 {
-                pgrx::check_for_interrupts!();
+                // The visibility map's buffers charge themselves.
+                cost.charge_and_pause(0);
             }
             let b = block as pg_sys::BlockNumber;
             pg_sys::visibilitymap_pin(rel, b, &mut buf);
@@ -363,7 +365,11 @@ pub unsafe fn update(
                 Some(c) if c.skipped(block as usize) => was,
                 None => false,
                 Some(c) if quiet => c.marked(block as usize),
-                Some(c) => block_all_visible(table, block, oldest_xmin, c.versions(block as usize)),
+                Some(c) => {
+                    // About a leaf's worth of rows per block.
+                    cost.charge(1);
+                    block_all_visible(table, block, oldest_xmin, c.versions(block as usize))
+                }
             };
             if set != was {
                 if set {

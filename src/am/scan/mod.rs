@@ -43,6 +43,9 @@ struct ScanState {
     analyze_split: Option<LeafSplit>,
     /// ANALYZE of a table in row-id order: the walk over its blocks.
     analyze_walk: Option<AnalyzeWalk>,
+    /// ANALYZE: its engine page work, charged to the cost-based delay
+    /// (`acquire_sample_rows` pauses at every block).
+    analyze_cost: Option<crate::pg::vacuum_cost::CostMeter>,
     dir: Direction,
     /// Where a sequential walk resumes when it turns round: set from the
     /// spent walk's position when it is replaced.
@@ -395,6 +398,7 @@ pub unsafe fn scan_begin(
             analyze: None,
             analyze_split: None,
             analyze_walk: None,
+            analyze_cost: None,
             dir: Direction::Forward,
             last: None,
             at_end: false,
@@ -1940,6 +1944,9 @@ pub unsafe fn analyze_next_block(
         } else {
             (0, tid::PER_BLOCK)
         };
+        // The block before this one was read by now (a block is about a
+        // leaf: ANALYZE's blocks are leaves or TID blocks).
+        st.analyze_cost.get_or_insert_with(Default::default).charge(1);
         let block = st.analyze.get_or_insert_with(AnalyzeBlock::default);
         block.clear();
         if analyzing && st.tree.desc().is_some() {

@@ -366,8 +366,9 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
             std::ops::Bound::Unbounded,
             orioledb_engine::Direction::Forward,
         ));
+        let mut cost = crate::pg::vacuum_cost::CostMeter::default();
+        let mut leaf = 0;
         while let Some(item) = walk.next() {
-            pgrx::check_for_interrupts!();
             let (k, _) = item.unwrap_or_else(|e| report(e));
             let mut tid = key_tid(k);
             // The callback may raise an ERROR (a sort spilling to disk
@@ -380,6 +381,10 @@ pub unsafe extern "C-unwind" fn ambulkdelete(
             }
             if doomed.len() >= DELETE_BATCH {
                 delete(&mut doomed);
+            }
+            if walk.leaf().0 != leaf {
+                leaf = walk.leaf().0;
+                cost.charge_and_pause(1);
             }
         }
         delete(&mut doomed);
