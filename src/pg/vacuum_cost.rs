@@ -61,3 +61,34 @@ impl CostMeter {
         unsafe { pg_sys::vacuum_delay_point() };
     }
 }
+
+/// Pages between two checks of [`failsafe`], as heap's VACUUM checks
+/// every 4 GB of table.
+pub const FAILSAFE_EVERY_PAGES: u64 = 4 * 1024 * 1024 * 1024 / 8192;
+
+/// Heap's wraparound failsafe (`lazy_check_wraparound_failsafe`): once the
+/// table's `relfrozenxid` or `relminmxid` is dangerously old
+/// (`vacuum_failsafe_age`), the rest of this VACUUM runs without the
+/// cost-based delay, with heap's WARNING.
+///
+/// # Safety
+/// `rel` is the open relation VACUUM works on.
+pub unsafe fn failsafe(rel: pg_sys::Relation) {
+    // SAFETY: per the contract; the vacuum cost globals belong to this
+    // single-threaded backend.
+    unsafe {
+        if !pg_sys::VacuumCostActive {
+            return;
+        }
+        let class = (*rel).rd_rel;
+        if !pg_sys::vacuum_xid_failsafe_check((*class).relfrozenxid, (*class).relminmxid) {
+            return;
+        }
+        pg_sys::VacuumCostActive = false;
+        pg_sys::VacuumCostBalance = 0;
+        let name = std::ffi::CStr::from_ptr((*class).relname.data.as_ptr()).to_string_lossy();
+        pgrx::warning!(
+            "bypassing the cost-based delay of table \"{name}\" as a failsafe against transaction id wraparound"
+        );
+    }
+}

@@ -226,9 +226,15 @@ unsafe fn prune_and_count(
     let mut runs = skip.iter().copied().peekable();
     let mut at: Option<Vec<u8>> = None;
     let mut cost = crate::pg::vacuum_cost::CostMeter::default();
+    let mut leaves = 0u64;
     loop {
         // A leaf pruned, and read again for counting.
         cost.charge_and_pause(2);
+        leaves += 1;
+        if leaves % crate::pg::vacuum_cost::FAILSAFE_EVERY_PAGES == 0 {
+            // SAFETY: per the contract.
+            unsafe { crate::pg::vacuum_cost::failsafe(rel) };
+        }
         let next = table
             .tree
             .prune_leaf_at(at.as_deref())
@@ -259,6 +265,8 @@ unsafe fn prune_and_count(
             (_, None) => break,
         }
     }
+    // The last leaf's reads and dirtied pages.
+    cost.charge(0);
     count.counts
 }
 
@@ -737,6 +745,7 @@ pub unsafe fn vacuum(
         };
         let relname = &out.relname;
         out.report(format!("orioledb: vacuuming table \"{relname}\""));
+        crate::pg::vacuum_cost::failsafe(rel);
         let table = table_of(rel);
         // Before the counting pass, so that its findings hold unless a
         // writer announces a change (am::rows::vismap).

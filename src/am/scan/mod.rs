@@ -1946,7 +1946,8 @@ pub unsafe fn analyze_next_block(
         };
         // The block before this one was read by now (a block is about a
         // leaf: ANALYZE's blocks are leaves or TID blocks).
-        st.analyze_cost.get_or_insert_with(Default::default).charge(1);
+        let visited = u64::from(st.analyze_cost.is_some());
+        st.analyze_cost.get_or_insert_with(Default::default).charge(visited);
         let block = st.analyze.get_or_insert_with(AnalyzeBlock::default);
         block.clear();
         if analyzing && st.tree.desc().is_some() {
