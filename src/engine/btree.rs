@@ -507,19 +507,27 @@ impl Tree {
             .iter()
             .filter(|&&(pool, num, pno)| pool == me && num == self.num && pno != NO_PAGE);
         for &(_, _, pno) in mine.take(LEAF_PROBES) {
-            // A stale number reads as a tombstone or another page, which
-            // the checks below turn away; a read error is the descent's
-            // to meet again.
-            if let Ok(g) = self.fetch(pno, mode) {
-                let p = g.page();
-                if p.level() == 0 && matches!(self.covers(p, Target::Key(key)), Cover::Yes) {
-                    self.note_leaf(pno);
-                    path.clear();
-                    return Ok(g);
-                }
+            if let Some(g) = self.hinted_leaf(pno, key, mode) {
+                self.note_leaf(pno);
+                path.clear();
+                return Ok(g);
             }
         }
         self.descend(Target::Key(key), 0, mode, path)
+    }
+
+    /// Page `pno` latched in `mode` if it is a leaf covering `key`, else
+    /// None. A stale number reads as a tombstone or another page, which
+    /// the checks turn away; a read error is the caller's descent's to
+    /// meet again. A leaf that covers the key is the one a descent would
+    /// reach, whatever else happened to the page since it was noted.
+    pub(crate) fn hinted_leaf(&self, pno: u32, key: &[u8], mode: LatchMode) -> Option<PageGuard<'_>> {
+        if pno == NO_PAGE {
+            return None;
+        }
+        let g = self.fetch(pno, mode).ok()?;
+        let p = g.page();
+        (p.level() == 0 && matches!(self.covers(p, Target::Key(key)), Cover::Yes)).then_some(g)
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

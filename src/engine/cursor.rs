@@ -9,7 +9,7 @@ use crate::engine::Tree;
 use crate::error::Result;
 use crate::latch::LatchMode;
 use crate::order::{compare, KeyCmp};
-use crate::page::PageRef;
+use crate::page::{PageRef, NO_PAGE};
 use std::cmp::Ordering;
 use std::ops::Bound;
 
@@ -41,6 +41,11 @@ pub struct Cursor {
     /// a point lookup stops after the first visible version).
     batch: Option<(Leaf, usize)>,
     next: Next,
+    /// The right sibling of the leaf read last (forward walks), tried
+    /// before a descent for the next leaf: a walk of a three-level tree
+    /// otherwise reads the root and an inner page again for every leaf
+    /// (ANALYZE's block reads spent 60% of their time in descents).
+    right: u32,
 }
 
 impl Tree {
@@ -119,6 +124,7 @@ impl Tree {
             dir,
             batch: None,
             next: Next::Start,
+            right: NO_PAGE,
         }
     }
 
@@ -128,6 +134,20 @@ impl Tree {
 }
 
 impl Cursor {
+    /// Where a forward walk would look first for its next leaf: hand it
+    /// to [`Cursor::resume_at`] of a cursor that starts where this one
+    /// ended (ANALYZE reads consecutive blocks with one cursor each).
+    pub fn right_hint(&self) -> u32 {
+        self.right
+    }
+
+    /// Starts this (forward) cursor at page `pno` if that is still the
+    /// leaf its first key lies in; else it descends as usual.
+    pub fn resume_at(mut self, pno: u32) -> Cursor {
+        self.right = pno;
+        self
+    }
+
     fn above_lo(&self, k: &[u8]) -> bool {
         let cmp = self.tree.cmp();
         match &self.lo {
@@ -184,10 +204,16 @@ impl Cursor {
             (Next::From(k), _) => Target::Key(k),
             (Next::Below(k), _) => Target::Before(k),
         };
-        let g = self
-            .tree
-            .descend(target, 0, LatchMode::Shared, &mut Vec::new())?;
+        let hinted = match (target, self.dir) {
+            (Target::Key(k), Direction::Forward) => self.tree.hinted_leaf(self.right, k, LatchMode::Shared),
+            _ => None,
+        };
+        let g = match hinted {
+            Some(g) => g,
+            None => self.tree.descend(target, 0, LatchMode::Shared, &mut Vec::new())?,
+        };
         let p = g.page();
+        self.right = p.right();
         // The qualifying items are one run of the sorted page: bound it by
         // binary search instead of comparing every item with the bounds.
         let first_at_least = |b: &[u8]| p.search(&*cmp, b).unwrap_or_else(|i| i);

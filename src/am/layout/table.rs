@@ -695,17 +695,35 @@ impl Table {
         &self,
         lo: Bound<Vec<u8>>,
         hi: Bound<Vec<u8>>,
-        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
     ) {
+        self.for_each_version_resuming(lo, hi, None, f);
+    }
+
+    /// [`Table::for_each_version_in`] starting at leaf page `resume` if
+    /// that still holds `lo` (`Cursor::resume_at`). Returns where a walk
+    /// of the range right after this one may resume: ANALYZE reads
+    /// consecutive blocks without a descent each.
+    pub fn for_each_version_resuming(
+        &self,
+        lo: Bound<Vec<u8>>,
+        hi: Bound<Vec<u8>>,
+        resume: Option<u32>,
+        mut f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Option<u32> {
         let mut c = self.versions(lo, hi, Direction::Forward);
+        if let Some(pno) = resume {
+            c = c.resume_at(pno);
+        }
         while let Some(leaf) = c.next_leaf() {
             let leaf = leaf.unwrap_or_else(|e| crate::pg::engine::report(e));
             for (k, v) in leaf.items() {
                 if !f(k, v) {
-                    return;
+                    return None;
                 }
             }
         }
+        Some(c.right_hint())
     }
 
     /// [`Table::for_each_version`] from the last version to the first.

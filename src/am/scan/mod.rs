@@ -43,6 +43,10 @@ struct ScanState {
     analyze_split: Option<LeafSplit>,
     /// ANALYZE of a table in row-id order: the walk over its blocks.
     analyze_walk: Option<AnalyzeWalk>,
+    /// ANALYZE of a keyed table: where the block read last ended, and the
+    /// leaf page a read starting there may resume at (blocks without a
+    /// leaf of their own lie between, so block numbers do not tell).
+    analyze_resume: Option<(Vec<u8>, u32)>,
     /// ANALYZE: its engine page work, charged to the cost-based delay
     /// (`acquire_sample_rows` pauses at every block).
     analyze_cost: Option<crate::pg::vacuum_cost::CostMeter>,
@@ -398,6 +402,7 @@ pub unsafe fn scan_begin(
             analyze: None,
             analyze_split: None,
             analyze_walk: None,
+            analyze_resume: None,
             analyze_cost: None,
             dir: Direction::Forward,
             last: None,
@@ -1956,10 +1961,19 @@ pub unsafe fn analyze_next_block(
                 .get_or_insert_with(|| LeafSplit::of(&st.tree, blocks));
             if let Some((lo, hi)) = split.range(blockno as u64) {
                 let tree = &st.tree;
-                tree.for_each_version_in(lo, hi, |k, v| {
+                let resume = match (st.analyze_resume.take(), &lo) {
+                    (Some((end, pno)), Bound::Included(start)) if end == *start => Some(pno),
+                    _ => None,
+                };
+                let end = match &hi {
+                    Bound::Excluded(k) => Some(k.clone()),
+                    _ => None,
+                };
+                let next = tree.for_each_version_resuming(lo, hi, resume, |k, v| {
                     block.push(tree.id_of(k), v);
                     true
                 });
+                st.analyze_resume = end.zip(next);
             }
             return true;
         }
