@@ -508,7 +508,6 @@ impl Tree {
             .filter(|&&(pool, num, pno)| pool == me && num == self.num && pno != NO_PAGE);
         for &(_, _, pno) in mine.take(LEAF_PROBES) {
             if let Some(g) = self.hinted_leaf(pno, key, mode) {
-                self.note_leaf(pno);
                 path.clear();
                 return Ok(g);
             }
@@ -520,14 +519,20 @@ impl Tree {
     /// None. A stale number reads as a tombstone or another page, which
     /// the checks turn away; a read error is the caller's descent's to
     /// meet again. A leaf that covers the key is the one a descent would
-    /// reach, whatever else happened to the page since it was noted.
+    /// reach, whatever else happened to the page since it was noted; it
+    /// becomes this thread's most recent leaf hint, as a descent's leaf
+    /// does (an UPDATE driven by a walk finds its leaf from it).
     pub(crate) fn hinted_leaf(&self, pno: u32, key: &[u8], mode: LatchMode) -> Option<PageGuard<'_>> {
         if pno == NO_PAGE {
             return None;
         }
         let g = self.fetch(pno, mode).ok()?;
         let p = g.page();
-        (p.level() == 0 && matches!(self.covers(p, Target::Key(key)), Cover::Yes)).then_some(g)
+        if p.level() != 0 || !matches!(self.covers(p, Target::Key(key)), Cover::Yes) {
+            return None;
+        }
+        self.note_leaf(pno);
+        Some(g)
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {

@@ -426,39 +426,87 @@ fn walks_resumed_at_right_links_see_every_stable_key() {
                 }
             }
         });
+        let number = |k: &[u8]| u32::from_be_bytes(k[..4].try_into().unwrap()) as u64;
         for round in 0..20u64 {
             let mut seen = Vec::new();
+            let mut all = Vec::new();
             let mut resume = None;
-            let step = 97 + round * 13;
-            let mut lo = 0;
-            while lo < 2 * N {
-                let hi = (lo + step).min(2 * N);
-                let mut c = tr.range(Bound::Included(key(lo)), Bound::Excluded(key(hi)), Direction::Forward);
+            // Ranges edged at leaf starts, as ANALYZE's blocks are, so that
+            // a range's first leaf is the one the last ended before (when no
+            // split or merge came between), every `1 + round % 3` leaves.
+            let starts = tr.leaf_starts(&key(0), None).unwrap();
+            let mut edges: Vec<Vec<u8>> = starts.into_iter().step_by(1 + (round % 3) as usize).collect();
+            edges.insert(0, key(0));
+            for (n, lo) in edges.iter().enumerate() {
+                let hi = edges.get(n + 1).map_or(Bound::Unbounded, |h| Bound::Excluded(h.clone()));
+                let mut c = tr.range(Bound::Included(lo.clone()), hi, Direction::Forward);
                 if let Some(p) = resume {
                     c = c.resume_at(p);
                 }
                 while let Some(leaf) = c.next_leaf() {
                     for (k, _) in leaf.unwrap().items() {
-                        let i = u32::from_be_bytes(k[..4].try_into().unwrap()) as u64;
-                        if i % 2 == 0 {
-                            seen.push(i);
+                        all.push(k.to_vec());
+                        if number(k) % 2 == 0 {
+                            seen.push(number(k));
                         }
                     }
                 }
                 resume = Some(c.right_hint());
-                lo = hi;
             }
+            // Every key at most once and in order, odd ones included.
+            assert!(all.windows(2).all(|w| w[0] < w[1]), "round {round}: keys out of order or twice");
             let want: Vec<u64> = (0..N).map(|i| 2 * i).collect();
             assert_eq!(seen, want, "round {round}");
             // And one walk of the whole tree.
-            let all: Vec<u64> = tr
-                .scan()
-                .map(|r| u32::from_be_bytes(r.unwrap().0[..4].try_into().unwrap()) as u64)
-                .filter(|i| i % 2 == 0)
-                .collect();
+            let all: Vec<u64> = tr.scan().map(|r| number(&r.unwrap().0)).filter(|i| i % 2 == 0).collect();
             assert_eq!(all, want, "round {round}, whole walk");
         }
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
     });
+    assert_valid(&tr);
+}
+
+/// A walk resumed at a right link whose page was merged away meanwhile
+/// (its keys deleted, new ones inserted into its range since) reads the
+/// range from where a descent finds it: the new keys, none of the old.
+#[test]
+fn a_walk_resumed_at_a_page_merged_away_reads_the_range_anew() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = open(dir.path(), 64);
+    let tr = tree(&e, 1, 1);
+    for i in 0..3000u64 {
+        tr.upsert(&key(2 * i), &value(i, 0, 60)).unwrap();
+    }
+    let starts = tr.leaf_starts(&key(0), None).unwrap();
+    assert!(starts.len() > 4, "{} leaf starts", starts.len());
+    let (s1, s2) = (starts[1].clone(), starts[2].clone());
+    let mut c = tr.range(Bound::Included(starts[0].clone()), Bound::Excluded(s1.clone()), Direction::Forward);
+    while let Some(leaf) = c.next_leaf() {
+        leaf.unwrap();
+    }
+    let hint = c.right_hint();
+    // Empty the next leaf (it merges away), then refill part of its range.
+    let doomed: Vec<Vec<u8>> = tr
+        .range(Bound::Included(s1.clone()), Bound::Excluded(s2.clone()), Direction::Forward)
+        .map(|r| r.unwrap().0)
+        .collect();
+    for k in &doomed {
+        assert!(tr.delete(k).unwrap());
+    }
+    let fresh: Vec<Vec<u8>> = doomed.iter().step_by(5).map(|k| [k.as_slice(), b"!"].concat()).collect();
+    for k in &fresh {
+        tr.upsert(k, b"new").unwrap();
+    }
+    let got: Vec<Vec<u8>> = {
+        let mut c = tr
+            .range(Bound::Included(s1.clone()), Bound::Excluded(s2.clone()), Direction::Forward)
+            .resume_at(hint);
+        let mut out = Vec::new();
+        while let Some(leaf) = c.next_leaf() {
+            out.extend(leaf.unwrap().items().map(|(k, _)| k.to_vec()));
+        }
+        out
+    };
+    assert_eq!(got, fresh);
     assert_valid(&tr);
 }
