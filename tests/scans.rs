@@ -705,31 +705,27 @@ fn vacuum_and_analyze_obey_the_cost_based_delay() {
         .parse()
         .unwrap();
     assert!(leaves > 500, "{leaves} pages");
-    let timed = |c: &mut Client, sql: &str| {
-        let t = std::time::Instant::now();
-        c.batch_execute(sql).unwrap();
-        t.elapsed()
+    // `sql` without a delay, then with vacuum_cost_delay 1ms and limit 1
+    // (every leaf costs at least one; each pause sleeps one to four ms).
+    let slowed_down = |c: &mut Client, sql: &str, at_least_ms: u128| {
+        let timed = |c: &mut Client| {
+            let t = std::time::Instant::now();
+            c.batch_execute(sql).unwrap();
+            t.elapsed()
+        };
+        c.batch_execute("SET vacuum_cost_delay = 0").unwrap();
+        let free = timed(c);
+        c.batch_execute("SET vacuum_cost_delay = '1ms'; SET vacuum_cost_limit = 1").unwrap();
+        let slowed = timed(c);
+        assert!(
+            slowed.as_millis() >= at_least_ms && slowed > free * 2,
+            "{sql}: {free:?} without delay, {slowed:?} with vacuum_cost_delay 1ms, limit 1"
+        );
     };
-    let delayed = "SET vacuum_cost_delay = '1ms'; SET vacuum_cost_limit = 1";
     for t in ["v", "r"] {
-        c.batch_execute("SET vacuum_cost_delay = 0").unwrap();
         // Not skipping what the first VACUUM marked all-visible (`r`).
-        let free = timed(&mut c, &format!("VACUUM (DISABLE_PAGE_SKIPPING) {t}"));
-        // Every leaf costs at least one; each pause sleeps one to four ms.
-        c.batch_execute(delayed).unwrap();
-        let slowed = timed(&mut c, &format!("VACUUM (DISABLE_PAGE_SKIPPING) {t}"));
-        assert!(
-            slowed.as_millis() >= 500 && slowed > free * 2,
-            "VACUUM {t}: {free:?} without delay, {slowed:?} with vacuum_cost_delay 1ms, limit 1"
-        );
-        c.batch_execute("SET vacuum_cost_delay = 0").unwrap();
-        let free = timed(&mut c, &format!("ANALYZE {t}"));
-        c.batch_execute(delayed).unwrap();
-        let slowed = timed(&mut c, &format!("ANALYZE {t}"));
-        assert!(
-            slowed.as_millis() >= 400 && slowed > free * 2,
-            "ANALYZE {t}: {free:?} without delay, {slowed:?} with vacuum_cost_delay 1ms, limit 1"
-        );
+        slowed_down(&mut c, &format!("VACUUM (DISABLE_PAGE_SKIPPING) {t}"), 500);
+        slowed_down(&mut c, &format!("ANALYZE {t}"), 400);
         c.batch_execute("RESET vacuum_cost_delay; RESET vacuum_cost_limit").unwrap();
     }
 }

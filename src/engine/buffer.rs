@@ -33,6 +33,7 @@ const EMPTY: u64 = u64::MAX;
 const NONE: u32 = u32::MAX;
 const F_VALID: u32 = 1;
 const F_DIRTY: u32 = 2;
+const MAX_USAGE: u32 = 3;
 
 /// Pool work one thread caused: pages it read from their files and pages
 /// it dirtied (clean to dirty). VACUUM and ANALYZE charge them to
@@ -61,7 +62,6 @@ fn count_io(read: u64, dirtied: u64) {
         c.set(n);
     });
 }
-const MAX_USAGE: u32 = 3;
 
 /// Reads and writes pages for the pool on a miss or an eviction.
 pub trait PageIo: Sync {
