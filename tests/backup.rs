@@ -506,12 +506,12 @@ fn freezing_never_shows_a_standby_snapshot_rows_it_must_not_see() {
     .unwrap();
     drop(pc);
     let standby = p.standby(&env, "freezeconflictstandby");
+    let mut watcher = standby.connect("postgres");
     let mut pc = p.connect("postgres");
     let mut late = p.connect("postgres");
     late.batch_execute("BEGIN; INSERT INTO f VALUES (2, 'late')").unwrap();
     // A commit flushes WAL (the open insert's record with it) to the standby.
     pc.batch_execute("INSERT INTO other VALUES (1)").unwrap();
-    let mut watcher = standby.connect("postgres");
     wait_for_replay(&mut watcher, &mut pc);
     let mut reader = standby.connect("postgres");
     reader.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
@@ -578,6 +578,9 @@ fn standby_reads_a_toasted_value_the_primary_replaces(feedback: bool) {
     let mut reader = standby.connect("postgres");
     reader.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ").unwrap();
     let first: String = reader.query_one("SELECT md5(big) FROM tt", &[]).unwrap().get(0);
+    // Connected before the conflicting changes: with no standby delay, a
+    // backend starting while replay resolves a conflict may be cancelled.
+    let mut watcher = standby.connect("postgres");
     let mut pc = p.connect("postgres");
     if feedback {
         // Until the primary has the standby's snapshot horizon.
@@ -594,7 +597,6 @@ fn standby_reads_a_toasted_value_the_primary_replaces(feedback: bool) {
     // whose record carries a conflict of its own).
     pc.batch_execute("VACUUM tt").unwrap();
     pc.batch_execute("INSERT INTO other VALUES (1)").unwrap();
-    let mut watcher = standby.connect("postgres");
     wait_for_replay(&mut watcher, &mut pc);
     match reader.query_one("SELECT md5(big) FROM tt", &[]) {
         Ok(row) => {
@@ -639,6 +641,7 @@ fn a_row_id_taken_back_never_hides_a_row_from_a_standby_query() {
     let sql = "SELECT count(*) || ' ' || sum(bal) FROM b";
     let first = query_text(&mut reader, sql);
     assert_eq!(first, "2 0");
+    let mut watcher = standby.connect("postgres");
     let mut pc = p.connect("postgres");
     // Moves row 1 to a new row id, removes the old version (dead to every
     // primary snapshot) unlogged, and takes the row id back.
@@ -646,7 +649,6 @@ fn a_row_id_taken_back_never_hides_a_row_from_a_standby_query() {
     pc.batch_execute("VACUUM b").unwrap();
     pc.batch_execute("UPDATE b SET bal = bal + 5 WHERE id = 1").unwrap();
     pc.batch_execute("CREATE TABLE marker (id int) USING orioledb").unwrap();
-    let mut watcher = standby.connect("postgres");
     wait_for_replay(&mut watcher, &mut pc);
     match reader.query_one(sql, &[]) {
         Ok(row) => {

@@ -141,7 +141,7 @@ pub fn config_for(host: &str, port: u16, db: &str) -> postgres::Config {
 pub fn connect(env: &TestEnv, db: &str) -> Client {
     config_for(&env.host, env.port, db)
         .connect(NoTls)
-        .unwrap_or_else(|e| panic!("cannot connect to {}:{} db {db}: {e}", env.host, env.port))
+        .unwrap_or_else(|e| panic!("cannot connect to {}:{} db {db}: {}", env.host, env.port, describe(&e)))
 }
 
 /// Try to connect, retrying for up to `timeout` (the server may be starting).
