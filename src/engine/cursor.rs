@@ -51,9 +51,17 @@ pub struct Cursor {
 impl Tree {
     /// A copy of the leaf whose range holds `key` (all its items): point
     /// lookups of nearby keys can be answered from it
-    /// ([`Leaf::lookup`]) as a cursor's would.
-    pub fn leaf_at(&self, key: &[u8]) -> Result<Leaf> {
-        let g = self.descend(Target::Key(key), 0, LatchMode::Shared, &mut Vec::new())?;
+    /// ([`Leaf::lookup`]) as a cursor's would. `hint` (a page number, or
+    /// NO_PAGE), typically the right sibling of the leaf copy read before
+    /// ([`Leaf::right`]), is tried first, as a forward cursor's next leaf
+    /// (a walk of row ids in key order, such as VACUUM's visibility pass
+    /// over a table loaded in key order, otherwise descended from the root
+    /// for every leaf); then the thread's leaf hints, then a descent.
+    pub fn leaf_at(&self, key: &[u8], hint: u32) -> Result<Leaf> {
+        let g = match self.hinted_leaf(hint, key, LatchMode::Shared) {
+            Some(g) => g,
+            None => self.descend_leaf(key, LatchMode::Shared, &mut Vec::new())?,
+        };
         let p = g.page();
         Ok(Leaf {
             body: Body::Page(p.0.to_vec()),
@@ -308,6 +316,15 @@ impl Leaf {
             body: Body::Items { bytes, ends },
             start: 0,
             end: end - start,
+        }
+    }
+
+    /// The right sibling of a whole-page copy when it was read (NO_PAGE
+    /// for item copies, which know no page): a hint for [`Tree::leaf_at`].
+    pub fn right(&self) -> u32 {
+        match &self.body {
+            Body::Page(page) => PageRef(page).right(),
+            Body::Items { .. } => NO_PAGE,
         }
     }
 

@@ -333,8 +333,12 @@ const STATE_BYTES: usize = 4 * (2 + VM_WORDS);
 /// found no free slot, [1] a generation raised by every VACUUM that sets
 /// bits, [2..34] slots holding the relfilenode each such VACUUM works on,
 /// [34] changes made while [0] was non-zero, [35..67] changes made to the
-/// table of each slot while it was taken.
-pub const VM_WORDS: usize = 2 + 2 * VM_SLOTS + 1;
+/// table of each slot while it was taken, then per slot
+/// [`VM_CHANGED_WORDS`] words: a bit per block changed while it was taken.
+pub const VM_WORDS: usize = 2 + 2 * VM_SLOTS + 1 + VM_SLOTS * VM_CHANGED_WORDS;
+
+/// Words of a slot's changed-block set: 65,536 bits (8 kB a slot).
+pub const VM_CHANGED_WORDS: usize = 2048;
 
 /// Slots for VACUUMs announcing the table whose map they set.
 pub const VM_SLOTS: usize = 32;

@@ -32,6 +32,7 @@ use orioledb_engine::key_format::{
     is_member_key, map_id, map_key, member_key, push_version_suffix, version_suffix, MAP_KEY, MAP_TAG,
     SUFFIX,
 };
+use orioledb_engine::page::NO_PAGE;
 use orioledb_engine::version::{self, tid};
 use orioledb_engine::{Cursor, Direction, IdHash, Leaf, Tree, TreeId};
 use std::cell::RefCell;
@@ -766,6 +767,7 @@ impl Table {
                     dir,
                 ),
                 leaf: None,
+                right: NO_PAGE,
             },
         };
         IdRange {
@@ -917,7 +919,12 @@ enum Source {
     /// the last version was read from, a copy as a cursor's (rows loaded in
     /// key order have the next row id's version beside it: no descent per
     /// row).
-    Map { cursor: Cursor, leaf: Option<Leaf> },
+    /// `right`: the page to try first for the first leaf (NO_PAGE: none).
+    Map {
+        cursor: Cursor,
+        leaf: Option<Leaf>,
+        right: u32,
+    },
     /// Versions read at the start, in the walk's order
     /// ([`Table::small_ids`]).
     Sorted(std::vec::IntoIter<(u64, Vec<u8>)>),
@@ -943,16 +950,41 @@ pub struct IdRange {
 }
 
 impl IdRange {
+    /// Starts a keyed walk at page `hint` (NO_PAGE: none), where another
+    /// walk of this table left off ([`IdRange::resume_hint`]): a pass over
+    /// consecutive blocks, one walk each, continues along right links
+    /// instead of descending again. Only a hint: the walk reads the page
+    /// anew, never an earlier walk's copy (its versions may have changed
+    /// since).
+    pub fn resuming(mut self, hint: u32) -> IdRange {
+        if let Source::Map { right, .. } = &mut self.source {
+            *right = hint;
+        }
+        self
+    }
+
+    /// Where a keyed walk would read its next leaf: the right sibling of
+    /// the last it read (NO_PAGE otherwise), for [`IdRange::resuming`].
+    pub fn resume_hint(&self) -> u32 {
+        match &self.source {
+            Source::Map { leaf: Some(l), .. } => l.right(),
+            Source::Map { right, .. } => *right,
+            _ => NO_PAGE,
+        }
+    }
+
     /// The value of version key `key`, from the cached leaf when it holds
-    /// the key's range.
-    fn version(table: &Table, leaf: &mut Option<Leaf>, key: &[u8]) -> Option<Vec<u8>> {
+    /// the key's range (else from its right sibling, `right` before the
+    /// first leaf, when that does).
+    fn version(table: &Table, leaf: &mut Option<Leaf>, right: u32, key: &[u8]) -> Option<Vec<u8>> {
         let cmp = table.tree.cmp();
         if let Some(found) = leaf.as_ref().and_then(|l| l.lookup(&*cmp, key)) {
             return found.map(<[u8]>::to_vec);
         }
+        let hint = leaf.as_ref().map_or(right, Leaf::right);
         let l = table
             .tree
-            .leaf_at(key)
+            .leaf_at(key, hint)
             .unwrap_or_else(|e| crate::pg::engine::report(e));
         let found = l.lookup(&*cmp, key).flatten().map(<[u8]>::to_vec);
         *leaf = Some(l);
@@ -966,13 +998,17 @@ impl Iterator for IdRange {
     fn next(&mut self) -> Option<(u64, Vec<u8>)> {
         let table = &self.table;
         match &mut self.source {
-            Source::Map { cursor, leaf } => loop {
+            Source::Map {
+                cursor,
+                leaf,
+                right,
+            } => loop {
                 let (k, v) = cursor
                     .next()?
                     .unwrap_or_else(|e| crate::pg::engine::report(e));
                 let id = map_id(&k).expect("a map key");
                 let key = table.version_key(&v, id);
-                if let Some(value) = Self::version(table, leaf, &key) {
+                if let Some(value) = Self::version(table, leaf, *right, &key) {
                     return Some((id, value));
                 }
                 if self.redirects {

@@ -32,12 +32,14 @@
 //!   the relation's smgr entry caches whenever the generation moved (a
 //!   finished VACUUM may have grown the map).
 //! - VACUUM trusts its counting pass for a block only if the change word
-//!   has not moved since it announced itself, read under the block's map
-//!   lock: a writer counts before it locks, so a count VACUUM does not see
-//!   belongs to a writer that clears after VACUUM set the bit. Once the
-//!   word moved, each remaining block's versions are read again under the
-//!   lock (before this, every block was: 54% of a VACUUM of a freshly
-//!   loaded keyed table, one map lookup and descent per row).
+//!   has not moved since it announced itself, or (a slot's VACUUM) the
+//!   block's bit in the slot's changed-block set is clear, read under the
+//!   block's map lock: a writer counts and sets the bit before it locks, so
+//!   a change VACUUM does not see belongs to a writer that clears after
+//!   VACUUM set the bit. A changed block is left unmarked: the writer's
+//!   transaction id is no older than VACUUM's horizon, so the block holds a
+//!   version that is not all-visible. Only an overflow VACUUM, whose word
+//!   names no block, reads a block's versions again once the word moved.
 //! - Row locks leave the bit alone, as on heap: an index-only scan does not
 //!   care who locks a row.
 //! - The map is not WAL-logged: a lost set costs only table fetches, and a
@@ -73,11 +75,25 @@ const GENERATION: usize = 1;
 const SLOTS: usize = 2;
 const OVERFLOW_CHANGES: usize = SLOTS + VM_SLOTS;
 const SLOT_CHANGES: usize = OVERFLOW_CHANGES + 1;
-use crate::pg::shmem::VM_SLOTS;
+const CHANGED_BLOCKS: usize = SLOT_CHANGES + VM_SLOTS;
+use crate::pg::shmem::{VM_CHANGED_WORDS, VM_SLOTS};
 
-/// Counts a change to `relnode`'s versions in the change word of every
-/// VACUUM that may be setting bits in its map now; whether there is one.
-fn note_change(words: &[AtomicU32], relnode: u32) -> bool {
+/// Where block `block`'s bit in slot `slot`'s changed-block set is: the
+/// word's index and the mask. Blocks that many apart share a bit (a table
+/// past 65,536 blocks: its changes then cost VACUUM a few more unmarked
+/// blocks, never a wrong bit).
+fn changed_bit(slot: usize, block: u64) -> (usize, u32) {
+    let bit = (block % (VM_CHANGED_WORDS as u64 * 32)) as usize;
+    (
+        CHANGED_BLOCKS + slot * VM_CHANGED_WORDS + bit / 32,
+        1 << (bit % 32),
+    )
+}
+
+/// Counts a change to block `block` of `relnode`'s versions in the change
+/// word (and, for a slot, the changed-block set) of every VACUUM that may
+/// be setting bits in its map now; whether there is one.
+fn note_change(words: &[AtomicU32], relnode: u32, block: u64) -> bool {
     let mut announced = false;
     if words[OVERFLOW].load(Ordering::SeqCst) > 0 {
         words[OVERFLOW_CHANGES].fetch_add(1, Ordering::SeqCst);
@@ -86,6 +102,8 @@ fn note_change(words: &[AtomicU32], relnode: u32) -> bool {
     for i in 0..VM_SLOTS {
         if words[SLOTS + i].load(Ordering::SeqCst) == relnode {
             words[SLOT_CHANGES + i].fetch_add(1, Ordering::SeqCst);
+            let (w, mask) = changed_bit(i, block);
+            words[w].fetch_or(mask, Ordering::SeqCst);
             announced = true;
         }
     }
@@ -109,7 +127,7 @@ pub unsafe fn clear(rel: pg_sys::Relation, id: u64) {
         let relnode = (*rel).rd_node.relNode.to_u32();
         let generation = words[GENERATION].load(Ordering::SeqCst);
         let mut buf: pg_sys::Buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
-        if note_change(words, relnode) {
+        if note_change(words, relnode, block as u64) {
             // It may have read this version before the change and be about
             // to set the bit: wait for its lock on the map page, then
             // clear (extending the map if it does not reach the block yet).
@@ -205,10 +223,34 @@ impl Announcement {
         &self.words[self.slot.map_or(OVERFLOW_CHANGES, |i| SLOT_CHANGES + i)]
     }
 
-    /// Whether no writer changed the table since the announcement.
-    fn quiet(&self) -> bool {
-        self.changes().load(Ordering::SeqCst) == self.seen
+    /// What writers did to `block` since the announcement, as far as it
+    /// tells (read under the block's map lock: see the module protocol).
+    fn since(&self, block: u64) -> Since {
+        let quiet = self.changes().load(Ordering::SeqCst) == self.seen;
+        match self.slot {
+            _ if quiet => Since::Untouched,
+            Some(i) => {
+                let (w, mask) = changed_bit(i, block);
+                if self.words[w].load(Ordering::SeqCst) & mask == 0 {
+                    Since::Untouched
+                } else {
+                    Since::Changed
+                }
+            }
+            None => Since::Unknown,
+        }
     }
+}
+
+/// What writers did to a block since a VACUUM announced itself.
+enum Since {
+    /// Nothing: the counting pass's finding stands.
+    Untouched,
+    /// A version changed, so the block holds a transaction id no older than
+    /// VACUUM's horizon (every writer's is): not all-visible.
+    Changed,
+    /// Unknown (the overflow count moved): read the block again.
+    Unknown,
 }
 
 impl Drop for Announcement {
@@ -228,7 +270,16 @@ thread_local! {
 
 fn release(words: &[AtomicU32], slot: Option<usize>) {
     match slot {
-        Some(i) => words[SLOTS + i].store(0, Ordering::SeqCst),
+        Some(i) => {
+            // Emptied while the slot is still ours, so the next VACUUM to
+            // take it starts with no changes (a writer that saw this
+            // announcement may still set a bit: one block less marked).
+            let (first, _) = changed_bit(i, 0);
+            for w in &words[first..first + VM_CHANGED_WORDS] {
+                w.store(0, Ordering::SeqCst);
+            }
+            words[SLOTS + i].store(0, Ordering::SeqCst);
+        }
         None => {
             words[OVERFLOW].fetch_sub(1, Ordering::SeqCst);
         }
@@ -342,7 +393,9 @@ pub unsafe fn update(
     counted: Option<&BlockCounts>,
 ) -> u32 {
     let mut count = 0u32;
-    let mut quiet = true;
+    // Where the last block's walk would read on (VACUUM holds the table:
+    // its pages stay in its tree).
+    let mut hint = orioledb_engine::page::NO_PAGE;
     let mut buf: pg_sys::Buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
     // SAFETY: per the contract; the map page is pinned by
     // visibilitymap_pin and locked around each block's check, and the
@@ -357,19 +410,31 @@ pub unsafe fn update(
             let b = block as pg_sys::BlockNumber;
             pg_sys::visibilitymap_pin(rel, b, &mut buf);
             pg_sys::LockBuffer(buf, pg_sys::BUFFER_LOCK_EXCLUSIVE as i32);
-            quiet = quiet && announced.quiet();
             let (byte, mask) = visible_bit(pg_sys::BufferGetPage(buf) as *mut u8, b);
             let was = *byte & mask != 0;
             let set = match counted {
                 // Not read by the pass: left as writers left it.
                 Some(c) if c.skipped(block as usize) => was,
-                None => false,
-                Some(c) if quiet => c.marked(block as usize),
-                Some(c) => {
-                    // About a leaf's worth of rows per block.
-                    cost.charge(1);
-                    block_all_visible(table, block, oldest_xmin, c.versions(block as usize))
-                }
+                Some(c) if c.marked(block as usize) => match announced.since(block) {
+                    Since::Untouched => true,
+                    Since::Changed => false,
+                    Since::Unknown => {
+                        // About a leaf's worth of rows per block.
+                        cost.charge(1);
+                        block_all_visible(
+                            table,
+                            block,
+                            oldest_xmin,
+                            c.versions(block as usize),
+                            &mut hint,
+                        )
+                    }
+                },
+                // What the pass did not find all-visible cannot have become
+                // so: its horizon is fixed, a version pruned since leaves
+                // the block short of the count, and one added since is
+                // newer than the horizon. Without a pass nothing is marked.
+                _ => false,
             };
             if set != was {
                 if set {
@@ -491,18 +556,21 @@ fn block_all_visible(
     block: u64,
     oldest_xmin: pg_sys::TransactionId,
     expected: u16,
+    hint: &mut u32,
 ) -> bool {
     let first = block * tid::PER_BLOCK;
     let mut n = 0u16;
+    let mut walk = table
+        .id_range_with_redirects(first, first + tid::PER_BLOCK)
+        .resuming(*hint);
     // A HOT chain's redirect (`am::layout::hot`, an empty value) stands for
     // members elsewhere: never all-visible here.
-    for (_, v) in table.id_range_with_redirects(first, first + tid::PER_BLOCK) {
+    let visible = walk.by_ref().all(|(_, v)| {
         n += 1;
-        if !all_visible(&v, oldest_xmin) {
-            return false;
-        }
-    }
-    n > 0 && n == expected
+        all_visible(&v, oldest_xmin)
+    });
+    *hint = walk.resume_hint();
+    visible && n > 0 && n == expected
 }
 
 /// Empties the visibility-map forks of orioledb relations `trees`
