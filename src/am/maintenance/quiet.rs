@@ -7,8 +7,9 @@
 //! row, committed, then nothing — would wait for VACUUM. So every update
 //! and delete counts its tree's superseded versions in shared memory
 //! (`Tree::note_superseded`, with the transaction and relation), and once a
-//! tree has at least as many as it has pages and its last superseding
-//! transaction is older than every snapshot of the cluster, this worker
+//! tree has at least as many as it has pages, its tally stayed the same
+//! for a round (about a second: nobody is writing it) and its last
+//! superseding transaction is older than every snapshot of the cluster, this worker
 //! sweeps it whole: prune every leaf, merge the emptied ones, then pack
 //! the leaves to about fifteen sixteenths (a busy tree's sweeps leave them
 //! half full at least, room for the next changes; nobody makes those here).
@@ -52,6 +53,9 @@ thread_local! {
     /// one failing tree neither takes every round nor keeps the others
     /// from their turn.
     static BACKED_OFF: RefCell<HashMap<TreeId, Instant>> = RefCell::new(HashMap::new());
+    /// Each tree's tally (count, last superseding transaction) as the last
+    /// round saw it.
+    static LAST_ROUND: RefCell<HashMap<TreeId, (u64, Xid)>> = RefCell::new(HashMap::new());
 }
 
 /// How long a tree whose sweep raised an ERROR is left alone.
@@ -74,12 +78,28 @@ pub fn sweep_quiet_trees(deadline: Instant) {
         return;
     }
     crate::am::rows::forget_committed();
-    for t in engine.superseded_trees() {
+    let trees = engine.superseded_trees();
+    // A tree whose tally moved since the last round is being written: its
+    // backends prune the leaves they change and sweep the rest a leaf at a
+    // time. (A tally's transaction is older than the horizon between two
+    // short transactions too: pgbench's accounts, 1,600 leaves, were read
+    // whole here every two seconds of TPC-B, 3% of its CPU.)
+    let unchanged: std::collections::HashSet<TreeId> = LAST_ROUND.with(|l| {
+        let mut l = l.borrow_mut();
+        let same = trees
+            .iter()
+            .filter(|t| l.get(&t.id) == Some(&(t.count, t.xid)))
+            .map(|t| t.id)
+            .collect();
+        *l = trees.iter().map(|t| (t.id, (t.count, t.xid))).collect();
+        same
+    });
+    for t in trees {
         if Instant::now() >= deadline {
             return;
         }
         let resuming = UNDER_WAY.with(|u| u.borrow().contains_key(&t.id));
-        if !resuming && !worth_sweeping(&t) {
+        if !resuming && !(worth_sweeping(&t) && unchanged.contains(&t.id)) {
             continue;
         }
         // Quiet: the last transaction that superseded a version here is
