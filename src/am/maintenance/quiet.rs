@@ -7,8 +7,9 @@
 //! row, committed, then nothing — would wait for VACUUM. So every update
 //! and delete counts its tree's superseded versions in shared memory
 //! (`Tree::note_superseded`, with the transaction and relation), and once a
-//! tree has at least as many as it has pages, its tally stayed the same
-//! for a round (about a second: nobody is writing it) and its last
+//! tree has at least as many as it has pages, its tally grew by at most a
+//! sixteenth of its pages in the last round (about a second: nobody is
+//! writing it much) and its last
 //! superseding transaction is older than every snapshot of the cluster, this worker
 //! sweeps it whole: prune every leaf, merge the emptied ones, then pack
 //! the leaves to about fifteen sixteenths (a busy tree's sweeps leave them
@@ -53,9 +54,8 @@ thread_local! {
     /// one failing tree neither takes every round nor keeps the others
     /// from their turn.
     static BACKED_OFF: RefCell<HashMap<TreeId, Instant>> = RefCell::new(HashMap::new());
-    /// Each tree's tally (count, last superseding transaction) as the last
-    /// round saw it.
-    static LAST_ROUND: RefCell<HashMap<TreeId, (u64, Xid)>> = RefCell::new(HashMap::new());
+    /// Each tree's tally (superseded versions) as the last round saw it.
+    static LAST_ROUND: RefCell<HashMap<TreeId, u64>> = RefCell::new(HashMap::new());
 }
 
 /// How long a tree whose sweep raised an ERROR is left alone.
@@ -79,27 +79,31 @@ pub fn sweep_quiet_trees(deadline: Instant) {
     }
     crate::am::rows::forget_committed();
     let trees = engine.superseded_trees();
-    // A tree whose tally moved since the last round is being written: its
-    // backends prune the leaves they change and sweep the rest a leaf at a
-    // time. (A tally's transaction is older than the horizon between two
-    // short transactions too: pgbench's accounts, 1,600 leaves, were read
-    // whole here every two seconds of TPC-B, 3% of its CPU.)
-    let unchanged: std::collections::HashSet<TreeId> = LAST_ROUND.with(|l| {
+    // A tree whose tally grew by more than a sixteenth of its pages since
+    // the last round is being written: its backends prune the leaves they
+    // change and sweep the rest a leaf at a time. (A tally's transaction is
+    // older than the horizon between two short transactions too: pgbench's
+    // accounts were read whole here every two seconds of TPC-B, 3% of its
+    // CPU.) A trickle of writes still lets it be swept.
+    let calm: std::collections::HashSet<TreeId> = LAST_ROUND.with(|l| {
         let mut l = l.borrow_mut();
-        let same = trees
+        let calm = trees
             .iter()
-            .filter(|t| l.get(&t.id) == Some(&(t.count, t.xid)))
+            .filter(|t| {
+                l.get(&t.id)
+                    .is_some_and(|&before| t.count.saturating_sub(before) <= t.pages as u64 / 16)
+            })
             .map(|t| t.id)
             .collect();
-        *l = trees.iter().map(|t| (t.id, (t.count, t.xid))).collect();
-        same
+        *l = trees.iter().map(|t| (t.id, t.count)).collect();
+        calm
     });
     for t in trees {
         if Instant::now() >= deadline {
             return;
         }
         let resuming = UNDER_WAY.with(|u| u.borrow().contains_key(&t.id));
-        if !resuming && !(worth_sweeping(&t) && unchanged.contains(&t.id)) {
+        if !resuming && !(worth_sweeping(&t) && calm.contains(&t.id)) {
             continue;
         }
         // Quiet: the last transaction that superseded a version here is

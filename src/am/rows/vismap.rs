@@ -38,8 +38,9 @@
 //!   a change VACUUM does not see belongs to a writer that clears after
 //!   VACUUM set the bit. A changed block is left unmarked: the writer's
 //!   transaction id is no older than VACUUM's horizon, so the block holds a
-//!   version that is not all-visible. Only an overflow VACUUM, whose word
-//!   names no block, reads a block's versions again once the word moved.
+//!   version that is not all-visible. An overflow VACUUM, whose word names
+//!   no block, and one of a table past the set's 65,536 bits, whose blocks
+//!   share bits, read a changed block's versions again instead.
 //! - Row locks leave the bit alone, as on heap: an index-only scan does not
 //!   care who locks a row.
 //! - The map is not WAL-logged: a lost set costs only table fetches, and a
@@ -76,14 +77,16 @@ const SLOTS: usize = 2;
 const OVERFLOW_CHANGES: usize = SLOTS + VM_SLOTS;
 const SLOT_CHANGES: usize = OVERFLOW_CHANGES + 1;
 const CHANGED_BLOCKS: usize = SLOT_CHANGES + VM_SLOTS;
+/// Bits of a slot's changed-block set.
+const CHANGED_BITS: u64 = VM_CHANGED_WORDS as u64 * 32;
 use crate::pg::shmem::{VM_CHANGED_WORDS, VM_SLOTS};
 
 /// Where block `block`'s bit in slot `slot`'s changed-block set is: the
-/// word's index and the mask. Blocks that many apart share a bit (a table
-/// past 65,536 blocks: its changes then cost VACUUM a few more unmarked
-/// blocks, never a wrong bit).
+/// word's index and the mask. Blocks [`CHANGED_BITS`] apart share a bit
+/// (in a table past 65,536 blocks a set bit sends VACUUM back to the
+/// block's versions, never to a wrong bit).
 fn changed_bit(slot: usize, block: u64) -> (usize, u32) {
-    let bit = (block % (VM_CHANGED_WORDS as u64 * 32)) as usize;
+    let bit = (block % CHANGED_BITS) as usize;
     (
         CHANGED_BLOCKS + slot * VM_CHANGED_WORDS + bit / 32,
         1 << (bit % 32),
@@ -223,9 +226,10 @@ impl Announcement {
         &self.words[self.slot.map_or(OVERFLOW_CHANGES, |i| SLOT_CHANGES + i)]
     }
 
-    /// What writers did to `block` since the announcement, as far as it
-    /// tells (read under the block's map lock: see the module protocol).
-    fn since(&self, block: u64) -> Since {
+    /// What writers did to `block` of a table of `blocks` blocks since the
+    /// announcement, as far as it tells (read under the block's map lock:
+    /// see the module protocol).
+    fn since(&self, block: u64, blocks: u64) -> Since {
         let quiet = self.changes().load(Ordering::SeqCst) == self.seen;
         match self.slot {
             _ if quiet => Since::Untouched,
@@ -233,6 +237,10 @@ impl Announcement {
                 let (w, mask) = changed_bit(i, block);
                 if self.words[w].load(Ordering::SeqCst) & mask == 0 {
                     Since::Untouched
+                } else if blocks > CHANGED_BITS {
+                    // Blocks share the bit: a write elsewhere may have set
+                    // it (a big table's cold blocks would stay unmarked).
+                    Since::Unknown
                 } else {
                     Since::Changed
                 }
@@ -246,8 +254,9 @@ impl Announcement {
 enum Since {
     /// Nothing: the counting pass's finding stands.
     Untouched,
-    /// A version changed, so the block holds a transaction id no older than
-    /// VACUUM's horizon (every writer's is): not all-visible.
+    /// A version changed, so (but for an abort since) the block holds a
+    /// transaction id no older than VACUUM's horizon (every writer's is):
+    /// left unmarked, which is always safe.
     Changed,
     /// Unknown (the overflow count moved): read the block again.
     Unknown,
@@ -373,13 +382,16 @@ impl BlockCounts {
 /// returns how many blocks are all-visible (`relallvisible`).
 ///
 /// `counted` is what the counting pass found, before VACUUM's index
-/// cleanup; while no writer changed the table since `announced`, it is
-/// what the table holds. Otherwise a block's versions are read again: row
-/// ids are never reused, so a block with fewer versions now lost one since
-/// — whose index entries may remain (heap keeps a dead line pointer until
-/// then) and would be returned without a table fetch: such a block is not
-/// marked. Versions added since are not all-visible anyway. Without
-/// `counted` (the index cleanup was skipped) no block is marked.
+/// cleanup; for a block no writer changed since `announced`, it is what
+/// the block holds. A block a writer changed is left unmarked; where the
+/// announcement cannot tell which blocks changed (the overflow count, or
+/// a table past the changed-block set's size, whose blocks share bits)
+/// its versions are read again: row ids are never reused, so a block with
+/// fewer versions now lost one since — whose index entries may remain
+/// (heap keeps a dead line pointer until then) and would be returned
+/// without a table fetch: such a block is not marked. Versions added since
+/// are not all-visible anyway. Without `counted` (the index cleanup was
+/// skipped) no block is marked.
 ///
 /// # Safety
 /// `rel` is an open orioledb table (not toast) that VACUUM holds, announced
@@ -393,8 +405,8 @@ pub unsafe fn update(
     counted: Option<&BlockCounts>,
 ) -> u32 {
     let mut count = 0u32;
-    // Where the last block's walk would read on (VACUUM holds the table:
-    // its pages stay in its tree).
+    // Where the last block's walk would read on: only a hint, which
+    // `Tree::leaf_at` checks under the page's latch.
     let mut hint = orioledb_engine::page::NO_PAGE;
     let mut buf: pg_sys::Buffer = pg_sys::InvalidBuffer as pg_sys::Buffer;
     // SAFETY: per the contract; the map page is pinned by
@@ -415,7 +427,7 @@ pub unsafe fn update(
             let set = match counted {
                 // Not read by the pass: left as writers left it.
                 Some(c) if c.skipped(block as usize) => was,
-                Some(c) if c.marked(block as usize) => match announced.since(block) {
+                Some(c) if c.marked(block as usize) => match announced.since(block, blocks) {
                     Since::Untouched => true,
                     Since::Changed => false,
                     Since::Unknown => {
@@ -430,10 +442,12 @@ pub unsafe fn update(
                         )
                     }
                 },
-                // What the pass did not find all-visible cannot have become
-                // so: its horizon is fixed, a version pruned since leaves
-                // the block short of the count, and one added since is
-                // newer than the horizon. Without a pass nothing is marked.
+                // Left unmarked (always safe) what the pass did not find
+                // all-visible: its horizon is fixed, a version pruned since
+                // leaves the block short of the count, and one added since
+                // is newer than the horizon (only an abort since could have
+                // made it all-visible; the next VACUUM marks it). Without a
+                // pass nothing is marked.
                 _ => false,
             };
             if set != was {
