@@ -1162,6 +1162,72 @@ fn quiet_tables_get_their_space_back_without_vacuum() {
     }
 }
 
+/// A trickle of writes (a row updated every 300 ms) after a batch UPDATE
+/// of every row does not keep the table from the quiet sweep: the sweep
+/// leaves alone only a tree whose tally grows by more than a sixteenth of
+/// its pages a round (a busy table, whose backends sweep it themselves).
+/// With "unchanged since the last round" as the rule, this table kept its
+/// batch's old versions while the trickle lasted.
+#[test]
+fn a_trickle_of_writes_does_not_keep_a_table_from_its_quiet_sweep() {
+    let (env, _g) = require_server!();
+    let db = "itest_trees_quiet_trickle";
+    let mut c = fresh_db(&env, db);
+    let rows = 6000u64;
+    c.batch_execute(&format!(
+        "CREATE TABLE tq (id int PRIMARY KEY, n int, pad text) USING orioledb
+             WITH (autovacuum_enabled = false);
+         INSERT INTO tq SELECT g, 0, repeat('y', 60) FROM generate_series(1, {rows}) g;"
+    ))
+    .unwrap();
+    // Held across the batch, so that its backend cannot prune as it goes.
+    let mut old = connect(&env, db);
+    old.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT count(*) FROM tq")
+        .unwrap();
+    for _ in 0..2 {
+        c.batch_execute("UPDATE tq SET n = n + 1").unwrap();
+    }
+    let (_, held_keys) = tree_size(&mut c, "tq");
+    assert!(held_keys >= 4 * rows, "the batch's versions were pruned under a snapshot: {held_keys} keys");
+    old.batch_execute("COMMIT").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle = {
+        let stop = stop.clone();
+        let env = env.clone();
+        std::thread::spawn(move || {
+            let mut w = connect(&env, db);
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                i += 1;
+                w.batch_execute(&format!("UPDATE tq SET n = n + 1 WHERE id = {}", 1 + i % 7))
+                    .unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(300));
+            }
+        })
+    };
+    // A row keeps its version, that version's map entry and its chain
+    // root's (see quiet_tables_get_their_space_back_without_vacuum); the
+    // trickle's rows a few more.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let keys = loop {
+        let (_, keys) = tree_size(&mut c, "tq");
+        if keys <= 3 * rows + 30 || std::time::Instant::now() > deadline {
+            break keys;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    trickle.join().unwrap();
+    assert!(
+        keys <= 3 * rows + 30,
+        "{held_keys} keys after the batch, {keys} after 30 s of a trickle of updates"
+    );
+    assert_eq!(
+        query_text(&mut c, "SELECT count(*) || ' ' || min(n) FROM tq"),
+        format!("{rows} 2")
+    );
+}
+
 /// The quiet sweep skips a table whose lock another session holds, and
 /// releases nothing then: its lock value was built (and dropped, releasing
 /// the lock) for a try that failed too, a "you don't own a lock" WARNING
