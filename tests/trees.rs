@@ -1162,22 +1162,23 @@ fn quiet_tables_get_their_space_back_without_vacuum() {
     }
 }
 
-/// A trickle of writes (a row updated every 300 ms) after a batch UPDATE
+/// A trickle of writes (a row updated every 400 ms) after a batch UPDATE
 /// of every row does not keep the table from the quiet sweep: the sweep
-/// leaves alone only a tree whose tally grows by more than a sixteenth of
-/// its pages a round (a busy table, whose backends sweep it themselves).
+/// leaves alone only a tree whose tally grows by more than a 64th of its
+/// pages a second (a busy table, whose backends sweep it themselves).
 /// With "unchanged since the last round" as the rule, this table kept its
-/// batch's old versions while the trickle lasted.
+/// batch's old versions while the trickle lasted. Alone on the server:
+/// every round needs the cluster's horizon past the trickle's last update.
 #[test]
 fn a_trickle_of_writes_does_not_keep_a_table_from_its_quiet_sweep() {
-    let (env, _g) = require_server!();
+    let (env, _g) = require_server_exclusive!();
     let db = "itest_trees_quiet_trickle";
     let mut c = fresh_db(&env, db);
     let rows = 6000u64;
     c.batch_execute(&format!(
         "CREATE TABLE tq (id int PRIMARY KEY, n int, pad text) USING orioledb
              WITH (autovacuum_enabled = false);
-         INSERT INTO tq SELECT g, 0, repeat('y', 60) FROM generate_series(1, {rows}) g;"
+         INSERT INTO tq SELECT g, 0, repeat('y', 200) FROM generate_series(1, {rows}) g;"
     ))
     .unwrap();
     // Held across the batch, so that its backend cannot prune as it goes.
@@ -1190,7 +1191,15 @@ fn a_trickle_of_writes_does_not_keep_a_table_from_its_quiet_sweep() {
     let (_, held_keys) = tree_size(&mut c, "tq");
     assert!(held_keys >= 4 * rows, "the batch's versions were pruned under a snapshot: {held_keys} keys");
     old.batch_execute("COMMIT").unwrap();
+    /// Stops the trickle however the test ends.
+    struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stopper = Stop(stop.clone());
     let trickle = {
         let stop = stop.clone();
         let env = env.clone();
@@ -1201,7 +1210,7 @@ fn a_trickle_of_writes_does_not_keep_a_table_from_its_quiet_sweep() {
                 i += 1;
                 w.batch_execute(&format!("UPDATE tq SET n = n + 1 WHERE id = {}", 1 + i % 7))
                     .unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(300));
+                std::thread::sleep(std::time::Duration::from_millis(400));
             }
         })
     };
@@ -1216,7 +1225,7 @@ fn a_trickle_of_writes_does_not_keep_a_table_from_its_quiet_sweep() {
         }
         std::thread::sleep(std::time::Duration::from_millis(300));
     };
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(stopper);
     trickle.join().unwrap();
     assert!(
         keys <= 3 * rows + 30,

@@ -8,8 +8,8 @@
 //! and delete counts its tree's superseded versions in shared memory
 //! (`Tree::note_superseded`, with the transaction and relation), and once a
 //! tree has at least as many as it has pages, its tally grew by at most a
-//! sixteenth of its pages in the last round (about a second: nobody is
-//! writing it much) and its last
+//! 64th of its pages a second since the last round (nobody is writing it
+//! much) and its last
 //! superseding transaction is older than every snapshot of the cluster, this worker
 //! sweeps it whole: prune every leaf, merge the emptied ones, then pack
 //! the leaves to about fifteen sixteenths (a busy tree's sweeps leave them
@@ -54,8 +54,23 @@ thread_local! {
     /// one failing tree neither takes every round nor keeps the others
     /// from their turn.
     static BACKED_OFF: RefCell<HashMap<TreeId, Instant>> = RefCell::new(HashMap::new());
-    /// Each tree's tally (superseded versions) as the last round saw it.
-    static LAST_ROUND: RefCell<HashMap<TreeId, u64>> = RefCell::new(HashMap::new());
+    /// Each tree's tally (superseded versions) and when a round saw it,
+    /// at least [`CALM_WINDOW`] before the latest round.
+    static LAST_SEEN: RefCell<HashMap<TreeId, (u64, Instant)>> = RefCell::new(HashMap::new());
+}
+
+/// How long a tally is watched to tell its write rate: rounds come about
+/// a second apart, but closer before a checkpoint or a backup's request,
+/// when a busy table's few writes in between could pass for calm.
+const CALM_WINDOW: std::time::Duration = std::time::Duration::from_millis(800);
+
+/// Whether a tally that went from `before` to `now` over `elapsed` grew by
+/// at most a 64th of the tree's `pages` a second: a whole sweep comes at
+/// most every minute or so then, while a busy table's backends prune the
+/// leaves they change and sweep the rest a leaf at a time.
+fn calm(before: u64, now: u64, elapsed: std::time::Duration, pages: u32) -> bool {
+    let grown = now.saturating_sub(before) as u128;
+    grown * 64 * 1000 <= pages as u128 * elapsed.as_millis()
 }
 
 /// How long a tree whose sweep raised an ERROR is left alone.
@@ -79,23 +94,31 @@ pub fn sweep_quiet_trees(deadline: Instant) {
     }
     crate::am::rows::forget_committed();
     let trees = engine.superseded_trees();
-    // A tree whose tally grew by more than a sixteenth of its pages since
-    // the last round is being written: its backends prune the leaves they
-    // change and sweep the rest a leaf at a time. (A tally's transaction is
-    // older than the horizon between two short transactions too: pgbench's
-    // accounts were read whole here every two seconds of TPC-B, 3% of its
-    // CPU.) A trickle of writes still lets it be swept.
-    let calm: std::collections::HashSet<TreeId> = LAST_ROUND.with(|l| {
+    // Only calm trees ([`calm`]): a tally's transaction is older than the
+    // horizon between two short transactions of a busy table too
+    // (pgbench's accounts were read whole here every two seconds of
+    // TPC-B, 3% of its CPU). A trickle of writes still lets a tree be swept.
+    let now = Instant::now();
+    let calm: std::collections::HashSet<TreeId> = LAST_SEEN.with(|l| {
         let mut l = l.borrow_mut();
         let calm = trees
             .iter()
             .filter(|t| {
-                l.get(&t.id)
-                    .is_some_and(|&before| t.count.saturating_sub(before) <= t.pages as u64 / 16)
+                l.get(&t.id).is_some_and(|&(before, at)| {
+                    let elapsed = now.saturating_duration_since(at);
+                    elapsed >= CALM_WINDOW && calm(before, t.count, elapsed, t.pages)
+                })
             })
             .map(|t| t.id)
             .collect();
-        *l = trees.iter().map(|t| (t.id, t.count)).collect();
+        // A sighting younger than the window stays the baseline.
+        *l = trees
+            .iter()
+            .map(|t| match l.get(&t.id) {
+                Some(&(c, at)) if now.saturating_duration_since(at) < CALM_WINDOW => (t.id, (c, at)),
+                _ => (t.id, (t.count, now)),
+            })
+            .collect();
         calm
     });
     for t in trees {
