@@ -86,7 +86,7 @@ pub unsafe fn failsafe(rel: pg_sys::Relation) {
         }
         pg_sys::VacuumCostActive = false;
         pg_sys::VacuumCostBalance = 0;
-        let name = std::ffi::CStr::from_ptr((*class).relname.data.as_ptr()).to_string_lossy();
+        let name = super::rel_name(rel);
         pgrx::warning!(
             "bypassing the cost-based delay of table \"{name}\" as a failsafe against transaction id wraparound"
         );

@@ -68,7 +68,7 @@ const CALM_WINDOW: std::time::Duration = std::time::Duration::from_millis(800);
 /// at most a 64th of the tree's `pages` a second: a whole sweep comes at
 /// most every minute or so then, while a busy table's backends prune the
 /// leaves they change and sweep the rest a leaf at a time.
-fn calm(before: u64, now: u64, elapsed: std::time::Duration, pages: u32) -> bool {
+fn is_calm(before: u64, now: u64, elapsed: std::time::Duration, pages: u32) -> bool {
     let grown = now.saturating_sub(before) as u128;
     grown * 64 * 1000 <= pages as u128 * elapsed.as_millis()
 }
@@ -94,7 +94,7 @@ pub fn sweep_quiet_trees(deadline: Instant) {
     }
     crate::am::rows::forget_committed();
     let trees = engine.superseded_trees();
-    // Only calm trees ([`calm`]): a tally's transaction is older than the
+    // Only calm trees ([`is_calm`]): a tally's transaction is older than the
     // horizon between two short transactions of a busy table too
     // (pgbench's accounts were read whole here every two seconds of
     // TPC-B, 3% of its CPU). A trickle of writes still lets a tree be swept.
@@ -106,7 +106,7 @@ pub fn sweep_quiet_trees(deadline: Instant) {
             .filter(|t| {
                 l.get(&t.id).is_some_and(|&(before, at)| {
                     let elapsed = now.saturating_duration_since(at);
-                    elapsed >= CALM_WINDOW && calm(before, t.count, elapsed, t.pages)
+                    elapsed >= CALM_WINDOW && is_calm(before, t.count, elapsed, t.pages)
                 })
             })
             .map(|t| t.id)
